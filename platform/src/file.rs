@@ -1,0 +1,221 @@
+//! File and directory operations the engine needs, each a thin wrapper over
+//! one or two syscalls, with the platform differences decided here.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::io::AsRawFd;
+use std::path::Path;
+
+/// Open a segment file for reading and writing.
+///
+/// `create_new` fails with `AlreadyExists` if the file exists, so a crash
+/// can never make two segments share a file. With `direct` the file is
+/// opened with O_DIRECT (Linux) or gets `F_NOCACHE` (macOS); a filesystem
+/// that refuses it (tmpfs) makes this return an error for which
+/// [`is_direct_unsupported`] is true, and the caller retries without.
+///
+/// Cost: one `open(2)` (plus one `fcntl(2)` on macOS).
+pub fn open_segment(path: &Path, create_new: bool, direct: bool) -> io::Result<File> {
+    let mut opts = OpenOptions::new();
+    opts.read(true).write(true);
+    if create_new {
+        opts.create_new(true);
+    }
+    #[cfg(target_os = "linux")]
+    if direct {
+        opts.custom_flags(libc::O_DIRECT);
+    }
+    let file = opts.open(path)?;
+    #[cfg(target_os = "macos")]
+    if direct {
+        // SAFETY: fcntl on a descriptor we own; F_NOCACHE takes an int.
+        let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_NOCACHE, 1) };
+        if rc == -1 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
+    let _ = direct;
+    Ok(file)
+}
+
+/// True when `err` is how the kernel says the filesystem does not support
+/// O_DIRECT on this file (EINVAL at open time).
+pub fn is_direct_unsupported(err: &io::Error) -> bool {
+    err.raw_os_error() == Some(libc::EINVAL)
+}
+
+/// Reserve `len` bytes of disk for `file` so later writes never allocate.
+///
+/// Linux uses `fallocate(2)`, which makes the space unwritten extents; the
+/// caller then zero-writes them once so that later overwrites need no
+/// extent conversion (no journal commit per sync). Where `fallocate` is not
+/// supported, the file is only extended (`ftruncate`), which still gives a
+/// fixed size. Cost: one syscall; it may block on metadata I/O.
+pub fn preallocate(file: &File, len: u64) -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        let len_off = libc::off_t::try_from(len)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "length too large"))?;
+        // SAFETY: fallocate on a descriptor we own; no memory is passed.
+        let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len_off) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EOPNOTSUPP) {
+            return Err(err);
+        }
+    }
+    file.set_len(len)
+}
+
+/// Write all of `data` at `offset`; with `dsync`, return only once the data
+/// (and the metadata needed to read it back) is on stable storage.
+///
+/// Linux: `pwritev2(RWF_DSYNC)`, one syscall per write. Elsewhere: `pwrite`
+/// followed by [`sync_data`]. A short write is continued, never reported as
+/// success. Blocks the calling thread for the device round trip.
+pub fn write_all_at(file: &File, data: &[u8], offset: u64, dsync: bool) -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        let mut done = 0usize;
+        while done < data.len() {
+            let rest = &data[done..];
+            let iov = libc::iovec {
+                iov_base: rest.as_ptr() as *mut libc::c_void,
+                iov_len: rest.len(),
+            };
+            let flags = if dsync { libc::RWF_DSYNC } else { 0 };
+            let off = libc::off_t::try_from(offset + done as u64)
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset too large"))?;
+            // SAFETY: iov points into `data`, which outlives the call; the
+            // descriptor is owned by `file`.
+            let n = unsafe { libc::pwritev2(file.as_raw_fd(), &iov, 1, off, flags) };
+            if n < 0 {
+                let err = io::Error::last_os_error();
+                if err.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(err);
+            }
+            if n == 0 {
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+            done += n as usize;
+        }
+        Ok(())
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        file.write_all_at(data, offset)?;
+        if dsync {
+            sync_data(file)?;
+        }
+        Ok(())
+    }
+}
+
+/// Read exactly `buf.len()` bytes at `offset` (`pread`, retried on short
+/// reads). Returns `UnexpectedEof` if the file is shorter.
+pub fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    file.read_exact_at(buf, offset)
+}
+
+/// Make the file's data durable: `fdatasync(2)` on Linux, `F_FULLFSYNC` on
+/// macOS (plain `fsync` there does not flush the drive's cache).
+///
+/// Never call this twice for the same failure: after a failed sync Linux
+/// may have dropped the dirty pages, so a second success proves nothing.
+/// Cost: one syscall that waits for the device.
+pub fn sync_data(file: &File) -> io::Result<()> {
+    #[cfg(target_os = "macos")]
+    {
+        // SAFETY: fcntl on a descriptor we own; F_FULLFSYNC takes no argument.
+        let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_FULLFSYNC) };
+        if rc == -1 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+    #[cfg(not(target_os = "macos"))]
+    {
+        file.sync_data()
+    }
+}
+
+/// Make a directory's entries (creations, renames, unlinks) durable.
+///
+/// Cost: one `open(2)` and one `fsync(2)` of the directory.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    let d = File::open(dir)?;
+    #[cfg(target_os = "macos")]
+    {
+        sync_data(&d)
+    }
+    #[cfg(not(target_os = "macos"))]
+    {
+        d.sync_all()
+    }
+}
+
+/// Take an exclusive advisory lock on `file` without blocking.
+///
+/// Returns `Ok(false)` when another open file description holds it (another
+/// process, or another handle in this process). The lock is released when
+/// the file is closed, including when the process dies, so a crash never
+/// leaves a stale lock behind.
+pub fn try_lock_exclusive(file: &File) -> io::Result<bool> {
+    match file.try_lock() {
+        Ok(()) => Ok(true),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(false),
+        Err(std::fs::TryLockError::Error(e)) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::AlignedBuf;
+
+    #[test]
+    fn direct_write_read_roundtrip() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("seg");
+        let file = match open_segment(&path, true, true) {
+            Ok(f) => f,
+            Err(e) if is_direct_unsupported(&e) => {
+                std::fs::remove_file(&path).ok();
+                open_segment(&path, true, false).unwrap()
+            }
+            Err(e) => panic!("{e}"),
+        };
+        preallocate(&file, 1 << 20).unwrap();
+        assert_eq!(file.metadata().unwrap().len(), 1 << 20);
+        let mut buf = AlignedBuf::new(8192);
+        buf.as_mut_slice()[..5].copy_from_slice(b"hello");
+        write_all_at(&file, buf.as_slice(), 4096, true).unwrap();
+        sync_data(&file).unwrap();
+        let mut back = AlignedBuf::new(4096);
+        read_exact_at(&file, back.as_mut_slice(), 4096).unwrap();
+        assert_eq!(&back.as_slice()[..5], b"hello");
+        assert!(
+            open_segment(&path, true, false).is_err(),
+            "create_new must refuse an existing file"
+        );
+        sync_dir(dir.path()).unwrap();
+    }
+
+    #[test]
+    fn lock_is_exclusive_between_descriptions() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lock");
+        let a = File::create(&path).unwrap();
+        let b = File::options().write(true).open(&path).unwrap();
+        assert!(try_lock_exclusive(&a).unwrap());
+        assert!(!try_lock_exclusive(&b).unwrap());
+        drop(a);
+        assert!(try_lock_exclusive(&b).unwrap());
+    }
+}

@@ -1,0 +1,36 @@
+//! `ringwal-platform`: the only crate of ringwal that talks to the kernel.
+//!
+//! Every syscall and every `unsafe` block of the project lives here, behind
+//! small safe types, so the engine crate reads as the algorithm:
+//!
+//! * [`AlignedBuf`]: block-aligned heap buffers that O_DIRECT and registered
+//!   io_uring writes require.
+//! * [`file`]: opening segments (O_DIRECT when the filesystem allows it),
+//!   preallocation, durable positional writes, data and directory syncs,
+//!   exclusive advisory locks.
+//! * [`Notifier`]: the wake-up a producer sends to a sleeping I/O thread
+//!   (eventfd on Linux, kqueue `EVFILT_USER` on macOS).
+//! * [`IoQueue`]: the submission/completion interface the engine's I/O thread
+//!   drives, with two implementations: [`uring`] (Linux, io_uring) and
+//!   [`threaded`] (portable, blocking syscalls on the calling thread).
+
+#![warn(missing_docs)]
+
+mod buf;
+pub mod file;
+mod notify;
+mod queue;
+pub mod threaded;
+#[cfg(target_os = "linux")]
+pub mod uring;
+
+pub use buf::AlignedBuf;
+pub use notify::Notifier;
+pub use queue::{new_queue, Completion, IoQueue, Op, QueueKind, Wait, WriteSync};
+
+/// The I/O block size every write is aligned to, in bytes.
+///
+/// O_DIRECT needs offsets, lengths and buffer addresses aligned to the
+/// device's logical block size; 4 KiB covers every device we target and is
+/// also the page size, so one constant serves both.
+pub const BLOCK: usize = 4096;

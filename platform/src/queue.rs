@@ -1,0 +1,129 @@
+use std::fs::File;
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::{AlignedBuf, Notifier};
+
+/// One I/O operation handed to an [`IoQueue`].
+///
+/// The op owns everything the kernel touches (the buffer and a reference to
+/// the file) until its [`Completion`] gives it back, which is what makes
+/// asynchronous submission safe: the memory cannot be freed or reused while
+/// the kernel may still read it.
+#[derive(Debug)]
+pub enum Op {
+    /// Write `buf[..len]` at `offset`.
+    Write {
+        /// Target file; kept alive until completion.
+        file: Arc<File>,
+        /// Source bytes; returned in the completion for reuse.
+        buf: AlignedBuf,
+        /// Bytes to write from the start of `buf`.
+        len: usize,
+        /// File offset.
+        offset: u64,
+        /// How the write is made durable, if at all.
+        sync: WriteSync,
+    },
+    /// Flush a file's data (`data_only`: fdatasync) or data and metadata
+    /// (fsync; use this for directories) to stable storage.
+    Sync {
+        /// File or directory to flush; kept alive until completion.
+        file: Arc<File>,
+        /// fdatasync rather than fsync.
+        data_only: bool,
+    },
+}
+
+/// How a [`Op::Write`] reaches stable storage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteSync {
+    /// Plain write: survives a process crash once complete, not power loss.
+    None,
+    /// `RWF_DSYNC`: the completion means the data is on stable storage.
+    Dsync,
+    /// The write followed by an fdatasync of the same file, ordered by the
+    /// queue (linked in io_uring); one completion for both.
+    ThenSync,
+}
+
+/// The result of one [`Op`], in completion order (not submission order).
+#[derive(Debug)]
+pub struct Completion {
+    /// The id given to [`IoQueue::push`].
+    pub id: u64,
+    /// `Ok` only if the whole operation succeeded (a short write is an error).
+    pub result: io::Result<()>,
+    /// The op, handed back so its buffer can be reused.
+    pub op: Op,
+}
+
+/// How long [`IoQueue::run`] may sleep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// Submit and return at once.
+    NoWait,
+    /// Sleep until at least one completion is ready or the queue's
+    /// [`Notifier`] fires.
+    Block,
+    /// As `Block`, but at most this long.
+    Timeout(Duration),
+}
+
+/// Which [`IoQueue`] implementation to build.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueueKind {
+    /// io_uring, several operations in flight (Linux only).
+    Uring,
+    /// Blocking syscalls on the calling thread, one operation at a time.
+    Threaded,
+}
+
+/// The submission/completion interface the engine's I/O thread drives.
+///
+/// An implementation is owned by exactly one thread (it is `Send`, not
+/// shared). Operations pushed are started at the next [`run`](Self::run);
+/// their completions are collected with [`pop`](Self::pop). Dropping the
+/// queue waits for every operation still in the kernel, so no buffer is
+/// freed under a pending I/O.
+pub trait IoQueue: Send {
+    /// Queue `op` under the caller's `id`; it starts at the next `run`.
+    /// Cost: no syscall, no allocation once warm.
+    fn push(&mut self, id: u64, op: Op);
+    /// Start everything queued, then sleep as `wait` allows. An error here
+    /// is a failure of the queue itself (not of an operation, which is
+    /// reported in its completion).
+    fn run(&mut self, wait: Wait) -> io::Result<()>;
+    /// The next finished operation, if any.
+    fn pop(&mut self) -> Option<Completion>;
+    /// Operations pushed whose completion has not been popped yet.
+    fn in_flight(&self) -> usize;
+    /// What this queue is.
+    fn kind(&self) -> QueueKind;
+}
+
+/// Build a queue of `kind` with room for `depth` operations in flight,
+/// woken by `notifier`.
+///
+/// Call this on the thread that will drive the queue: the io_uring is
+/// created single-issuer, bound to its creating thread.
+pub fn new_queue(
+    kind: QueueKind,
+    depth: usize,
+    notifier: Arc<Notifier>,
+) -> io::Result<Box<dyn IoQueue>> {
+    match kind {
+        #[cfg(target_os = "linux")]
+        QueueKind::Uring => Ok(Box::new(crate::uring::UringQueue::new(depth, notifier)?)),
+        #[cfg(not(target_os = "linux"))]
+        QueueKind::Uring => {
+            let _ = (depth, notifier);
+            Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "io_uring is only available on Linux",
+            ))
+        }
+        QueueKind::Threaded => Ok(Box::new(crate::threaded::ThreadedQueue::new(notifier))),
+    }
+}

@@ -1,0 +1,414 @@
+//! The Linux [`IoQueue`]: one io_uring, several operations in flight.
+//!
+//! The ring is created `SINGLE_ISSUER | DEFER_TASKRUN` when the kernel
+//! allows it (completion work then runs only when the owning thread enters
+//! the kernel, with no cross-CPU task-work interrupts), falling back to a
+//! plain ring. The queue's [`Notifier`] eventfd is polled inside the ring,
+//! so the I/O thread sleeps in a single `io_uring_enter` for both producer
+//! wake-ups and completions.
+
+use std::collections::VecDeque;
+use std::io;
+use std::os::unix::io::AsRawFd;
+use std::sync::Arc;
+
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
+
+use crate::queue::{Completion, IoQueue, Op, QueueKind, Wait, WriteSync};
+use crate::Notifier;
+
+const POLL_TAG: u64 = u64::MAX;
+
+/// An operation the kernel may still be touching. `pending` counts the
+/// completion entries still expected (two for a write linked to a sync).
+#[derive(Debug)]
+struct Slot {
+    id: u64,
+    op: Op,
+    pending: u8,
+    error: Option<io::Error>,
+}
+
+/// io_uring-backed [`IoQueue`]. See the module docs.
+pub struct UringQueue {
+    ring: IoUring,
+    notifier: Arc<Notifier>,
+    slots: Vec<Option<Slot>>,
+    free: Vec<usize>,
+    queued: VecDeque<(u64, Op)>,
+    done: VecDeque<Completion>,
+    poll_armed: bool,
+}
+
+impl std::fmt::Debug for UringQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UringQueue")
+            .field("slots", &self.slots.len())
+            .finish()
+    }
+}
+
+impl UringQueue {
+    /// Create a ring sized for `depth` operations in flight (each may take
+    /// two submission entries), plus the notifier poll.
+    ///
+    /// Cost: one `io_uring_setup` and the ring's memory mappings.
+    pub fn new(depth: usize, notifier: Arc<Notifier>) -> io::Result<UringQueue> {
+        let entries = ((depth.max(1) * 2 + 2) as u32).next_power_of_two();
+        let ring = IoUring::builder()
+            .setup_single_issuer()
+            .setup_defer_taskrun()
+            .build(entries)
+            .or_else(|_| IoUring::new(entries))?;
+        Ok(UringQueue {
+            ring,
+            notifier,
+            slots: Vec::new(),
+            free: Vec::new(),
+            queued: VecDeque::new(),
+            done: VecDeque::new(),
+            poll_armed: false,
+        })
+    }
+
+    fn entries_for(op: &Op) -> usize {
+        match op {
+            Op::Write {
+                sync: WriteSync::ThenSync,
+                ..
+            } => 2,
+            _ => 1,
+        }
+    }
+
+    fn build(op: &Op, slot: usize) -> [Option<squeue::Entry>; 2] {
+        let main = (slot as u64) << 1;
+        match op {
+            Op::Write {
+                file,
+                buf,
+                len,
+                offset,
+                sync,
+            } => {
+                let fd = types::Fd(file.as_raw_fd());
+                let flags = if *sync == WriteSync::Dsync {
+                    libc::RWF_DSYNC
+                } else {
+                    0
+                };
+                let w = opcode::Write::new(fd, buf.as_ptr(), *len as u32)
+                    .offset(*offset)
+                    .rw_flags(flags)
+                    .build()
+                    .user_data(main);
+                if *sync == WriteSync::ThenSync {
+                    let s = opcode::Fsync::new(fd)
+                        .flags(types::FsyncFlags::DATASYNC)
+                        .build()
+                        .user_data(main | 1);
+                    [Some(w.flags(squeue::Flags::IO_LINK)), Some(s)]
+                } else {
+                    [Some(w), None]
+                }
+            }
+            Op::Sync { file, data_only } => {
+                let fd = types::Fd(file.as_raw_fd());
+                let flags = if *data_only {
+                    types::FsyncFlags::DATASYNC
+                } else {
+                    types::FsyncFlags::empty()
+                };
+                [
+                    Some(opcode::Fsync::new(fd).flags(flags).build().user_data(main)),
+                    None,
+                ]
+            }
+        }
+    }
+
+    /// Move queued ops into the submission queue while there is room.
+    fn fill_sq(&mut self) -> io::Result<()> {
+        while let Some((_, op)) = self.queued.front() {
+            let need = Self::entries_for(op);
+            if self.sq_room() < need {
+                self.ring.submit()?;
+                if self.sq_room() < need {
+                    return Ok(());
+                }
+            }
+            let (id, op) = self.queued.pop_front().expect("front checked above");
+            let slot = self.free.pop().unwrap_or_else(|| {
+                self.slots.push(None);
+                self.slots.len() - 1
+            });
+            let entries = Self::build(&op, slot);
+            self.slots[slot] = Some(Slot {
+                id,
+                op,
+                pending: need as u8,
+                error: None,
+            });
+            let mut sq = self.ring.submission();
+            for e in entries.into_iter().flatten() {
+                // SAFETY: every pointer in the entry (buffer, fd) belongs to
+                // the op now stored in `slots[slot]`, which keeps the buffer
+                // and the file alive and unmoved until all of this slot's
+                // completions are reaped; Drop waits for them.
+                unsafe { sq.push(&e).expect("room checked above") };
+            }
+        }
+        Ok(())
+    }
+
+    fn sq_room(&mut self) -> usize {
+        let sq = self.ring.submission();
+        sq.capacity() - sq.len()
+    }
+
+    fn arm_poll(&mut self) -> io::Result<()> {
+        if self.poll_armed {
+            return Ok(());
+        }
+        if self.ring.submission().is_full() {
+            self.ring.submit()?;
+        }
+        let e = opcode::PollAdd::new(types::Fd(self.notifier.raw_fd()), libc::POLLIN as u32)
+            .build()
+            .user_data(POLL_TAG);
+        // SAFETY: a poll entry references no memory, only the eventfd, which
+        // the Arc<Notifier> held by this queue keeps open for the ring's life.
+        unsafe { self.ring.submission().push(&e).expect("room made above") };
+        self.poll_armed = true;
+        Ok(())
+    }
+
+    fn reap(&mut self) {
+        let cqes: Vec<cqueue::Entry> = self.ring.completion().collect();
+        for cqe in cqes {
+            self.complete(cqe.user_data(), cqe.result());
+        }
+    }
+
+    fn complete(&mut self, user_data: u64, res: i32) {
+        if user_data == POLL_TAG {
+            self.poll_armed = false;
+            self.notifier.drain();
+            return;
+        }
+        let idx = (user_data >> 1) as usize;
+        let is_main = user_data & 1 == 0;
+        let slot = self.slots[idx]
+            .as_mut()
+            .expect("completion for a live slot");
+        if slot.error.is_none() {
+            if res < 0 {
+                slot.error = Some(io::Error::from_raw_os_error(-res));
+            } else if is_main {
+                if let Op::Write { len, .. } = &slot.op {
+                    if res as usize != *len {
+                        slot.error = Some(io::Error::new(
+                            io::ErrorKind::WriteZero,
+                            format!("short write: {res} of {len} bytes"),
+                        ));
+                    }
+                }
+            }
+        }
+        slot.pending -= 1;
+        if slot.pending == 0 {
+            let slot = self.slots[idx].take().expect("slot checked above");
+            self.free.push(idx);
+            let result = match slot.error {
+                Some(e) => Err(e),
+                None => Ok(()),
+            };
+            self.done.push_back(Completion {
+                id: slot.id,
+                result,
+                op: slot.op,
+            });
+        }
+    }
+
+    fn live(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+
+    fn enter(&mut self, wait: Wait) -> io::Result<()> {
+        let res = match wait {
+            Wait::NoWait => self.ring.submit(),
+            Wait::Block => self.ring.submit_and_wait(1),
+            Wait::Timeout(t) => {
+                let ts = types::Timespec::from(t);
+                let args = types::SubmitArgs::new().timespec(&ts);
+                self.ring.submitter().submit_with_args(1, &args)
+            }
+        };
+        match res {
+            Ok(_) => Ok(()),
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EINTR | libc::ETIME | libc::EBUSY)
+                ) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl IoQueue for UringQueue {
+    fn push(&mut self, id: u64, op: Op) {
+        self.queued.push_back((id, op));
+    }
+
+    fn run(&mut self, wait: Wait) -> io::Result<()> {
+        self.fill_sq()?;
+        let wait = if self.done.is_empty() {
+            wait
+        } else {
+            Wait::NoWait
+        };
+        if wait != Wait::NoWait {
+            self.arm_poll()?;
+        }
+        self.enter(wait)?;
+        self.reap();
+        // Ops left queued for lack of SQ room go in now that reaping freed some.
+        if !self.queued.is_empty() {
+            self.fill_sq()?;
+            self.enter(Wait::NoWait)?;
+        }
+        Ok(())
+    }
+
+    fn pop(&mut self) -> Option<Completion> {
+        self.done.pop_front()
+    }
+
+    fn in_flight(&self) -> usize {
+        self.queued.len() + self.live() + self.done.len()
+    }
+
+    fn kind(&self) -> QueueKind {
+        QueueKind::Uring
+    }
+}
+
+impl Drop for UringQueue {
+    fn drop(&mut self) {
+        // The kernel may still read buffers owned by live slots: wait for
+        // every one of them before the slots (and buffers) are freed. The
+        // notifier poll references no memory and is torn down with the ring.
+        while self.live() > 0 {
+            if self.ring.submit_and_wait(1).is_err() {
+                // Cannot wait: leak the buffers rather than free memory the
+                // kernel may still read.
+                std::mem::forget(std::mem::take(&mut self.slots));
+                return;
+            }
+            self.reap();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{file, AlignedBuf};
+    use std::time::{Duration, Instant};
+
+    fn open(dir: &std::path::Path) -> Arc<std::fs::File> {
+        let p = dir.join("f");
+        let f = file::open_segment(&p, true, false).unwrap();
+        file::preallocate(&f, 1 << 20).unwrap();
+        Arc::new(f)
+    }
+
+    #[test]
+    fn writes_complete_with_buffers_returned() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = open(dir.path());
+        let n = Arc::new(Notifier::new().unwrap());
+        let mut q = UringQueue::new(8, n).unwrap();
+        for i in 0..6u64 {
+            let mut buf = AlignedBuf::new(4096);
+            buf.as_mut_slice()[0] = i as u8 + 1;
+            let sync = [WriteSync::None, WriteSync::Dsync, WriteSync::ThenSync][i as usize % 3];
+            q.push(
+                i,
+                Op::Write {
+                    file: f.clone(),
+                    buf,
+                    len: 4096,
+                    offset: i * 4096,
+                    sync,
+                },
+            );
+        }
+        q.push(
+            99,
+            Op::Sync {
+                file: f.clone(),
+                data_only: true,
+            },
+        );
+        let mut seen = Vec::new();
+        while seen.len() < 7 {
+            q.run(Wait::Block).unwrap();
+            while let Some(c) = q.pop() {
+                c.result.unwrap();
+                seen.push(c.id);
+            }
+        }
+        seen.sort();
+        assert_eq!(seen, vec![0, 1, 2, 3, 4, 5, 99]);
+        assert_eq!(q.in_flight(), 0);
+        let data = std::fs::read(dir.path().join("f")).unwrap();
+        for i in 0..6 {
+            assert_eq!(data[i * 4096], i as u8 + 1);
+        }
+    }
+
+    #[test]
+    fn failed_write_reports_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("ro");
+        std::fs::write(&p, b"x").unwrap();
+        let ro = Arc::new(std::fs::File::open(&p).unwrap());
+        let n = Arc::new(Notifier::new().unwrap());
+        let mut q = UringQueue::new(4, n).unwrap();
+        q.push(
+            1,
+            Op::Write {
+                file: ro,
+                buf: AlignedBuf::new(4096),
+                len: 4096,
+                offset: 0,
+                sync: WriteSync::ThenSync,
+            },
+        );
+        q.run(Wait::Block).unwrap();
+        let c = q.pop().expect("one completion");
+        assert_eq!(c.id, 1);
+        assert_eq!(c.result.unwrap_err().raw_os_error(), Some(libc::EBADF));
+    }
+
+    #[test]
+    fn notifier_wakes_a_blocked_run() {
+        let n = Arc::new(Notifier::new().unwrap());
+        let mut q = UringQueue::new(4, n.clone()).unwrap();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            n.notify().unwrap();
+        });
+        let start = Instant::now();
+        q.run(Wait::Block).unwrap();
+        assert!(start.elapsed() >= Duration::from_millis(20));
+        t.join().unwrap();
+        q.run(Wait::Timeout(Duration::from_millis(5))).unwrap();
+    }
+}

@@ -1,0 +1,265 @@
+//! Configuration: what the log does, with limits checked at open.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::format;
+
+/// Which I/O queue the ring thread drives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// io_uring with several writes in flight (Linux; the default there).
+    Uring,
+    /// One blocking I/O thread; the portable backend (the default
+    /// elsewhere). `F_FULLFSYNC` on macOS.
+    Threaded,
+}
+
+/// How far a record has travelled; what a [`Ticket`](crate::Ticket) waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Level {
+    /// Sequenced and copied into the log's memory: lost by a process crash.
+    Accepted,
+    /// Written to the file: survives a process crash, not a power loss.
+    Written,
+    /// On stable storage: survives a power loss.
+    Durable,
+}
+
+/// How writes are made durable when the log is in durable mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncMethod {
+    /// One write with `RWF_DSYNC` (O_DSYNC semantics for that write only).
+    Dsync,
+    /// A plain write linked to an `fdatasync` of the segment.
+    WriteThenFdatasync,
+}
+
+/// Whether segments are opened with O_DIRECT (F_NOCACHE on macOS).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DirectIo {
+    /// Use it where the filesystem supports it, else buffered I/O.
+    Auto,
+    /// Require it: open fails where the filesystem refuses it.
+    On,
+    /// Never: buffered I/O through the page cache.
+    Off,
+}
+
+/// What recovery does with a damaged log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecoveryMode {
+    /// Truncate only a provably torn tail; anything else fails `open`
+    /// with `Corrupt` or `Gap`. The default.
+    Strict,
+    /// Point-in-time: recover up to the first bad frame wherever it is,
+    /// as if the log ended there. Later segments are renamed aside with a
+    /// `.corrupt` suffix (kept as evidence, never read again) and the
+    /// report lists them. For operators who prefer availability over the
+    /// records after the damage; never the default.
+    PointInTime,
+}
+
+/// Configuration for [`Wal::open`](crate::Wal::open). Build with
+/// [`Config::builder`] or start from [`Config::default`].
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub(crate) node: u32,
+    pub(crate) segment_bytes: u64,
+    pub(crate) backend: Backend,
+    pub(crate) durable: bool,
+    pub(crate) sync_method: SyncMethod,
+    pub(crate) max_record_bytes: usize,
+    pub(crate) max_inflight: usize,
+    pub(crate) write_bytes: usize,
+    pub(crate) ring_cpu: Option<usize>,
+    pub(crate) direct_io: DirectIo,
+    pub(crate) recovery: RecoveryMode,
+    pub(crate) sync_interval: Option<Duration>,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            node: 1,
+            segment_bytes: 64 << 20,
+            backend: if cfg!(target_os = "linux") {
+                Backend::Uring
+            } else {
+                Backend::Threaded
+            },
+            durable: true,
+            sync_method: SyncMethod::Dsync,
+            max_record_bytes: 4 << 20,
+            max_inflight: 8,
+            write_bytes: 1 << 20,
+            ring_cpu: None,
+            direct_io: DirectIo::Auto,
+            recovery: RecoveryMode::Strict,
+            sync_interval: None,
+        }
+    }
+}
+
+impl Config {
+    /// Start a builder from the defaults: node 1, 64 MiB segments, the
+    /// platform's preferred backend, durable writes with `RWF_DSYNC`,
+    /// records up to 4 MiB, 8 writes in flight of up to 1 MiB each,
+    /// O_DIRECT where supported, strict recovery.
+    pub fn builder() -> ConfigBuilder {
+        ConfigBuilder {
+            cfg: Config::default(),
+        }
+    }
+
+    /// The node id; segment names carry it, and each node's files are
+    /// independent even in a shared directory.
+    pub fn node(&self) -> u32 {
+        self.node
+    }
+
+    /// The default acknowledgement level: `Durable` when every write is
+    /// made durable, `Written` when durability comes from `sync`.
+    pub fn default_level(&self) -> Level {
+        if self.durable {
+            Level::Durable
+        } else {
+            Level::Written
+        }
+    }
+
+    /// The widest region a crash can leave partly written at the tail of
+    /// the newest segment: every write that may have been in flight.
+    pub fn torn_window(&self) -> u64 {
+        (self.max_inflight as u64) * (self.buffer_bytes() as u64)
+    }
+
+    /// Bytes in one staging buffer: a full write plus room for the largest
+    /// record and its padding, so any record fits in an empty buffer.
+    pub(crate) fn buffer_bytes(&self) -> usize {
+        let need = format::frame_len(self.max_record_bytes) + 2 * format::BLOCK;
+        self.write_bytes.max(need).next_multiple_of(format::BLOCK)
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::InvalidConfig(m));
+        if self.node > format::MAX_NODE {
+            return bad(format!(
+                "node id {} exceeds {}",
+                self.node,
+                format::MAX_NODE
+            ));
+        }
+        if !self.segment_bytes.is_multiple_of(format::BLOCK as u64)
+            || self.segment_bytes < 16 * format::BLOCK as u64
+        {
+            return bad(format!(
+                "segment size {} must be a multiple of {} and at least 64 KiB",
+                self.segment_bytes,
+                format::BLOCK
+            ));
+        }
+        if self.max_record_bytes == 0 || self.max_record_bytes > format::MAX_PAYLOAD {
+            return bad(format!(
+                "max record size must be in 1..={}",
+                format::MAX_PAYLOAD
+            ));
+        }
+        let room = self.segment_bytes - format::BLOCK as u64;
+        if (format::frame_len(self.max_record_bytes) + 2 * format::BLOCK) as u64 > room {
+            return bad(format!(
+                "max record size {} does not fit in a segment of {} bytes",
+                self.max_record_bytes, self.segment_bytes
+            ));
+        }
+        if !(1..=256).contains(&self.max_inflight) {
+            return bad("max in-flight writes must be in 1..=256".into());
+        }
+        if self.write_bytes < format::BLOCK || self.write_bytes > 64 << 20 {
+            return bad("write size must be in 4 KiB..=64 MiB".into());
+        }
+        if self.backend == Backend::Uring && !cfg!(target_os = "linux") {
+            return bad("the io_uring backend needs Linux".into());
+        }
+        Ok(())
+    }
+}
+
+/// Builder for [`Config`]; every setter is checked when the log opens.
+#[derive(Clone, Debug)]
+pub struct ConfigBuilder {
+    cfg: Config,
+}
+
+impl ConfigBuilder {
+    /// Node id (0..=99999). Default 1.
+    pub fn node(mut self, node: u32) -> Self {
+        self.cfg.node = node;
+        self
+    }
+    /// Segment file size in bytes, a multiple of 4 KiB. Default 64 MiB.
+    /// Each segment is preallocated and zero-written once, off the write path.
+    pub fn segment_bytes(mut self, bytes: u64) -> Self {
+        self.cfg.segment_bytes = bytes;
+        self
+    }
+    /// I/O backend. Default: `Uring` on Linux, `Threaded` elsewhere.
+    pub fn backend(mut self, backend: Backend) -> Self {
+        self.cfg.backend = backend;
+        self
+    }
+    /// The default acknowledgement level. `Durable` (default): every write
+    /// is durable before it is acknowledged. `Written` or `Accepted`: writes
+    /// are plain, and durability comes from `Wal::sync` or
+    /// `Ticket::wait(Level::Durable)`, which issue one shared sync.
+    pub fn default_level(mut self, level: Level) -> Self {
+        self.cfg.durable = level == Level::Durable;
+        self
+    }
+    /// How durable writes are made durable. Default `Dsync`, the faster of
+    /// the two on the devices measured (see README).
+    pub fn sync_method(mut self, method: SyncMethod) -> Self {
+        self.cfg.sync_method = method;
+        self
+    }
+    /// Largest payload accepted, in bytes. Default 4 MiB.
+    pub fn max_record_bytes(mut self, bytes: usize) -> Self {
+        self.cfg.max_record_bytes = bytes;
+        self
+    }
+    /// Writes the ring keeps in flight at once (1..=256). Default 8.
+    pub fn max_inflight(mut self, n: usize) -> Self {
+        self.cfg.max_inflight = n;
+        self
+    }
+    /// Target size of one write (group commit batch). Default 1 MiB.
+    pub fn write_bytes(mut self, bytes: usize) -> Self {
+        self.cfg.write_bytes = bytes;
+        self
+    }
+    /// Pin the ring thread to this CPU (core_affinity). Default: unpinned.
+    pub fn ring_cpu(mut self, cpu: Option<usize>) -> Self {
+        self.cfg.ring_cpu = cpu;
+        self
+    }
+    /// O_DIRECT policy. Default `Auto`.
+    pub fn direct_io(mut self, mode: DirectIo) -> Self {
+        self.cfg.direct_io = mode;
+        self
+    }
+    /// Recovery policy. Default `Strict`.
+    pub fn recovery(mut self, mode: RecoveryMode) -> Self {
+        self.cfg.recovery = mode;
+        self
+    }
+    /// In `Written` mode, sync in the background at this interval when
+    /// anything was written since the last sync. Default: never.
+    pub fn sync_interval(mut self, every: Option<Duration>) -> Self {
+        self.cfg.sync_interval = every;
+        self
+    }
+    /// The finished configuration (validated when the log opens).
+    pub fn build(self) -> Config {
+        self.cfg
+    }
+}

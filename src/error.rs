@@ -1,0 +1,115 @@
+//! The one error type of ringwal.
+
+use std::io;
+use std::path::PathBuf;
+
+/// A log sequence number: dense, starting at 1, never reused.
+pub type Lsn = u64;
+
+/// Everything that can go wrong, as variants a caller can act on.
+///
+/// Messages name the file and byte offset wherever one is involved, so an
+/// operator can go straight to `ringwal dump` or a hex editor.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Another process (or another handle in this one) holds the writer
+    /// lock for this directory and node. Retry after it closes.
+    #[error("{path}: log is locked by another writer (one writer per directory and node)")]
+    Locked {
+        /// The lock file.
+        path: PathBuf,
+    },
+    /// On-disk data that cannot be a torn tail: a bad frame with valid data
+    /// after it, a header that contradicts its file name, an unknown format.
+    /// Nothing was modified; inspect with `ringwal verify`.
+    #[error("{}:{offset}: corrupt: {reason}", file.display())]
+    Corrupt {
+        /// The segment file.
+        file: PathBuf,
+        /// Byte offset of the first bad byte in `file`.
+        offset: u64,
+        /// What is wrong there.
+        reason: String,
+    },
+    /// LSNs that should exist do not: a missing segment, or a read from
+    /// below the oldest LSN kept (checkpointed away).
+    #[error("{}: LSN gap: expected {expected}, found {found}", file.display())]
+    Gap {
+        /// The file where the gap was noticed (the directory for reads).
+        file: PathBuf,
+        /// The LSN that should come next.
+        expected: Lsn,
+        /// The LSN found instead (or the oldest one kept).
+        found: Lsn,
+    },
+    /// A write or sync failed earlier; the log accepts nothing more and
+    /// reports nothing more as durable. Reopen to recover; nothing that was
+    /// acknowledged is lost.
+    #[error("log is poisoned by an earlier I/O failure: {cause}")]
+    Poisoned {
+        /// The failure that poisoned the log.
+        cause: String,
+    },
+    /// A record larger than the configured maximum.
+    #[error("record of {len} bytes exceeds the maximum of {max} bytes")]
+    TooLarge {
+        /// The record's length.
+        len: usize,
+        /// The configured maximum (`Config::max_record_bytes`).
+        max: usize,
+    },
+    /// The filesystem is full. Acknowledged records are safe; free space
+    /// (for example with `checkpoint`) and reopen.
+    #[error("{}: no space left on device", path.display())]
+    NoSpace {
+        /// The file being written or created.
+        path: PathBuf,
+    },
+    /// A configuration value is out of range.
+    #[error("invalid configuration: {0}")]
+    InvalidConfig(String),
+    /// The log was closed; no more appends.
+    #[error("log is closed")]
+    Closed,
+    /// An I/O error outside the write path (opening, scanning, deleting).
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or directory involved.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// ringwal's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// Wrap an I/O error with the path it concerns, turning ENOSPC into
+    /// [`Error::NoSpace`] so callers can match on it.
+    pub fn io(path: impl Into<PathBuf>, source: io::Error) -> Error {
+        let path = path.into();
+        if source.raw_os_error() == Some(libc_enospc()) {
+            return Error::NoSpace { path };
+        }
+        Error::Io { path, source }
+    }
+
+    pub(crate) fn corrupt(
+        file: impl Into<PathBuf>,
+        offset: u64,
+        reason: impl Into<String>,
+    ) -> Error {
+        Error::Corrupt {
+            file: file.into(),
+            offset,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// ENOSPC, which is 28 on every platform ringwal builds for.
+const fn libc_enospc() -> i32 {
+    28
+}

@@ -1,0 +1,367 @@
+//! Recovery: what is on disk, what is trustworthy, and what to repair.
+//!
+//! Analysis ([`analyze`]) is read-only and shared with `ringwal verify`;
+//! [`recover`] applies its decisions. The decision table, per segment in
+//! base-LSN order (the newest is the last one with a valid header):
+//!
+//! | finding                                              | newest segment          | older segment |
+//! |------------------------------------------------------|-------------------------|---------------|
+//! | header blank or unreadable                           | discard the file        | `Corrupt`     |
+//! | header node/base contradicts the file name           | `Corrupt`               | `Corrupt`     |
+//! | base LSN is not previous last LSN + 1                | `Gap`                   | `Gap`         |
+//! | a valid frame whose LSN breaks the sequence          | `Corrupt`               | `Corrupt`     |
+//! | first bad/zero frame at P, valid frame at a block    | `Corrupt`               | `Corrupt`     |
+//! |   boundary beyond P + torn window                    |                         |               |
+//! | bad frame at P, nothing valid beyond the window      | torn tail: truncate at P| `Corrupt`     |
+//! | zero frame at P, valid frames within the window      | torn tail: truncate at P| `Corrupt`     |
+//! | zero frame at P, nothing valid after it              | clean end               | clean end     |
+//!
+//! Older segments get no torn window because the ring drains (and, in
+//! written mode, syncs) a segment before writing the next one, so a crash
+//! can only ever tear the newest. In `PointInTime` mode the first `Corrupt`
+//! or `Gap` becomes a truncation point instead, and every later segment is
+//! set aside.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::config::{Config, RecoveryMode};
+use crate::error::{Error, Lsn, Result};
+use crate::format::{self, Decoded, Kind, SegmentHeader};
+use crate::scan::SegmentScan;
+use crate::segments::{self, SegmentFile};
+
+/// What [`Wal::open`](crate::Wal::open) found and did.
+#[derive(Clone, Debug, Default)]
+pub struct RecoveryReport {
+    /// Segment files scanned (after discarding incomplete ones).
+    pub segments_scanned: usize,
+    /// Bytes of frames read and verified.
+    pub bytes_scanned: u64,
+    /// Records (non-padding frames) found.
+    pub records: u64,
+    /// Oldest LSN kept on disk (0 if the log is empty).
+    pub first_lsn: Lsn,
+    /// Newest LSN on disk after recovery (0 if the log is empty).
+    pub last_lsn: Lsn,
+    /// The torn tail that was cut, if any.
+    pub truncated: Option<Truncation>,
+    /// Files removed or set aside: incomplete segments from a crash
+    /// mid-create, leftover spares, and (point-in-time mode) segments after
+    /// the recovery point.
+    pub discarded: Vec<PathBuf>,
+    /// True when the directory held no segment and one was created.
+    pub created: bool,
+    /// Wall time of the whole recovery.
+    pub elapsed: Duration,
+}
+
+/// A cut made at the tail of the newest segment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Truncation {
+    /// The segment.
+    pub file: PathBuf,
+    /// Offset of the first byte that was not part of a valid frame.
+    pub offset: u64,
+    /// Why the bytes at `offset` were rejected.
+    pub reason: String,
+    /// Bytes zeroed after `offset`.
+    pub zeroed: u64,
+}
+
+/// One segment as analysis understood it.
+#[derive(Clone, Debug)]
+pub(crate) struct SegmentState {
+    pub file: SegmentFile,
+    pub header: SegmentHeader,
+    /// LSN of the last record (base - 1 if none).
+    pub last_lsn: Lsn,
+    /// Offset just past the last valid frame.
+    pub valid_end: u64,
+    pub records: u64,
+    /// A torn tail: (offset, reason, end of the region to zero).
+    pub torn: Option<(u64, String, u64)>,
+}
+
+/// The read-only result of scanning a node's files.
+#[derive(Debug, Default)]
+pub(crate) struct Analysis {
+    pub segments: Vec<SegmentState>,
+    /// Newest files whose header never became valid (crash mid-create).
+    pub incomplete: Vec<PathBuf>,
+    pub spares: Vec<PathBuf>,
+    /// Segments after a point-in-time recovery point.
+    pub set_aside: Vec<PathBuf>,
+    /// Corruption and gaps, in file order; non-empty means strict open fails.
+    pub problems: Vec<Error>,
+    /// LSN named by the newest discarded file, which recovery must resume at or above.
+    pub floor_lsn: Lsn,
+    pub bytes_scanned: u64,
+}
+
+/// Scan `dir` for `cfg.node`'s log without modifying anything.
+pub(crate) fn analyze(dir: &Path, cfg: &Config) -> Result<Analysis> {
+    let listing = segments::list(dir, cfg.node)?;
+    let mut out = Analysis {
+        spares: listing.spares,
+        ..Analysis::default()
+    };
+    let mut files = listing.segments;
+
+    // Incomplete newest files: a crash between rename and a durable header.
+    while let Some(last) = files.last() {
+        match SegmentScan::open(&last.path, cfg.max_record_bytes)? {
+            Ok(_) => break,
+            Err((_, _)) => {
+                let f = files.pop().expect("last exists");
+                out.floor_lsn = out.floor_lsn.max(f.base);
+                out.incomplete.push(f.path);
+            }
+        }
+    }
+
+    let count = files.len();
+    let mut prev_last: Option<Lsn> = None;
+    for (i, f) in files.into_iter().enumerate() {
+        if !out.problems.is_empty() && cfg.recovery == RecoveryMode::PointInTime {
+            out.set_aside.push(f.path);
+            continue;
+        }
+        let newest = i + 1 == count;
+        match scan_segment(&f, cfg, newest, prev_last, &mut out)? {
+            Some(state) => {
+                prev_last = Some(state.last_lsn);
+                out.segments.push(state);
+            }
+            None if cfg.recovery == RecoveryMode::PointInTime => out.set_aside.push(f.path),
+            None => {}
+        }
+    }
+    Ok(out)
+}
+
+/// Scan one segment. Pushes problems into `out`; returns the state when
+/// the segment (or, in point-in-time mode, its valid prefix) is usable.
+fn scan_segment(
+    f: &SegmentFile,
+    cfg: &Config,
+    newest: bool,
+    prev_last: Option<Lsn>,
+    out: &mut Analysis,
+) -> Result<Option<SegmentState>> {
+    let mut scan = match SegmentScan::open(&f.path, cfg.max_record_bytes)? {
+        Ok(s) => s,
+        Err((e, _)) => {
+            out.problems
+                .push(Error::corrupt(&f.path, 0, format!("segment header: {e}")));
+            return Ok(None);
+        }
+    };
+    let h = scan.header;
+    if h.node != cfg.node || h.base_lsn != f.base {
+        out.problems.push(Error::corrupt(
+            &f.path,
+            0,
+            format!(
+                "header says node {} base {}, file name says node {} base {}",
+                h.node, h.base_lsn, cfg.node, f.base
+            ),
+        ));
+        return Ok(None);
+    }
+    if let Some(prev) = prev_last {
+        if h.base_lsn != prev + 1 {
+            out.problems.push(Error::Gap {
+                file: f.path.clone(),
+                expected: prev + 1,
+                found: h.base_lsn,
+            });
+            return Ok(None);
+        }
+    }
+    let point_in_time = cfg.recovery == RecoveryMode::PointInTime;
+    let mut off = format::BLOCK as u64;
+    let mut expect = h.base_lsn;
+    let mut records = 0u64;
+    let mut bad: Option<(u64, String, bool)> = None; // (offset, reason, was_zero)
+    while off < scan.end() {
+        match scan.frame_at(off)? {
+            Decoded::Frame(fr) => {
+                if fr.kind != Kind::Padding {
+                    if fr.lsn != expect {
+                        bad = Some((
+                            off,
+                            format!("frame LSN {} where {} was expected", fr.lsn, expect),
+                            false,
+                        ));
+                        break;
+                    }
+                    expect += 1;
+                    records += 1;
+                }
+                off += fr.len as u64;
+            }
+            Decoded::Zero => {
+                bad = Some((off, "end of written data".into(), true));
+                break;
+            }
+            Decoded::Invalid(why) => {
+                bad = Some((off, why.to_string(), false));
+                break;
+            }
+        }
+    }
+    out.bytes_scanned += off - format::BLOCK as u64;
+    let last_lsn = expect - 1;
+    let mut state = SegmentState {
+        file: f.clone(),
+        header: h,
+        last_lsn,
+        valid_end: off,
+        records,
+        torn: None,
+    };
+    let Some((at, reason, was_zero)) = bad else {
+        return Ok(Some(state));
+    };
+
+    let window = if newest { cfg.torn_window() } else { 0 };
+    let window_end = (at + window)
+        .next_multiple_of(format::BLOCK as u64)
+        .min(scan.end());
+    let beyond = scan.next_valid_block(window_end.max(at + 1))?;
+    let within = if window > 0 {
+        scan.next_valid_block(at + 1)?.filter(|&b| b < window_end)
+    } else {
+        None
+    };
+    let lsn_break = reason.starts_with("frame LSN");
+    let corrupt = if let Some(b) = beyond {
+        Some(format!("{reason}, but valid frames follow at offset {b}"))
+    } else if lsn_break {
+        Some(reason.clone())
+    } else if !was_zero && !newest {
+        Some(format!("{reason} inside a sealed segment"))
+    } else {
+        None
+    };
+    if let Some(why) = corrupt {
+        out.problems.push(Error::corrupt(&f.path, at, why));
+        if point_in_time {
+            state.torn = Some((at, reason, scan.end()));
+            return Ok(Some(state));
+        }
+        return Ok(None);
+    }
+    // A zero frame mid-block is a write that reached the disk only in
+    // part: every write is whole blocks, fully covered by frames.
+    if !was_zero || within.is_some() || at % format::BLOCK as u64 != 0 {
+        state.torn = Some((at, reason, window_end));
+    }
+    Ok(Some(state))
+}
+
+/// What the writer needs to continue after recovery.
+#[derive(Debug)]
+pub(crate) struct Recovered {
+    pub report: RecoveryReport,
+    pub segments: Vec<SegmentFile>,
+    /// The newest segment and the offset where the next write goes.
+    pub active: Option<(SegmentFile, SegmentHeader, u64)>,
+    pub next_lsn: Lsn,
+}
+
+/// Recover `dir` for writing: analyze, fail on corruption (strict mode),
+/// discard incomplete files, cut a torn tail durably.
+pub(crate) fn recover(dir: &Path, cfg: &Config) -> Result<Recovered> {
+    let start = Instant::now();
+    let mut a = analyze(dir, cfg)?;
+    if cfg.recovery == RecoveryMode::Strict {
+        if let Some(e) = a.problems.drain(..).next() {
+            return Err(e);
+        }
+    }
+    let mut report = RecoveryReport {
+        bytes_scanned: a.bytes_scanned,
+        ..RecoveryReport::default()
+    };
+    for p in a.incomplete.iter().chain(a.spares.iter()) {
+        std::fs::remove_file(p).map_err(|e| Error::io(p, e))?;
+        report.discarded.push(p.clone());
+    }
+    for p in &a.set_aside {
+        let mut to = p.clone().into_os_string();
+        to.push(".corrupt");
+        std::fs::rename(p, &to).map_err(|e| Error::io(p, e))?;
+        report.discarded.push(p.clone());
+    }
+    let mut active = None;
+    if let Some(last) = a.segments.last_mut() {
+        let mut write_at = last.valid_end;
+        if let Some((at, reason, zero_to)) = last.torn.take() {
+            let zeroed = cut_tail(&last.file.path, &last.header, at, zero_to)?;
+            write_at = at + format::padding_len(at) as u64;
+            report.truncated = Some(Truncation {
+                file: last.file.path.clone(),
+                offset: at,
+                reason,
+                zeroed,
+            });
+        } else {
+            write_at += format::padding_len(write_at) as u64;
+        }
+        active = Some((last.file.clone(), last.header, write_at));
+    }
+    if !report.discarded.is_empty() || report.truncated.is_some() {
+        ringwal_platform::file::sync_dir(dir).map_err(|e| Error::io(dir, e))?;
+    }
+    report.segments_scanned = a.segments.len();
+    report.records = a.segments.iter().map(|s| s.records).sum();
+    report.first_lsn = a.segments.first().map_or(0, |s| s.header.base_lsn);
+    report.last_lsn = a.segments.last().map_or(0, |s| s.last_lsn);
+    if report.records == 0 {
+        report.first_lsn = 0;
+        report.last_lsn = 0;
+    }
+    let next_lsn = a
+        .segments
+        .last()
+        .map_or(1, |s| s.last_lsn + 1)
+        .max(a.floor_lsn)
+        .max(1);
+    report.elapsed = start.elapsed();
+    Ok(Recovered {
+        report,
+        segments: a.segments.into_iter().map(|s| s.file).collect(),
+        active,
+        next_lsn,
+    })
+}
+
+/// Seal the valid prefix at `at` with a padding frame up to the next block
+/// boundary, zero everything after it up to `zero_to`, and make both
+/// durable before any new write can land beyond them.
+fn cut_tail(path: &Path, header: &SegmentHeader, at: u64, zero_to: u64) -> Result<u64> {
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|e| Error::io(path, e))?;
+    let pad = format::padding_len(at);
+    let sealed = at + pad as u64;
+    let zero_to = zero_to.max(sealed).min(header.segment_bytes);
+    let mut buf = vec![0u8; pad];
+    if pad > 0 {
+        format::encode_padding(&mut buf, header.salt, pad);
+    }
+    let io = |e| Error::io(path, e);
+    ringwal_platform::file::write_all_at(&file, &buf, at, false).map_err(io)?;
+    let zeros = vec![0u8; 1 << 20];
+    let mut off = sealed;
+    while off < zero_to {
+        let n = ((zero_to - off) as usize).min(zeros.len());
+        ringwal_platform::file::write_all_at(&file, &zeros[..n], off, false).map_err(io)?;
+        off += n as u64;
+    }
+    ringwal_platform::file::sync_data(&file).map_err(io)?;
+    Ok(zero_to - at)
+}

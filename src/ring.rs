@@ -1,0 +1,547 @@
+//! The ring thread: turns staged batches into aligned writes, keeps several
+//! in flight, issues syncs, rolls segments, and acknowledges the contiguous
+//! prefix of completed work.
+//!
+//! Every operation gets an id in submission order and an entry in
+//! `pending`; completions may arrive in any order, but watermarks advance
+//! only by popping finished entries off the front. That is what makes a
+//! completed-but-later write invisible until everything before it landed,
+//! and what orders a segment's header write and directory sync before any
+//! acknowledgement of the records inside it.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+use ringwal_platform::{
+    new_queue, AlignedBuf, Completion, IoQueue, Op, QueueKind, Wait, WriteSync,
+};
+
+use crate::config::{Backend, SyncMethod};
+use crate::error::{Error, Lsn, Result};
+use crate::format::{self, SegmentHeader};
+use crate::segments::{self, SegmentFile, Spare};
+use crate::wal::{install_header_buf, Batch, Shared};
+
+/// What the ring thread starts from: the active segment after recovery.
+pub(crate) struct RingStart {
+    pub shared: Arc<Shared>,
+    pub file: File,
+    pub header: SegmentHeader,
+}
+
+enum Kind {
+    /// A batch write; `last_lsn` 0 means padding only.
+    Write { last_lsn: Lsn, durable: bool },
+    /// An fdatasync covering every LSN up to `covers`.
+    Sync { covers: Lsn },
+    /// Segment header write or directory sync: orders, acknowledges nothing.
+    Barrier,
+}
+
+struct Pending {
+    kind: Kind,
+    done: bool,
+}
+
+struct Active {
+    base: Lsn,
+    file: Arc<File>,
+    /// Written (not durable) bytes since the last sync of this segment.
+    dirty: bool,
+}
+
+struct Ring {
+    sh: Arc<Shared>,
+    q: Box<dyn IoQueue>,
+    seg: Active,
+    dir: Arc<File>,
+    pending: VecDeque<Pending>,
+    front_id: u64,
+    writes: usize,
+    held: Option<Batch>,
+    written: Lsn,
+    durable: Lsn,
+    sync_inflight: bool,
+    sync_covers: Lsn,
+    last_sync: Instant,
+    spares: Receiver<Result<Spare>>,
+    spare_req: Option<Sender<()>>,
+    preparer: Option<JoinHandle<()>>,
+    failed: bool,
+}
+
+/// Start the ring thread (and its segment preparer). The io_uring is
+/// created on the ring thread itself (single issuer); a failure to create
+/// it is returned here.
+pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
+    let sh = start.shared.clone();
+    let dir_path = sh.dir.clone();
+    let dir = Arc::new(File::open(&dir_path).map_err(|e| Error::io(&dir_path, e))?);
+    let (ready_tx, ready_rx) = crossbeam_channel::bounded::<std::io::Result<()>>(1);
+    let handle = std::thread::Builder::new()
+        .name(format!("ringwal-ring-{}", sh.cfg.node))
+        .spawn(move || {
+            if let Some(cpu) = start.shared.cfg.ring_cpu {
+                core_affinity::set_for_current(core_affinity::CoreId { id: cpu });
+            }
+            let kind = match start.shared.cfg.backend {
+                Backend::Uring => QueueKind::Uring,
+                Backend::Threaded => QueueKind::Threaded,
+            };
+            let depth = start.shared.cfg.max_inflight + 4;
+            let q = match new_queue(kind, depth, start.shared.notifier.clone()) {
+                Ok(q) => q,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                    return;
+                }
+            };
+            let _ = ready_tx.send(Ok(()));
+            let (spare_req, spares, preparer) = spawn_preparer(&start.shared);
+            let last = start.shared.acks.written();
+            let mut ring = Ring {
+                sh: start.shared,
+                q,
+                seg: Active {
+                    base: start.header.base_lsn,
+                    file: Arc::new(start.file),
+                    dirty: false,
+                },
+                dir,
+                pending: VecDeque::new(),
+                front_id: 0,
+                writes: 0,
+                held: None,
+                written: last,
+                durable: last,
+                sync_inflight: false,
+                sync_covers: last,
+                last_sync: Instant::now(),
+                spares,
+                spare_req: Some(spare_req),
+                preparer: Some(preparer),
+                failed: false,
+            };
+            ring.run();
+        })
+        .map_err(|e| Error::io(&dir_path, e))?;
+    match ready_rx.recv() {
+        Ok(Ok(())) => Ok(handle),
+        Ok(Err(e)) => {
+            let _ = handle.join();
+            Err(Error::io(&dir_path, e))
+        }
+        Err(_) => {
+            let _ = handle.join();
+            Err(Error::io(
+                &dir_path,
+                std::io::Error::other("ring thread died at start"),
+            ))
+        }
+    }
+}
+
+/// The preparer makes one spare segment ahead of need, off every hot path.
+fn spawn_preparer(sh: &Arc<Shared>) -> (Sender<()>, Receiver<Result<Spare>>, JoinHandle<()>) {
+    let (req_tx, req_rx) = crossbeam_channel::unbounded::<()>();
+    let (out_tx, out_rx) = crossbeam_channel::bounded::<Result<Spare>>(1);
+    let dir = sh.dir.clone();
+    let cfg = sh.cfg.clone();
+    let h = std::thread::Builder::new()
+        .name(format!("ringwal-prep-{}", cfg.node))
+        .spawn(move || {
+            let mut seq = 1u64;
+            while req_rx.recv().is_ok() {
+                let s =
+                    segments::prepare_spare(&dir, cfg.node, seq, cfg.segment_bytes, cfg.direct_io);
+                seq += 1;
+                if out_tx.send(s).is_err() {
+                    break;
+                }
+            }
+        })
+        .expect("spawn preparer thread");
+    let _ = req_tx.send(());
+    (req_tx, out_rx, h)
+}
+
+impl Ring {
+    fn next_id(&self) -> u64 {
+        self.front_id + self.pending.len() as u64
+    }
+
+    fn push(&mut self, kind: Kind, op: Op) {
+        let id = self.next_id();
+        if matches!(kind, Kind::Write { .. }) {
+            self.writes += 1;
+        }
+        self.pending.push_back(Pending { kind, done: false });
+        self.q.push(id, op);
+    }
+
+    fn run(&mut self) {
+        loop {
+            let mut progress = self.reap();
+            self.advance();
+            if !self.failed {
+                progress |= self.submit_writes();
+                progress |= self.maybe_sync();
+            }
+            let closed = self.sh.lock().closed;
+            if (closed || self.failed) && self.finished() {
+                break;
+            }
+            let wait = if progress {
+                Wait::NoWait
+            } else {
+                self.idle_wait()
+            };
+            if let Err(e) = self.q.run(wait) {
+                self.fail(format!("io_uring_enter failed: {e}"));
+                // The queue itself is broken; nothing more can complete.
+                break;
+            }
+            self.sh.ring_sleeping.store(false, Ordering::SeqCst);
+        }
+        self.stop_preparer();
+    }
+
+    /// True once nothing is left to write or wait for.
+    fn finished(&self) -> bool {
+        if !self.pending.is_empty() || self.held.is_some() {
+            return false;
+        }
+        if self.failed {
+            return true;
+        }
+        let r = self.sh.lock();
+        if r.has_batch() {
+            return false;
+        }
+        drop(r);
+        // Close drains to durable: in written mode one last sync.
+        self.sh.cfg.durable || !self.seg.dirty
+    }
+
+    /// Decide how to sleep: announce it so producers wake us, then re-check
+    /// for work that arrived before the announcement was visible.
+    fn idle_wait(&mut self) -> Wait {
+        let can_submit =
+            !self.failed && self.held.is_none() && self.writes < self.sh.cfg.max_inflight;
+        if can_submit {
+            self.sh.ring_sleeping.store(true, Ordering::SeqCst);
+            let r = self.sh.lock();
+            let work = r.has_batch() || r.closed;
+            drop(r);
+            let sync_due = !self.sh.cfg.durable
+                && self.sh.sync_wanted.load(Ordering::Acquire) > self.sync_covers;
+            if work || (sync_due && !self.sync_inflight) {
+                self.sh.ring_sleeping.store(false, Ordering::SeqCst);
+                return Wait::NoWait;
+            }
+        }
+        match self.sh.cfg.sync_interval {
+            Some(every) if !self.sh.cfg.durable && self.seg.dirty => Wait::Timeout(
+                every
+                    .saturating_sub(self.last_sync.elapsed())
+                    .max(Duration::from_micros(100)),
+            ),
+            _ => Wait::Block,
+        }
+    }
+
+    fn reap(&mut self) -> bool {
+        let mut any = false;
+        while let Some(c) = self.q.pop() {
+            any = true;
+            self.complete(c);
+        }
+        any
+    }
+
+    fn complete(&mut self, c: Completion) {
+        let idx = (c.id - self.front_id) as usize;
+        let p = &mut self.pending[idx];
+        p.done = true;
+        let what = match p.kind {
+            Kind::Write { .. } => {
+                self.writes -= 1;
+                "write"
+            }
+            Kind::Sync { .. } => {
+                self.sync_inflight = false;
+                "sync"
+            }
+            Kind::Barrier => "segment install",
+        };
+        if let Op::Write { buf, .. } = c.op {
+            if buf.capacity() == self.sh.cfg.buffer_bytes() {
+                self.recycle(buf);
+            }
+        }
+        if let Err(e) = c.result {
+            let err = Error::io(self.seg_path(), e);
+            self.fail(format!("{what} failed: {err}"));
+        }
+    }
+
+    fn seg_path(&self) -> std::path::PathBuf {
+        self.sh
+            .dir
+            .join(format::segment_file_name(self.sh.cfg.node, self.seg.base))
+    }
+
+    fn recycle(&self, buf: AlignedBuf) {
+        let mut r = self.sh.lock();
+        r.free.push(buf);
+        let waiting = r.waiting_for_space > 0;
+        drop(r);
+        if waiting {
+            self.sh.space.notify_all();
+        }
+    }
+
+    /// A write or sync failed: poison. Never retried; nothing after the
+    /// failure point is acknowledged, whatever completes later.
+    fn fail(&mut self, cause: String) {
+        if !self.failed {
+            self.failed = true;
+            self.sh.poisoned(cause);
+        }
+    }
+
+    /// Pop finished entries off the front and move the watermarks.
+    fn advance(&mut self) {
+        if self.failed {
+            // Keep draining so buffers return, but acknowledge nothing more.
+            while self.pending.front().is_some_and(|p| p.done) {
+                self.pending.pop_front();
+                self.front_id += 1;
+            }
+            return;
+        }
+        let (mut w, mut d) = (self.written, self.durable);
+        while self.pending.front().is_some_and(|p| p.done) {
+            let p = self.pending.pop_front().expect("front checked");
+            self.front_id += 1;
+            match p.kind {
+                Kind::Write { last_lsn, durable } if last_lsn > 0 => {
+                    w = last_lsn;
+                    if durable {
+                        d = last_lsn;
+                    }
+                }
+                Kind::Sync { covers } => d = d.max(covers),
+                _ => {}
+            }
+        }
+        if (w, d) != (self.written, self.durable) {
+            self.written = w;
+            self.durable = d;
+            self.sh.acks.advance(w, d);
+        }
+    }
+
+    /// Submit batches while there is room in flight. Returns whether any
+    /// work was started.
+    fn submit_writes(&mut self) -> bool {
+        let mut any = false;
+        while self.writes < self.sh.cfg.max_inflight {
+            let batch = match self.held.take() {
+                Some(b) => b,
+                None => match self.sh.lock().take_batch() {
+                    Some(b) => b,
+                    None => break,
+                },
+            };
+            if batch.seg_base != self.seg.base {
+                match self.roll(batch) {
+                    Ok(Some(b)) => self.held = Some(b),
+                    Ok(None) => {}
+                    Err(e) => self.fail(format!("segment roll failed: {e}")),
+                }
+                if self.held.is_some() || self.failed {
+                    break;
+                }
+                any = true;
+                continue;
+            }
+            self.write(batch);
+            any = true;
+        }
+        any
+    }
+
+    fn write(&mut self, batch: Batch) {
+        let durable = self.sh.cfg.durable;
+        let sync = match (durable, self.sh.cfg.sync_method) {
+            (false, _) => WriteSync::None,
+            (true, SyncMethod::Dsync) => WriteSync::Dsync,
+            (true, SyncMethod::WriteThenFdatasync) => WriteSync::ThenSync,
+        };
+        self.seg.dirty |= !durable;
+        let c = &self.sh.counters;
+        c.writes.fetch_add(1, Ordering::Relaxed);
+        c.write_bytes.fetch_add(batch.len as u64, Ordering::Relaxed);
+        debug_assert_eq!(batch.offset % format::BLOCK as u64, 0);
+        debug_assert_eq!(batch.len % format::BLOCK, 0);
+        let op = Op::Write {
+            file: self.seg.file.clone(),
+            buf: batch.buf,
+            len: batch.len,
+            offset: batch.offset,
+            sync,
+        };
+        self.push(
+            Kind::Write {
+                last_lsn: batch.last_lsn,
+                durable,
+            },
+            op,
+        );
+    }
+
+    /// Move to the segment `batch` belongs to. Returns the batch back while
+    /// the old segment still has work in flight (or, in written mode, until
+    /// its final sync lands), so a crash can only ever tear the newest
+    /// segment. Then installs a prepared spare: header write, rename,
+    /// directory sync, all ordered before the batch's own write.
+    fn roll(&mut self, batch: Batch) -> Result<Option<Batch>> {
+        if !self.pending.is_empty() {
+            return Ok(Some(batch));
+        }
+        if self.seg.dirty {
+            self.push(
+                Kind::Sync {
+                    covers: self.written,
+                },
+                Op::Sync {
+                    file: self.seg.file.clone(),
+                    data_only: true,
+                },
+            );
+            self.sync_inflight = true;
+            self.sync_covers = self.written;
+            self.seg.dirty = false;
+            self.sh.counters.syncs.fetch_add(1, Ordering::Relaxed);
+            return Ok(Some(batch));
+        }
+        let spare = match self.spares.recv() {
+            Ok(s) => s?,
+            Err(_) => {
+                return Err(Error::io(
+                    &self.sh.dir,
+                    std::io::Error::other("segment preparer stopped"),
+                ))
+            }
+        };
+        if let Some(tx) = &self.spare_req {
+            let _ = tx.send(());
+        }
+        let header = SegmentHeader {
+            salt: batch.salt,
+            ..crate::wal::new_header(&self.sh.cfg, batch.seg_base)
+        };
+        let path = self
+            .sh
+            .dir
+            .join(format::segment_file_name(self.sh.cfg.node, batch.seg_base));
+        let block = install_header_buf(&header);
+        let file = Arc::new(spare.file);
+        self.push(
+            Kind::Barrier,
+            Op::Write {
+                file: file.clone(),
+                buf: block,
+                len: format::BLOCK,
+                offset: 0,
+                sync: WriteSync::Dsync,
+            },
+        );
+        std::fs::rename(&spare.path, &path).map_err(|e| Error::io(&path, e))?;
+        self.push(
+            Kind::Barrier,
+            Op::Sync {
+                file: self.dir.clone(),
+                data_only: false,
+            },
+        );
+        self.sh
+            .segments
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(SegmentFile {
+                base: batch.seg_base,
+                path,
+            });
+        self.sh.counters.rolls.fetch_add(1, Ordering::Relaxed);
+        self.seg = Active {
+            base: batch.seg_base,
+            file,
+            dirty: false,
+        };
+        let _ = spare.direct;
+        self.write(batch);
+        Ok(None)
+    }
+
+    /// In written mode, issue one fdatasync when a waiter wants durability
+    /// (or the sync interval elapsed) and there is written data it covers.
+    fn maybe_sync(&mut self) -> bool {
+        if self.sh.cfg.durable || self.sync_inflight || !self.seg.dirty {
+            return false;
+        }
+        let mut want = self.sh.sync_wanted.load(Ordering::Acquire);
+        if let Some(every) = self.sh.cfg.sync_interval {
+            if self.last_sync.elapsed() >= every {
+                want = want.max(self.written.max(self.sync_covers + 1));
+            }
+        }
+        let closing = self.sh.lock().closed;
+        if closing && self.writes == 0 && self.held.is_none() {
+            want = want.max(self.written.max(self.sync_covers + 1));
+        }
+        if want <= self.sync_covers || self.written <= self.sync_covers && self.writes > 0 {
+            return false;
+        }
+        if self.written < want && self.writes > 0 {
+            // The write holding `want` is in flight; sync once it lands.
+            return false;
+        }
+        self.push(
+            Kind::Sync {
+                covers: self.written,
+            },
+            Op::Sync {
+                file: self.seg.file.clone(),
+                data_only: true,
+            },
+        );
+        self.sync_inflight = true;
+        self.sync_covers = self.written;
+        self.seg.dirty = self.writes > 0;
+        self.last_sync = Instant::now();
+        self.sh.counters.syncs.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    /// Stop the preparer and delete the spares it made but nobody used.
+    /// At most one request is outstanding, so this waits for at most one
+    /// spare in preparation.
+    fn stop_preparer(&mut self) {
+        self.spare_req = None;
+        while let Ok(s) = self.spares.recv() {
+            if let Ok(s) = s {
+                let _ = std::fs::remove_file(&s.path);
+            }
+        }
+        if let Some(h) = self.preparer.take() {
+            let _ = h.join();
+        }
+    }
+}

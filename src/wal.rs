@@ -1,0 +1,592 @@
+//! The public log handle, the shared state, and the reservation: the one
+//! short critical section every append goes through.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use ringwal_platform::{AlignedBuf, Notifier};
+
+use crate::acks::Acks;
+use crate::config::{Config, Level};
+use crate::error::{Error, Lsn, Result};
+use crate::format::{self, Kind, SegmentHeader};
+use crate::reader::Reader;
+use crate::recovery::{self, RecoveryReport};
+use crate::ring::{self, RingStart};
+use crate::segments::{self, SegmentFile};
+use crate::ticket::Ticket;
+
+/// A batch of frames bound for one write: whole blocks once closed.
+pub(crate) struct Batch {
+    pub buf: AlignedBuf,
+    pub len: usize,
+    /// Segment (by base LSN) and offset the batch is written to.
+    pub seg_base: Lsn,
+    pub salt: u64,
+    pub offset: u64,
+    /// LSN of the last record in the batch (0: padding only).
+    pub last_lsn: Lsn,
+}
+
+/// State guarded by the reservation lock.
+pub(crate) struct Reservation {
+    pub next_lsn: Lsn,
+    /// The segment new frames go to, its salt, and where its next batch starts.
+    pub seg_base: Lsn,
+    pub salt: u64,
+    pub batch_start: u64,
+    pub active: Option<Batch>,
+    pub ready: VecDeque<Batch>,
+    pub free: Vec<AlignedBuf>,
+    pub waiting_for_space: usize,
+    pub closed: bool,
+    pub poison: Option<String>,
+}
+
+impl Reservation {
+    /// Close the active batch with padding to a block boundary and queue it
+    /// for the ring. An empty batch returns its buffer to the pool.
+    pub fn close_active(&mut self) {
+        let Some(mut b) = self.active.take() else {
+            return;
+        };
+        if b.len == 0 {
+            self.free.push(b.buf);
+            return;
+        }
+        let end = b.offset + b.len as u64;
+        let pad = format::padding_len(end);
+        if pad > 0 {
+            format::encode_padding(&mut b.buf.as_mut_slice()[b.len..b.len + pad], b.salt, pad);
+            b.len += pad;
+        }
+        self.batch_start = b.offset + b.len as u64;
+        self.ready.push_back(b);
+    }
+
+    /// The next batch for the ring: a closed one, else the active one if it
+    /// holds anything (group commit takes whatever has accumulated).
+    pub fn take_batch(&mut self) -> Option<Batch> {
+        if self.ready.is_empty() && self.active.as_ref().is_some_and(|b| b.len > 0) {
+            self.close_active();
+        }
+        self.ready.pop_front()
+    }
+
+    pub fn has_batch(&self) -> bool {
+        !self.ready.is_empty() || self.active.as_ref().is_some_and(|b| b.len > 0)
+    }
+}
+
+/// Counters for observability; relaxed atomics, read with [`Wal::stats`].
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub writes: AtomicU64,
+    pub write_bytes: AtomicU64,
+    pub syncs: AtomicU64,
+    pub rolls: AtomicU64,
+}
+
+/// A snapshot of the log's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Next LSN to be handed out.
+    pub next_lsn: Lsn,
+    /// Highest LSN whose write completed (contiguous prefix).
+    pub written_lsn: Lsn,
+    /// Highest LSN on stable storage.
+    pub durable_lsn: Lsn,
+    /// Writes submitted to the device.
+    pub writes: u64,
+    /// Bytes in those writes (frames plus padding).
+    pub write_bytes: u64,
+    /// Explicit syncs issued (fdatasync), not counting DSYNC writes.
+    pub syncs: u64,
+    /// Segments rolled to.
+    pub rolls: u64,
+}
+
+/// Everything the handle, the tickets and the ring thread share.
+pub(crate) struct Shared {
+    pub cfg: Config,
+    pub dir: PathBuf,
+    pub res: Mutex<Reservation>,
+    pub space: Condvar,
+    pub acks: Acks,
+    pub notifier: Arc<Notifier>,
+    pub ring_sleeping: AtomicBool,
+    pub sync_wanted: AtomicU64,
+    pub next_lsn: AtomicU64,
+    pub segments: Mutex<Vec<SegmentFile>>,
+    pub counters: Counters,
+}
+
+impl Shared {
+    pub fn lock(&self) -> MutexGuard<'_, Reservation> {
+        // Every critical section is a copy and counter updates that are
+        // complete before any call that could panic (the `then` hook runs
+        // last), so a poisoned mutex carries no information.
+        self.res.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Wake the ring thread if it sleeps. Cost: one syscall only when it
+    /// actually sleeps; an atomic load otherwise.
+    pub fn kick(&self) {
+        if self.ring_sleeping.load(Ordering::SeqCst)
+            && self.ring_sleeping.swap(false, Ordering::SeqCst)
+        {
+            // A failed wake-up would strand waiters; the eventfd write
+            // cannot fail short of fd exhaustion, which poisons elsewhere.
+            let _ = self.notifier.notify();
+        }
+    }
+
+    /// A waiter wants `lsn` at `level`: in written mode, durability needs
+    /// an explicit sync, so record the request and wake the ring.
+    pub fn want(&self, lsn: Lsn, level: Level) {
+        if level == Level::Durable && !self.cfg.durable {
+            if self.sync_wanted.fetch_max(lsn, Ordering::AcqRel) < lsn {
+                self.ring_sleeping.store(false, Ordering::SeqCst);
+                let _ = self.notifier.notify();
+            }
+        } else if level != Level::Accepted {
+            self.kick();
+        }
+    }
+
+    pub fn poisoned(&self, cause: String) {
+        self.acks.poison(cause.clone());
+        let mut r = self.lock();
+        r.poison.get_or_insert(cause);
+        drop(r);
+        self.space.notify_all();
+    }
+}
+
+/// A write-ahead log: many producers, one ring thread, one directory and
+/// node. `Send + Sync`: share it by reference or in an `Arc`.
+///
+/// Appends from any thread are sequenced under one short lock, copied into
+/// a staging buffer and acknowledged at three levels (see [`Level`]). The
+/// ring thread turns them into few large block-aligned writes (group
+/// commit), several in flight, and acknowledges only the contiguous prefix
+/// of completed writes.
+pub struct Wal {
+    shared: Arc<Shared>,
+    ring: Mutex<Option<JoinHandle<()>>>,
+    _lock: File,
+}
+
+impl std::fmt::Debug for Wal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wal")
+            .field("dir", &self.shared.dir)
+            .field("node", &self.shared.cfg.node)
+            .finish()
+    }
+}
+
+impl Wal {
+    /// Open or create the log for `cfg.node()` in `dir` (created if
+    /// missing), running recovery first.
+    ///
+    /// Takes an exclusive advisory lock (`Locked` if another writer holds
+    /// it), scans every segment of the node, fails with `Corrupt` or `Gap`
+    /// on damage that is not a torn tail, cuts a torn tail durably, discards
+    /// an incomplete newest file, and resumes LSNs past everything on disk.
+    /// Then starts the ring thread and the segment preparer thread.
+    ///
+    /// Cost: reads every segment once; on an empty directory, creates and
+    /// zero-writes the first segment. Blocking.
+    pub fn open(dir: impl AsRef<Path>, cfg: Config) -> Result<(Wal, RecoveryReport)> {
+        cfg.validate()?;
+        let dir = dir.as_ref().to_path_buf();
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        let lock_path = dir.join(format::lock_file_name(cfg.node));
+        let lock = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| Error::io(&lock_path, e))?;
+        if !ringwal_platform::file::try_lock_exclusive(&lock)
+            .map_err(|e| Error::io(&lock_path, e))?
+        {
+            return Err(Error::Locked { path: lock_path });
+        }
+
+        let mut rec = recovery::recover(&dir, &cfg)?;
+        let (active, header, write_at) = match rec.active.take() {
+            Some(a) => a,
+            None => {
+                let (seg, header) = create_first_segment(&dir, &cfg, rec.next_lsn)?;
+                rec.segments.push(seg.clone());
+                rec.report.created = true;
+                (seg, header, format::BLOCK as u64)
+            }
+        };
+        let (file, _) = segments::open_file(&active.path, false, cfg.direct_io)?;
+
+        let notifier = Arc::new(Notifier::new().map_err(|e| Error::io(&dir, e))?);
+        let buffers = (0..cfg.max_inflight + 2)
+            .map(|_| AlignedBuf::new(cfg.buffer_bytes()))
+            .collect();
+        let last = rec.next_lsn - 1;
+        let shared = Arc::new(Shared {
+            res: Mutex::new(Reservation {
+                next_lsn: rec.next_lsn,
+                seg_base: header.base_lsn,
+                salt: header.salt,
+                batch_start: write_at,
+                active: None,
+                ready: VecDeque::new(),
+                free: buffers,
+                waiting_for_space: 0,
+                closed: false,
+                poison: None,
+            }),
+            space: Condvar::new(),
+            acks: Acks::new(last),
+            notifier,
+            ring_sleeping: AtomicBool::new(false),
+            sync_wanted: AtomicU64::new(0),
+            next_lsn: AtomicU64::new(rec.next_lsn),
+            segments: Mutex::new(rec.segments),
+            counters: Counters::default(),
+            dir: dir.clone(),
+            cfg,
+        });
+        let ring = ring::spawn(RingStart {
+            shared: shared.clone(),
+            file,
+            header,
+        })?;
+        Ok((
+            Wal {
+                shared,
+                ring: Mutex::new(Some(ring)),
+                _lock: lock,
+            },
+            rec.report,
+        ))
+    }
+
+    /// Append one record to `stream`. See [`append_then`](Self::append_then).
+    pub fn append(&self, stream: u16, payload: &[u8]) -> Result<Ticket> {
+        self.append_then(stream, payload, |_| {})
+    }
+
+    /// Append one record to `stream` and run `then(lsn)` before the
+    /// reservation lock is released.
+    ///
+    /// LSNs are handed out in lock order, so anything `then` does with the
+    /// LSN (say, push it onto a per-shard queue) happens in LSN order across
+    /// all producers: lists built this way stay ascending. `then` must not
+    /// block, must not await, and must not call into this log (that
+    /// deadlocks); it holds up every other producer while it runs.
+    ///
+    /// Returns once the record is copied into the staging buffer (level
+    /// `Accepted`). Cost: one lock, one copy of the payload, one CRC; no
+    /// syscall (at most one eventfd write to wake a sleeping ring thread)
+    /// and no allocation. Blocks only when every staging buffer is full
+    /// (backpressure from the device).
+    pub fn append_then(
+        &self,
+        stream: u16,
+        payload: &[u8],
+        then: impl FnOnce(Lsn),
+    ) -> Result<Ticket> {
+        let lsn = self.reserve(stream, Kind::Data, payload, then)?;
+        self.shared.kick();
+        Ok(Ticket {
+            lsn,
+            shared: self.shared.clone(),
+        })
+    }
+
+    fn reserve(
+        &self,
+        stream: u16,
+        kind: Kind,
+        payload: &[u8],
+        then: impl FnOnce(Lsn),
+    ) -> Result<Lsn> {
+        let cfg = &self.shared.cfg;
+        if payload.len() > cfg.max_record_bytes {
+            return Err(Error::TooLarge {
+                len: payload.len(),
+                max: cfg.max_record_bytes,
+            });
+        }
+        let flen = format::frame_len(payload.len());
+        let max_pad = format::BLOCK + format::FRAME_HEADER;
+        let mut r = self.shared.lock();
+        loop {
+            if let Some(cause) = &r.poison {
+                return Err(Error::Poisoned {
+                    cause: cause.clone(),
+                });
+            }
+            if r.closed {
+                return Err(Error::Closed);
+            }
+            let end = r
+                .active
+                .as_ref()
+                .map_or(r.batch_start, |b| b.offset + b.len as u64);
+            let after = end + flen as u64;
+            if after + format::padding_len(after) as u64 > cfg.segment_bytes {
+                // Roll: the record opens the next segment, named by its LSN.
+                r.close_active();
+                r.seg_base = r.next_lsn;
+                r.salt = rand::random();
+                r.batch_start = format::BLOCK as u64;
+                continue;
+            }
+            if r.active
+                .as_ref()
+                .is_some_and(|b| b.len + flen + max_pad > b.buf.capacity())
+            {
+                r.close_active();
+                self.shared.kick();
+            }
+            if r.active.is_none() {
+                let Some(buf) = r.free.pop() else {
+                    r.waiting_for_space += 1;
+                    self.shared.kick();
+                    r = self.shared.space.wait(r).unwrap_or_else(|p| p.into_inner());
+                    r.waiting_for_space -= 1;
+                    continue;
+                };
+                let (offset, seg_base, salt) = (r.batch_start, r.seg_base, r.salt);
+                r.active = Some(Batch {
+                    buf,
+                    len: 0,
+                    seg_base,
+                    salt,
+                    offset,
+                    last_lsn: 0,
+                });
+            }
+            break;
+        }
+        let lsn = r.next_lsn;
+        r.next_lsn += 1;
+        self.shared.next_lsn.store(r.next_lsn, Ordering::Release);
+        let b = r.active.as_mut().expect("active batch ensured above");
+        let salt = b.salt;
+        let n = format::encode_frame(
+            &mut b.buf.as_mut_slice()[b.len..],
+            salt,
+            lsn,
+            stream,
+            kind,
+            payload,
+        );
+        b.len += n;
+        b.last_lsn = lsn;
+        then(lsn);
+        Ok(lsn)
+    }
+
+    /// Make every record appended so far durable, and wait for it.
+    ///
+    /// In durable mode this waits for the writes in flight; in written
+    /// mode it asks for one fdatasync (shared with concurrent callers).
+    /// Never retried on failure: a failed sync poisons the log.
+    pub fn sync(&self) -> Result<()> {
+        let last = self.next_lsn() - 1;
+        if last == 0 {
+            return self.check_poison();
+        }
+        Ticket {
+            lsn: last,
+            shared: self.shared.clone(),
+        }
+        .wait(Level::Durable)
+    }
+
+    fn check_poison(&self) -> Result<()> {
+        match self.shared.acks.poison_cause() {
+            Some(cause) => Err(Error::Poisoned { cause }),
+            None => Ok(()),
+        }
+    }
+
+    /// Highest LSN on stable storage (every LSN at or below it is durable).
+    pub fn durable_lsn(&self) -> Lsn {
+        self.shared.acks.durable()
+    }
+
+    /// Highest LSN whose write completed, contiguous from the start.
+    pub fn written_lsn(&self) -> Lsn {
+        self.shared.acks.written()
+    }
+
+    /// The LSN the next append will get.
+    pub fn next_lsn(&self) -> Lsn {
+        self.shared.next_lsn.load(Ordering::Acquire)
+    }
+
+    /// The oldest LSN still on disk (after checkpoints).
+    pub fn oldest_lsn(&self) -> Lsn {
+        let segs = self
+            .shared
+            .segments
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        segs.first().map_or(1, |s| s.base)
+    }
+
+    /// The log's configuration.
+    pub fn config(&self) -> &Config {
+        &self.shared.cfg
+    }
+
+    /// The directory the log lives in.
+    pub fn dir(&self) -> &Path {
+        &self.shared.dir
+    }
+
+    /// Counters and watermarks. Cost: a few atomic loads.
+    pub fn stats(&self) -> Stats {
+        let c = &self.shared.counters;
+        Stats {
+            next_lsn: self.next_lsn(),
+            written_lsn: self.written_lsn(),
+            durable_lsn: self.durable_lsn(),
+            writes: c.writes.load(Ordering::Relaxed),
+            write_bytes: c.write_bytes.load(Ordering::Relaxed),
+            syncs: c.syncs.load(Ordering::Relaxed),
+            rolls: c.rolls.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Iterate over records from `from` (0 or 1: the oldest kept) up to the
+    /// written watermark at the time of this call, across segments.
+    ///
+    /// `from` below the oldest LSN kept is `Gap`: the records were
+    /// checkpointed away, and skipping them silently would hide it.
+    pub fn reader_from(&self, from: Lsn) -> Result<Reader> {
+        let segs = self
+            .shared
+            .segments
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let upto = self.written_lsn();
+        Reader::new(
+            &self.shared.dir,
+            segs,
+            from,
+            upto,
+            self.shared.cfg.max_record_bytes,
+        )
+    }
+
+    /// Delete whole sealed segments whose every record is at or below
+    /// `up_to`, oldest first, then fsync the directory. The active segment
+    /// is never deleted. Returns how many segments were removed.
+    ///
+    /// Pass only an LSN your own snapshot covers: the log cannot know what
+    /// you still need. Cost: one unlink per segment plus one directory sync.
+    pub fn checkpoint(&self, up_to: Lsn) -> Result<usize> {
+        self.check_poison()?;
+        let mut segs = self
+            .shared
+            .segments
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let mut removed = 0;
+        while segs.len() > 1 && segs[1].base - 1 <= up_to {
+            let s = segs.remove(0);
+            std::fs::remove_file(&s.path).map_err(|e| Error::io(&s.path, e))?;
+            removed += 1;
+        }
+        drop(segs);
+        if removed > 0 {
+            ringwal_platform::file::sync_dir(&self.shared.dir)
+                .map_err(|e| Error::io(&self.shared.dir, e))?;
+        }
+        Ok(removed)
+    }
+
+    /// Drain every appended record to disk, sync, stop the ring thread and
+    /// release the lock. Returns the first failure, if any (a poisoned log
+    /// reports it here too). Dropping the log does the same and discards
+    /// the result.
+    pub fn close(self) -> Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&self) -> Result<()> {
+        let handle = self.ring.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let Some(handle) = handle else {
+            return self.check_poison();
+        };
+        self.shared.lock().closed = true;
+        self.shared.space.notify_all();
+        self.shared.ring_sleeping.store(false, Ordering::SeqCst);
+        let _ = self.shared.notifier.notify();
+        let _ = handle.join();
+        self.check_poison()
+    }
+}
+
+impl Drop for Wal {
+    fn drop(&mut self) {
+        let _ = self.shutdown();
+    }
+}
+
+/// Create the first segment of an empty log, synchronously (open path).
+fn create_first_segment(
+    dir: &Path,
+    cfg: &Config,
+    base: Lsn,
+) -> Result<(SegmentFile, SegmentHeader)> {
+    let spare = segments::prepare_spare(dir, cfg.node, 0, cfg.segment_bytes, cfg.direct_io)?;
+    let header = new_header(cfg, base);
+    let path = dir.join(format::segment_file_name(cfg.node, base));
+    install_spare(&spare, &header, &path)?;
+    ringwal_platform::file::sync_dir(dir).map_err(|e| Error::io(dir, e))?;
+    Ok((SegmentFile { base, path }, header))
+}
+
+pub(crate) fn new_header(cfg: &Config, base: Lsn) -> SegmentHeader {
+    let created_unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    SegmentHeader {
+        node: cfg.node,
+        base_lsn: base,
+        segment_bytes: cfg.segment_bytes,
+        salt: rand::random(),
+        created_unix_ms,
+    }
+}
+
+/// Write `header` into the spare durably and rename it to `path`. The
+/// caller makes the rename durable (directory sync) before anything in the
+/// segment is acknowledged durable.
+pub(crate) fn install_spare(
+    spare: &segments::Spare,
+    header: &SegmentHeader,
+    path: &Path,
+) -> Result<()> {
+    let block = install_header_buf(header);
+    ringwal_platform::file::write_all_at(&spare.file, block.as_slice(), 0, true)
+        .map_err(|e| Error::io(&spare.path, e))?;
+    std::fs::rename(&spare.path, path).map_err(|e| Error::io(path, e))
+}
+
+/// A block-aligned buffer holding `header`, ready for an O_DIRECT write.
+pub(crate) fn install_header_buf(header: &SegmentHeader) -> AlignedBuf {
+    let mut block = AlignedBuf::new(format::BLOCK);
+    header.encode(block.as_mut_slice());
+    block
+}
