@@ -90,7 +90,7 @@ impl Default for Config {
             },
             durable: true,
             sync_method: SyncMethod::Dsync,
-            max_record_bytes: 4 << 20,
+            max_record_bytes: 1 << 20,
             max_inflight: 8,
             write_bytes: 1 << 20,
             ring_cpu: None,
@@ -104,7 +104,7 @@ impl Default for Config {
 impl Config {
     /// Start a builder from the defaults: node 1, 64 MiB segments, the
     /// platform's preferred backend, durable writes with `RWF_DSYNC`,
-    /// records up to 4 MiB, 8 writes in flight of up to 1 MiB each,
+    /// records up to 1 MiB, 8 writes in flight of up to 1 MiB each,
     /// O_DIRECT where supported, strict recovery.
     pub fn builder() -> ConfigBuilder {
         ConfigBuilder {
@@ -222,7 +222,9 @@ impl ConfigBuilder {
         self.cfg.sync_method = method;
         self
     }
-    /// Largest payload accepted, in bytes. Default 4 MiB.
+    /// Largest payload accepted, in bytes. Default 1 MiB. Staging buffers
+    /// are sized to hold one such record, and the torn window recovery
+    /// allows at the tail grows with it.
     pub fn max_record_bytes(mut self, bytes: usize) -> Self {
         self.cfg.max_record_bytes = bytes;
         self

@@ -6,7 +6,8 @@
 //!
 //! | finding                                              | newest segment          | older segment |
 //! |------------------------------------------------------|-------------------------|---------------|
-//! | header blank or unreadable                           | discard the file        | `Corrupt`     |
+//! | header blank (never written) or shorter than a block | discard the file        | `Corrupt`     |
+//! | header present but invalid (magic, version, CRC)     | `Corrupt`               | `Corrupt`     |
 //! | header node/base contradicts the file name           | `Corrupt`               | `Corrupt`     |
 //! | base LSN is not previous last LSN + 1                | `Gap`                   | `Gap`         |
 //! | a valid frame whose LSN breaks the sequence          | `Corrupt`               | `Corrupt`     |
@@ -111,12 +112,15 @@ pub(crate) fn analyze(dir: &Path, cfg: &Config) -> Result<Analysis> {
     // Incomplete newest files: a crash between rename and a durable header.
     while let Some(last) = files.last() {
         match SegmentScan::open(&last.path, cfg.max_record_bytes)? {
-            Ok(_) => break,
-            Err((_, _)) => {
+            // Only a header that never reached the disk marks a crash
+            // mid-create. A damaged but present header is corruption: the
+            // segment may hold acknowledged records.
+            Err((format::HeaderError::Blank | format::HeaderError::Short, _)) => {
                 let f = files.pop().expect("last exists");
                 out.floor_lsn = out.floor_lsn.max(f.base);
                 out.incomplete.push(f.path);
             }
+            _ => break,
         }
     }
 

@@ -192,7 +192,7 @@ impl Ring {
                 progress |= self.submit_writes();
                 progress |= self.maybe_sync();
             }
-            let closed = self.sh.lock().closed;
+            let closed = self.sh.closing.load(Ordering::SeqCst);
             if (closed || self.failed) && self.finished() {
                 break;
             }
@@ -235,9 +235,7 @@ impl Ring {
             !self.failed && self.held.is_none() && self.writes < self.sh.cfg.max_inflight;
         if can_submit {
             self.sh.ring_sleeping.store(true, Ordering::SeqCst);
-            let r = self.sh.lock();
-            let work = r.has_batch() || r.closed;
-            drop(r);
+            let work = self.sh.lock().has_batch() || self.sh.closing.load(Ordering::SeqCst);
             let sync_due = !self.sh.cfg.durable
                 && self.sh.sync_wanted.load(Ordering::Acquire) > self.sync_covers;
             if work || (sync_due && !self.sync_inflight) {
@@ -502,7 +500,7 @@ impl Ring {
                 want = want.max(self.written.max(self.sync_covers + 1));
             }
         }
-        let closing = self.sh.lock().closed;
+        let closing = self.sh.closing.load(Ordering::SeqCst);
         if closing && self.writes == 0 && self.held.is_none() {
             want = want.max(self.written.max(self.sync_covers + 1));
         }

@@ -119,6 +119,9 @@ pub(crate) struct Shared {
     pub acks: Acks,
     pub notifier: Arc<Notifier>,
     pub ring_sleeping: AtomicBool,
+    /// Set once by close; mirrors `Reservation::closed` for the ring, which
+    /// checks it every loop and should not take the lock to do so.
+    pub closing: AtomicBool,
     pub sync_wanted: AtomicU64,
     pub next_lsn: AtomicU64,
     pub segments: Mutex<Vec<SegmentFile>>,
@@ -253,6 +256,7 @@ impl Wal {
             acks: Acks::new(last),
             notifier,
             ring_sleeping: AtomicBool::new(false),
+            closing: AtomicBool::new(false),
             sync_wanted: AtomicU64::new(0),
             next_lsn: AtomicU64::new(rec.next_lsn),
             segments: Mutex::new(rec.segments),
@@ -529,6 +533,7 @@ impl Wal {
             return self.check_poison();
         };
         self.shared.lock().closed = true;
+        self.shared.closing.store(true, Ordering::SeqCst);
         self.shared.space.notify_all();
         self.shared.ring_sleeping.store(false, Ordering::SeqCst);
         let _ = self.shared.notifier.notify();
