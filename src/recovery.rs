@@ -146,7 +146,7 @@ pub(crate) fn analyze(dir: &Path, cfg: &Config) -> Result<Analysis> {
 
 /// Scan one segment. Pushes problems into `out`; returns the state when
 /// the segment (or, in point-in-time mode, its valid prefix) is usable.
-fn scan_segment(
+pub(crate) fn scan_segment(
     f: &SegmentFile,
     cfg: &Config,
     newest: bool,

@@ -1,3 +1,961 @@
 //! Read-only inspection of a log directory, for `ringwal verify`, `stat`,
 //! `cat` and `dump`. Nothing here takes the writer lock or modifies a file,
 //! so it runs beside a live writer (stopping at the last valid frame).
+//!
+//! Every function sees a snapshot of the directory listing taken when it
+//! is called; segments created afterwards are not read. Checks follow
+//! `docs/format.md` and make the same decisions as recovery, so a log that
+//! [`verify`] calls consistent opens without error.
+//!
+//! The functions without a `Config` argument judge the log with
+//! `Config::builder().node(node).build()`: records up to 4 MiB and the
+//! default torn window (8 writes of about 4 MiB in flight). A log written
+//! with larger records or a wider window needs the `_with` variants and
+//! that writer's configuration; otherwise its large records are reported
+//! as corrupt, or a torn tail wider than the default window as corruption.
+
+use std::path::{Path, PathBuf};
+
+use crate::config::{Config, RecoveryMode};
+use crate::error::{Error, Lsn, Result};
+use crate::format::{self, Decoded, Kind};
+use crate::recovery::{self, Analysis};
+use crate::scan::SegmentScan;
+use crate::segments::{self, SegmentFile};
+
+/// One segment whose header and frames [`verify`] accepted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SegmentReport {
+    /// The segment file.
+    pub path: PathBuf,
+    /// LSN of its first record (from the validated header).
+    pub base_lsn: Lsn,
+    /// LSN of its last valid record; `base_lsn - 1` when it holds none.
+    pub last_lsn: Lsn,
+    /// Records (non-padding frames) in its valid prefix.
+    pub records: u64,
+    /// Bytes of valid frames, padding included, after the header block.
+    pub valid_bytes: u64,
+    /// Size of the segment as its header declares it.
+    pub segment_bytes: u64,
+}
+
+/// The end of the newest segment as a crash (or a write still in flight)
+/// left it: bytes that recovery would cut. Not an error.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TornTail {
+    /// The newest segment.
+    pub file: PathBuf,
+    /// Offset of the first byte that is not part of a valid frame.
+    pub offset: u64,
+    /// Why the bytes at `offset` were rejected.
+    pub reason: String,
+    /// End of the region recovery would zero (the torn window, clipped to
+    /// the segment).
+    pub window_end: u64,
+}
+
+/// What [`verify`] found for one node. Building it never modifies a file.
+#[derive(Debug)]
+pub struct VerifyReport {
+    /// The node checked.
+    pub node: u32,
+    /// Segments whose header and frames were accepted, in LSN order.
+    /// A segment named in `problems` is not listed.
+    pub segments: Vec<SegmentReport>,
+    /// The torn tail of the newest segment, if any (reported, not an error).
+    pub torn_tail: Option<TornTail>,
+    /// Newest files whose header never became valid (a crash while a
+    /// segment was being created); recovery deletes them. Not an error.
+    pub incomplete: Vec<PathBuf>,
+    /// Preallocated spare files; they hold no log data. Not an error.
+    pub spares: Vec<PathBuf>,
+    /// Corruption ([`Error::Corrupt`], naming file and offset) and LSN gaps
+    /// ([`Error::Gap`], naming the file), in file order. Non-empty means a
+    /// strict `Wal::open` would fail.
+    pub problems: Vec<Error>,
+}
+
+impl VerifyReport {
+    /// True when there is nothing in `problems`: the log opens in strict
+    /// mode and every record in it reads back.
+    pub fn is_consistent(&self) -> bool {
+        self.problems.is_empty()
+    }
+
+    /// Records in the accepted segments.
+    pub fn records(&self) -> u64 {
+        self.segments.iter().map(|s| s.records).sum()
+    }
+
+    /// Oldest LSN in the accepted segments; 0 when they hold no record.
+    pub fn first_lsn(&self) -> Lsn {
+        match self.segments.iter().find(|s| s.records > 0) {
+            Some(s) => s.base_lsn,
+            None => 0,
+        }
+    }
+
+    /// Newest LSN in the accepted segments; 0 when they hold no record.
+    pub fn last_lsn(&self) -> Lsn {
+        match self.segments.iter().rev().find(|s| s.records > 0) {
+            Some(s) => s.last_lsn,
+            None => 0,
+        }
+    }
+}
+
+/// Check every segment of `node` in `dir` with the default configuration
+/// (see the module documentation for what that implies).
+///
+/// Equivalent to [`verify_with`] with `Config::builder().node(node).build()`.
+pub fn verify(dir: &Path, node: u32) -> Result<VerifyReport> {
+    verify_with(dir, &Config::builder().node(node).build())
+}
+
+/// Check every segment of `cfg.node()` in `dir`, judging record sizes and
+/// the torn window by `cfg` (pass the configuration the writer uses; its
+/// recovery mode is ignored: verify always judges strictly).
+///
+/// Each segment gets the checks recovery applies (`recovery::scan_segment`),
+/// so the first problem reported is the one a strict `Wal::open` fails
+/// with. Unlike recovery, the check goes on after a problem so that every
+/// damaged segment is named: a segment after a gap is still scanned, and
+/// after a segment rejected as corrupt the next one starts a new run of
+/// LSNs (its continuity with the damaged one cannot be judged).
+///
+/// Damage is reported in [`VerifyReport::problems`], not as `Err`; `Err`
+/// means the directory or a file could not be read at all. Read-only: no
+/// lock, no write, safe beside a live writer. If a live writer makes the
+/// newest segment look damaged (it wrote far past where the scan saw the
+/// end), the check is repeated once.
+///
+/// Cost: reads every segment file once, end to end (the zero-filled
+/// remainder of the newest one included), through the page cache.
+pub fn verify_with(dir: &Path, cfg: &Config) -> Result<VerifyReport> {
+    let mut cfg = cfg.clone();
+    cfg.recovery = RecoveryMode::Strict;
+    let report = verify_once(dir, &cfg)?;
+    let newest = segments::list(dir, cfg.node)?
+        .segments
+        .pop()
+        .map(|s| s.path);
+    let racy = report.problems.iter().any(|p| match p {
+        Error::Corrupt { file, .. } => Some(file) == newest.as_ref(),
+        _ => false,
+    });
+    if racy {
+        return verify_once(dir, &cfg);
+    }
+    Ok(report)
+}
+
+fn verify_once(dir: &Path, cfg: &Config) -> Result<VerifyReport> {
+    let listing = segments::list(dir, cfg.node)?;
+    let mut a = Analysis {
+        spares: listing.spares,
+        ..Analysis::default()
+    };
+    let mut files = listing.segments;
+    // Newest files whose header never became valid: a crash mid-create,
+    // exactly as recovery decides it.
+    while let Some(last) = files.last() {
+        match SegmentScan::open(&last.path, cfg.max_record_bytes)? {
+            Ok(_) => break,
+            Err(_) => {
+                let f = files.pop().expect("last exists");
+                a.incomplete.push(f.path);
+            }
+        }
+    }
+    a.incomplete.reverse();
+
+    let count = files.len();
+    let mut prev_last: Option<Lsn> = None;
+    let mut torn_tail = None;
+    for (i, f) in files.iter().enumerate() {
+        let newest = i + 1 == count;
+        let before = a.problems.len();
+        let mut state = recovery::scan_segment(f, cfg, newest, prev_last, &mut a)?;
+        let gap = a.problems.len() > before && matches!(a.problems.last(), Some(Error::Gap { .. }));
+        if state.is_none() && gap {
+            // Recovery stops at the gap; scan the frames anyway, as the
+            // start of a new run of LSNs.
+            state = recovery::scan_segment(f, cfg, newest, None, &mut a)?;
+        }
+        match state {
+            Some(s) => {
+                prev_last = Some(s.last_lsn);
+                if newest {
+                    torn_tail = s
+                        .torn
+                        .as_ref()
+                        .map(|(offset, reason, window_end)| TornTail {
+                            file: s.file.path.clone(),
+                            offset: *offset,
+                            reason: reason.clone(),
+                            window_end: *window_end,
+                        });
+                }
+                a.segments.push(s);
+            }
+            None => prev_last = None,
+        }
+    }
+    let segments = a
+        .segments
+        .iter()
+        .map(|s| SegmentReport {
+            path: s.file.path.clone(),
+            base_lsn: s.header.base_lsn,
+            last_lsn: s.last_lsn,
+            records: s.records,
+            valid_bytes: s.valid_end - format::BLOCK as u64,
+            segment_bytes: s.header.segment_bytes,
+        })
+        .collect();
+    Ok(VerifyReport {
+        node: cfg.node(),
+        segments,
+        torn_tail,
+        incomplete: a.incomplete,
+        spares: a.spares,
+        problems: a.problems,
+    })
+}
+
+/// Node ids that have at least one segment file in `dir`, ascending.
+///
+/// Only names matching the segment pattern count (spares, lock files and
+/// unrelated files do not); headers are not read. Cost: one `readdir`.
+pub fn nodes(dir: &Path) -> Result<Vec<u32>> {
+    let mut out = Vec::new();
+    let rd = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
+    for entry in rd {
+        let entry = entry.map_err(|e| Error::io(dir, e))?;
+        let name = entry.file_name();
+        if let Some((node, _)) = name.to_str().and_then(format::parse_segment_file_name) {
+            out.push(node);
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+/// One segment as [`stat`] sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SegmentStat {
+    /// The segment file.
+    pub path: PathBuf,
+    /// LSN of its first record, from the file name.
+    pub base_lsn: Lsn,
+    /// LSN of its last record: the next segment's base minus one, or for
+    /// the newest segment the last valid frame found by scanning it.
+    /// `base_lsn - 1` when it holds none.
+    pub last_lsn: Lsn,
+    /// Size of the file on disk (preallocated, so usually the segment size).
+    pub file_bytes: u64,
+}
+
+/// A summary of one node's log, from [`stat`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeStat {
+    /// The node.
+    pub node: u32,
+    /// Its segments in LSN order (incomplete newest files excluded).
+    pub segments: Vec<SegmentStat>,
+    /// Oldest LSN on disk; 0 when the log holds no record.
+    pub first_lsn: Lsn,
+    /// Newest LSN on disk; 0 when the log holds no record.
+    pub last_lsn: Lsn,
+    /// Records between them.
+    pub records: u64,
+    /// Bytes of all segment files together.
+    pub file_bytes: u64,
+    /// Spare files (preallocated, no log data).
+    pub spares: usize,
+    /// Newest files whose header never became valid.
+    pub incomplete: usize,
+}
+
+/// Summarise `node`'s log in `dir` cheaply: segment names and sizes, and
+/// one scan of the newest segment for the last LSN.
+///
+/// Unlike [`verify`] this trusts the file names of older segments and
+/// stops the newest at the first frame that is not valid; it finds no
+/// corruption. Read-only. Cost: one `readdir`, one `stat` per segment, and
+/// one read of the newest segment's frames.
+pub fn stat(dir: &Path, node: u32) -> Result<NodeStat> {
+    let cfg = Config::builder().node(node).build();
+    let listing = segments::list(dir, node)?;
+    let spares = listing.spares.len();
+    let mut files = listing.segments;
+    let mut incomplete = 0;
+    let mut newest_last = None;
+    while let Some(last) = files.last() {
+        match SegmentScan::open(&last.path, cfg.max_record_bytes)? {
+            Ok(mut scan) => {
+                newest_last = Some(valid_prefix_last(&mut scan)?);
+                break;
+            }
+            Err(_) => {
+                files.pop();
+                incomplete += 1;
+            }
+        }
+    }
+    let mut out = NodeStat {
+        node,
+        segments: Vec::with_capacity(files.len()),
+        first_lsn: 0,
+        last_lsn: 0,
+        records: 0,
+        file_bytes: 0,
+        spares,
+        incomplete,
+    };
+    for (i, f) in files.iter().enumerate() {
+        let file_bytes = std::fs::metadata(&f.path)
+            .map_err(|e| Error::io(&f.path, e))?
+            .len();
+        let last_lsn = match files.get(i + 1) {
+            Some(next) => next.base.saturating_sub(1),
+            None => newest_last.unwrap_or(f.base.saturating_sub(1)),
+        };
+        out.file_bytes += file_bytes;
+        out.segments.push(SegmentStat {
+            path: f.path.clone(),
+            base_lsn: f.base,
+            last_lsn,
+            file_bytes,
+        });
+    }
+    if let (Some(first), Some(last)) = (out.segments.first(), out.segments.last()) {
+        if last.last_lsn >= first.base_lsn {
+            out.first_lsn = first.base_lsn;
+            out.last_lsn = last.last_lsn;
+            out.records = last.last_lsn - first.base_lsn + 1;
+        }
+    }
+    Ok(out)
+}
+
+/// The last LSN of the unbroken run of valid frames at the start of the
+/// segment (`base - 1` if there is none).
+fn valid_prefix_last(scan: &mut SegmentScan) -> Result<Lsn> {
+    let base = scan.header.base_lsn;
+    let mut expect = base;
+    let mut off = format::BLOCK as u64;
+    while off < scan.end() {
+        match scan.frame_at(off)? {
+            Decoded::Frame(f) => {
+                if f.kind != Kind::Padding {
+                    if f.lsn != expect {
+                        break;
+                    }
+                    expect += 1;
+                }
+                off += f.len as u64;
+            }
+            _ => break,
+        }
+    }
+    Ok(expect.saturating_sub(1))
+}
+
+/// The lowercase name of a frame kind, as `ringwal dump` prints it:
+/// `data`, `padding`, `tx_begin`, `tx_commit`, `tx_abort`, `checkpoint`.
+pub fn kind_name(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Data => "data",
+        Kind::Padding => "padding",
+        Kind::TxBegin => "tx_begin",
+        Kind::TxCommit => "tx_commit",
+        Kind::TxAbort => "tx_abort",
+        Kind::Checkpoint => "checkpoint",
+    }
+}
+
+/// One record read from disk by [`records`], with where it lives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordAt {
+    /// Its LSN.
+    pub lsn: Lsn,
+    /// The stream it was appended to.
+    pub stream: u16,
+    /// Its frame kind (never `Padding`: padding is skipped).
+    pub kind: Kind,
+    /// Payload length in bytes.
+    pub len: usize,
+    /// File name (no directory) of the segment holding it.
+    pub segment: String,
+    /// Byte offset of its frame in that segment.
+    pub offset: u64,
+    /// The payload.
+    pub payload: Vec<u8>,
+}
+
+/// Iterate over `node`'s records from `from` with the default
+/// configuration. See [`records_with`].
+pub fn records(dir: &Path, node: u32, from: Lsn) -> Result<Records> {
+    records_with(dir, &Config::builder().node(node).build(), from)
+}
+
+/// Iterate over `cfg.node()`'s records in `dir` in LSN order, starting at
+/// `from` (0: the oldest on disk), across segments.
+///
+/// `from` below the oldest LSN on disk is `Err(Gap)` (those records were
+/// checkpointed away). `from` past the newest yields nothing. An empty or
+/// node-less directory yields nothing.
+///
+/// The iterator stops silently at the end of valid data in the newest
+/// segment: never-written space, a torn tail, or where a live writer has
+/// got to. Damage that is not a torn tail (a bad frame in an older
+/// segment, a valid frame beyond the torn window, an LSN out of sequence,
+/// a gap between segments, a bad header) is yielded as one `Err` naming
+/// the file and offset, after which the iterator ends.
+///
+/// Read-only; the directory is listed once, here. Cost: reads through the
+/// page cache in 1 MiB chunks, two allocations per record (payload and
+/// segment name); reaching the end of a segment early reads the rest of
+/// it to tell a clean end from lost data.
+pub fn records_with(dir: &Path, cfg: &Config, from: Lsn) -> Result<Records> {
+    let node = cfg.node();
+    let mut files = segments::list(dir, node)?.segments;
+    // Newest files with no valid header are incomplete, not damage.
+    while let Some(last) = files.last() {
+        match SegmentScan::open(&last.path, cfg.max_record_bytes)? {
+            Ok(_) => break,
+            Err(_) => {
+                files.pop();
+            }
+        }
+    }
+    let oldest = files.first().map_or(1, |s| s.base);
+    let from = if from == 0 { oldest } else { from };
+    if from < oldest {
+        return Err(Error::Gap {
+            file: dir.to_path_buf(),
+            expected: from,
+            found: oldest,
+        });
+    }
+    let newest_base = files.last().map(|s| s.base);
+    let start = files.iter().rposition(|s| s.base <= from).unwrap_or(0);
+    files.drain(..start);
+    Ok(Records {
+        node,
+        segments: files.into_iter(),
+        newest_base,
+        current: None,
+        expect: None,
+        from,
+        max_payload: cfg.max_record_bytes,
+        torn_window: cfg.torn_window(),
+        done: false,
+    })
+}
+
+/// Iterator returned by [`records`] and [`records_with`]; yields
+/// `Result<RecordAt>` in LSN order and ends after the first `Err`.
+pub struct Records {
+    node: u32,
+    segments: std::vec::IntoIter<SegmentFile>,
+    newest_base: Option<Lsn>,
+    current: Option<OpenSegment>,
+    /// The LSN the next record must carry; `None` before the first segment.
+    expect: Option<Lsn>,
+    from: Lsn,
+    max_payload: usize,
+    torn_window: u64,
+    done: bool,
+}
+
+impl std::fmt::Debug for Records {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Records")
+            .field("node", &self.node)
+            .field("expect", &self.expect)
+            .field("from", &self.from)
+            .finish_non_exhaustive()
+    }
+}
+
+struct OpenSegment {
+    scan: SegmentScan,
+    name: String,
+    off: u64,
+    newest: bool,
+}
+
+/// What to do when a segment's frames end before its last byte.
+enum SegmentEnd {
+    /// Go on with the next segment.
+    Next,
+    /// The newest segment ended: the iteration is complete.
+    Stop,
+}
+
+impl Records {
+    fn open_next(&mut self) -> Result<bool> {
+        let Some(seg) = self.segments.next() else {
+            return Ok(false);
+        };
+        let scan = match SegmentScan::open(&seg.path, self.max_payload)? {
+            Ok(s) => s,
+            Err((e, _)) => {
+                return Err(Error::corrupt(&seg.path, 0, format!("segment header: {e}")));
+            }
+        };
+        let h = scan.header;
+        if h.node != self.node || h.base_lsn != seg.base {
+            return Err(Error::corrupt(
+                &seg.path,
+                0,
+                format!(
+                    "header says node {} base {}, file name says node {} base {}",
+                    h.node, h.base_lsn, self.node, seg.base
+                ),
+            ));
+        }
+        let expect = *self.expect.get_or_insert(h.base_lsn);
+        if h.base_lsn != expect {
+            return Err(Error::Gap {
+                file: seg.path,
+                expected: expect,
+                found: h.base_lsn,
+            });
+        }
+        let name = seg
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        self.current = Some(OpenSegment {
+            scan,
+            name,
+            off: format::BLOCK as u64,
+            newest: Some(seg.base) == self.newest_base,
+        });
+        Ok(true)
+    }
+
+    /// Classify the end of the current segment's frames at `at`, the way
+    /// recovery does: valid data beyond the torn window (none for older
+    /// segments) is corruption, a bad frame in an older segment is
+    /// corruption, anything else is the end of the data.
+    fn segment_end(&mut self, at: u64, reason: String, was_zero: bool) -> Result<SegmentEnd> {
+        let window = self.torn_window;
+        let seg = self.current.as_mut().expect("a segment is open");
+        let end = seg.scan.end();
+        if at >= end {
+            return Ok(if seg.newest {
+                SegmentEnd::Stop
+            } else {
+                SegmentEnd::Next
+            });
+        }
+        let window = if seg.newest { window } else { 0 };
+        let window_end = (at + window)
+            .next_multiple_of(format::BLOCK as u64)
+            .min(end);
+        if let Some(b) = seg.scan.next_valid_block(window_end.max(at + 1))? {
+            if seg.newest && Self::filled_since(&seg.scan.path, at, self.max_payload)? {
+                // A live writer wrote past where this scan saw the end.
+                return Ok(SegmentEnd::Stop);
+            }
+            return Err(Error::corrupt(
+                &seg.scan.path,
+                at,
+                format!("{reason}, but valid frames follow at offset {b}"),
+            ));
+        }
+        if seg.newest {
+            return Ok(SegmentEnd::Stop);
+        }
+        if !was_zero {
+            return Err(Error::corrupt(
+                &seg.scan.path,
+                at,
+                format!("{reason} inside a sealed segment"),
+            ));
+        }
+        Ok(SegmentEnd::Next)
+    }
+
+    /// True if a valid frame now starts at `at` (re-read from disk, past
+    /// the scan's buffer).
+    fn filled_since(path: &Path, at: u64, max_payload: usize) -> Result<bool> {
+        match SegmentScan::open(path, max_payload)? {
+            Ok(mut fresh) => Ok(matches!(fresh.frame_at(at)?, Decoded::Frame(_))),
+            Err(_) => Ok(false),
+        }
+    }
+
+    fn step(&mut self) -> Result<Option<RecordAt>> {
+        loop {
+            if self.current.is_none() && !self.open_next()? {
+                return Ok(None);
+            }
+            let seg = self.current.as_mut().expect("opened above");
+            let at = seg.off;
+            let expect = self.expect.expect("set when a segment opens");
+            let ended = match seg.scan.frame_at(at)? {
+                Decoded::Frame(f) => {
+                    seg.off += f.len as u64;
+                    if f.kind == Kind::Padding {
+                        continue;
+                    }
+                    if f.lsn != expect {
+                        let why = format!("frame LSN {} where {} was expected", f.lsn, expect);
+                        return Err(Error::corrupt(&seg.scan.path, at, why));
+                    }
+                    self.expect = Some(expect + 1);
+                    if f.lsn < self.from {
+                        continue;
+                    }
+                    return Ok(Some(RecordAt {
+                        lsn: f.lsn,
+                        stream: f.stream,
+                        kind: f.kind,
+                        len: f.payload.len(),
+                        segment: seg.name.clone(),
+                        offset: at,
+                        payload: f.payload.to_vec(),
+                    }));
+                }
+                Decoded::Zero => self.segment_end(at, "end of written data".into(), true)?,
+                Decoded::Invalid(why) => self.segment_end(at, why.to_string(), false)?,
+            };
+            match ended {
+                SegmentEnd::Next => self.current = None,
+                SegmentEnd::Stop => return Ok(None),
+            }
+        }
+    }
+}
+
+impl Iterator for Records {
+    type Item = Result<RecordAt>;
+
+    fn next(&mut self) -> Option<Result<RecordAt>> {
+        if self.done {
+            return None;
+        }
+        match self.step() {
+            Ok(Some(r)) => Some(Ok(r)),
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Level, Wal};
+    use std::os::unix::fs::FileExt;
+
+    const SEG: u64 = 64 << 10;
+
+    fn small(node: u32) -> Config {
+        Config::builder()
+            .node(node)
+            .segment_bytes(SEG)
+            .max_record_bytes(8 << 10)
+            .build()
+    }
+
+    fn payload(i: u64) -> Vec<u8> {
+        format!("rec-{i}-")
+            .repeat((i % 40) as usize + 1)
+            .into_bytes()
+    }
+
+    /// A closed log of `n` records on `node`, rolled over several segments.
+    fn make_log(dir: &Path, node: u32, n: u64) {
+        let (wal, _) = Wal::open(dir, small(node)).unwrap();
+        let mut last = None;
+        for i in 1..=n {
+            last = Some(wal.append((i % 3) as u16, &payload(i)).unwrap());
+        }
+        if let Some(t) = last {
+            t.wait(Level::Durable).unwrap();
+        }
+        wal.close().unwrap();
+    }
+
+    fn segment_paths(dir: &Path, node: u32) -> Vec<PathBuf> {
+        segments::list(dir, node)
+            .unwrap()
+            .segments
+            .into_iter()
+            .map(|s| s.path)
+            .collect()
+    }
+
+    fn flip(path: &Path, at: u64) {
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .unwrap();
+        let mut b = [0u8; 1];
+        f.read_exact_at(&mut b, at).unwrap();
+        b[0] ^= 0x40;
+        f.write_all_at(&b, at).unwrap();
+    }
+
+    #[test]
+    fn good_log_is_consistent_and_reads_back_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        make_log(dir.path(), 1, 1500);
+        let r = verify(dir.path(), 1).unwrap();
+        assert!(r.is_consistent(), "{:?}", r.problems);
+        assert!(r.segments.len() > 2, "{r:?}");
+        assert_eq!(r.records(), 1500);
+        assert_eq!((r.first_lsn(), r.last_lsn()), (1, 1500));
+        assert!(r.torn_tail.is_none());
+        for w in r.segments.windows(2) {
+            assert_eq!(w[0].last_lsn + 1, w[1].base_lsn);
+        }
+
+        let recs: Vec<RecordAt> = records(dir.path(), 1, 0)
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
+        assert_eq!(recs.len(), 1500);
+        for (i, rec) in recs.iter().enumerate() {
+            let lsn = i as u64 + 1;
+            assert_eq!(rec.lsn, lsn);
+            assert_eq!(rec.payload, payload(lsn));
+            assert_eq!(rec.len, rec.payload.len());
+            assert_eq!(rec.stream, (lsn % 3) as u16);
+            assert_eq!(rec.kind, Kind::Data);
+            assert!(rec.offset >= format::BLOCK as u64 && rec.offset < SEG);
+            assert!(format::parse_segment_file_name(&rec.segment).is_some());
+        }
+        // The reported location is where the frame really is.
+        let last = recs.last().unwrap();
+        let f = std::fs::File::open(dir.path().join(&last.segment)).unwrap();
+        let mut lsn = [0u8; 8];
+        f.read_exact_at(&mut lsn, last.offset + 8).unwrap();
+        assert_eq!(u64::from_le_bytes(lsn), 1500);
+    }
+
+    #[test]
+    fn from_seeks_and_below_oldest_is_a_gap() {
+        let dir = tempfile::tempdir().unwrap();
+        make_log(dir.path(), 1, 1200);
+        let got: Vec<Lsn> = records(dir.path(), 1, 777)
+            .unwrap()
+            .map(|r| r.unwrap().lsn)
+            .collect();
+        assert_eq!(got, (777..=1200).collect::<Vec<_>>());
+        assert_eq!(records(dir.path(), 1, 5000).unwrap().count(), 0);
+
+        // Remove the oldest segment as a checkpoint would.
+        let first = segment_paths(dir.path(), 1).remove(0);
+        std::fs::remove_file(&first).unwrap();
+        let oldest = segment_paths(dir.path(), 1)
+            .first()
+            .and_then(|p| p.file_name()?.to_str().map(String::from))
+            .and_then(|n| format::parse_segment_file_name(&n))
+            .map(|(_, base)| base)
+            .unwrap();
+        match records(dir.path(), 1, 1) {
+            Err(Error::Gap {
+                expected, found, ..
+            }) => assert_eq!((expected, found), (1, oldest)),
+            other => panic!("expected a gap, got {other:?}"),
+        }
+        // A log that starts later is still consistent.
+        assert!(verify(dir.path(), 1).unwrap().is_consistent());
+    }
+
+    #[test]
+    fn damage_in_a_sealed_segment_is_named_by_file_and_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        make_log(dir.path(), 1, 1500);
+        let segs = segment_paths(dir.path(), 1);
+        let at = format::BLOCK as u64 + 4000;
+        flip(&segs[1], at);
+
+        let r = verify(dir.path(), 1).unwrap();
+        assert_eq!(r.problems.len(), 1, "{:?}", r.problems);
+        match &r.problems[0] {
+            Error::Corrupt { file, offset, .. } => {
+                assert_eq!(file, &segs[1]);
+                assert!(*offset <= at && *offset >= format::BLOCK as u64);
+            }
+            other => panic!("expected Corrupt, got {other:?}"),
+        }
+
+        let items: Vec<Result<RecordAt>> = records(dir.path(), 1, 0).unwrap().collect();
+        let (ok, bad): (Vec<_>, Vec<_>) = items.into_iter().partition(|r| r.is_ok());
+        assert_eq!(bad.len(), 1);
+        assert!(matches!(&bad[0], Err(Error::Corrupt { file, .. }) if file == &segs[1]));
+        assert!(!ok.is_empty());
+    }
+
+    #[test]
+    fn every_damaged_segment_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        make_log(dir.path(), 1, 2500);
+        let segs = segment_paths(dir.path(), 1);
+        assert!(segs.len() > 5, "{segs:?}");
+        flip(&segs[1], format::BLOCK as u64 + 200);
+        std::fs::remove_file(&segs[3]).unwrap();
+        flip(&segs[4], 2 * format::BLOCK as u64 + 64);
+        let r = verify(dir.path(), 1).unwrap();
+        let named: Vec<(&Path, bool)> = r
+            .problems
+            .iter()
+            .map(|p| match p {
+                Error::Corrupt { file, .. } => (file.as_path(), true),
+                Error::Gap { file, .. } => (file.as_path(), false),
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            named,
+            vec![
+                (segs[1].as_path(), true),
+                (segs[4].as_path(), false),
+                (segs[4].as_path(), true)
+            ],
+            "{:?}",
+            r.problems
+        );
+        // The first problem is the one a strict open fails with.
+        let err = Wal::open(dir.path(), small(1)).unwrap_err();
+        assert_eq!(err.to_string(), r.problems[0].to_string());
+    }
+
+    #[test]
+    fn missing_middle_segment_is_a_gap() {
+        let dir = tempfile::tempdir().unwrap();
+        make_log(dir.path(), 1, 1500);
+        let segs = segment_paths(dir.path(), 1);
+        std::fs::remove_file(&segs[1]).unwrap();
+        let r = verify(dir.path(), 1).unwrap();
+        assert!(
+            matches!(r.problems.as_slice(), [Error::Gap { file, .. }] if file == &segs[2]),
+            "{:?}",
+            r.problems
+        );
+        let last = records(dir.path(), 1, 0).unwrap().last().unwrap();
+        assert!(matches!(last, Err(Error::Gap { .. })), "{last:?}");
+    }
+
+    #[test]
+    fn torn_tail_is_reported_and_reading_stops_silently() {
+        let dir = tempfile::tempdir().unwrap();
+        make_log(dir.path(), 1, 1000);
+        let newest = segment_paths(dir.path(), 1).pop().unwrap();
+        let end = verify(dir.path(), 1)
+            .unwrap()
+            .segments
+            .last()
+            .map(|s| s.valid_bytes + format::BLOCK as u64)
+            .unwrap();
+        // Half a frame header of garbage where the next write would go.
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&newest)
+            .unwrap();
+        f.write_all_at(&[0x5a; 12], end).unwrap();
+
+        let r = verify(dir.path(), 1).unwrap();
+        assert!(r.is_consistent(), "{:?}", r.problems);
+        let torn = r.torn_tail.expect("a torn tail");
+        assert_eq!((torn.file, torn.offset), (newest, end));
+        let lsns: Vec<Lsn> = records(dir.path(), 1, 0)
+            .unwrap()
+            .map(|r| r.unwrap().lsn)
+            .collect();
+        assert_eq!(lsns, (1..=1000).collect::<Vec<_>>());
+        // Verify changed nothing: recovery still finds and cuts the tail.
+        let (wal, rep) = Wal::open(dir.path(), small(1)).unwrap();
+        assert!(rep.truncated.is_some());
+        assert_eq!(rep.records, 1000);
+        wal.close().unwrap();
+    }
+
+    #[test]
+    fn nodes_and_stat_summarise_each_node() {
+        let dir = tempfile::tempdir().unwrap();
+        make_log(dir.path(), 1, 1500);
+        make_log(dir.path(), 7, 10);
+        std::fs::write(dir.path().join("notes.txt"), b"not a segment").unwrap();
+        assert_eq!(nodes(dir.path()).unwrap(), vec![1, 7]);
+
+        let s = stat(dir.path(), 1).unwrap();
+        assert_eq!((s.first_lsn, s.last_lsn, s.records), (1, 1500, 1500));
+        assert!(s.segments.len() > 2);
+        assert_eq!(s.file_bytes, s.segments.len() as u64 * SEG);
+        for w in s.segments.windows(2) {
+            assert_eq!(w[0].last_lsn + 1, w[1].base_lsn);
+        }
+        let s7 = stat(dir.path(), 7).unwrap();
+        assert_eq!((s7.first_lsn, s7.last_lsn, s7.segments.len()), (1, 10, 1));
+        let none = stat(dir.path(), 3).unwrap();
+        assert_eq!((none.records, none.segments.len()), (0, 0));
+        assert_eq!(records(dir.path(), 3, 0).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn empty_log_has_no_records() {
+        let dir = tempfile::tempdir().unwrap();
+        make_log(dir.path(), 1, 0);
+        let r = verify(dir.path(), 1).unwrap();
+        assert!(r.is_consistent());
+        assert_eq!((r.segments.len(), r.records(), r.last_lsn()), (1, 0, 0));
+        assert_eq!(records(dir.path(), 1, 0).unwrap().count(), 0);
+        let s = stat(dir.path(), 1).unwrap();
+        assert_eq!((s.first_lsn, s.last_lsn, s.records), (0, 0, 0));
+    }
+
+    #[test]
+    fn verify_never_modifies_files() {
+        let dir = tempfile::tempdir().unwrap();
+        make_log(dir.path(), 1, 800);
+        let segs = segment_paths(dir.path(), 1);
+        flip(&segs[0], format::BLOCK as u64 + 100);
+        let before: Vec<Vec<u8>> = segs.iter().map(|p| std::fs::read(p).unwrap()).collect();
+        let names_before = std::fs::read_dir(dir.path()).unwrap().count();
+        assert!(!verify(dir.path(), 1).unwrap().is_consistent());
+        let _ = records(dir.path(), 1, 0).unwrap().count();
+        let _ = stat(dir.path(), 1).unwrap();
+        let after: Vec<Vec<u8>> = segs.iter().map(|p| std::fs::read(p).unwrap()).collect();
+        assert!(before == after);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), names_before);
+    }
+
+    #[test]
+    fn reads_beside_a_live_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let (wal, _) = Wal::open(dir.path(), small(1)).unwrap();
+        for i in 1..=300 {
+            let _ = wal.append(0, &payload(i)).unwrap();
+        }
+        wal.sync().unwrap();
+        let r = verify(dir.path(), 1).unwrap();
+        assert!(r.is_consistent(), "{:?}", r.problems);
+        assert!(r.records() >= 300);
+        let mut n = 0;
+        for rec in records(dir.path(), 1, 0).unwrap() {
+            assert_eq!(rec.unwrap().lsn, n + 1);
+            n += 1;
+        }
+        assert!(n >= 300);
+        wal.close().unwrap();
+    }
+}
