@@ -8,17 +8,18 @@
 //! [`verify`] calls consistent opens without error.
 //!
 //! The functions without a `Config` argument judge the log with
-//! `Config::builder().node(node).build()`: records up to 4 MiB and the
-//! default torn window (8 writes of about 4 MiB in flight). A log written
-//! with larger records or a wider window needs the `_with` variants and
-//! that writer's configuration; otherwise its large records are reported
-//! as corrupt, or a torn tail wider than the default window as corruption.
+//! `Config::builder().node(node).build()`: the default record size limit
+//! and the default torn window (`Config::torn_window`, every write the
+//! default writer can have in flight). A log written with larger records
+//! or a wider window needs the `_with` variants and that writer's
+//! configuration; otherwise its large records are reported as corrupt, or
+//! a torn tail wider than the default window as corruption.
 
 use std::path::{Path, PathBuf};
 
 use crate::config::{Config, RecoveryMode};
 use crate::error::{Error, Lsn, Result};
-use crate::format::{self, Decoded, Kind};
+use crate::format::{self, Decoded, HeaderError, Kind};
 use crate::recovery::{self, Analysis};
 use crate::scan::SegmentScan;
 use crate::segments::{self, SegmentFile};
@@ -151,57 +152,43 @@ pub fn verify_with(dir: &Path, cfg: &Config) -> Result<VerifyReport> {
 }
 
 fn verify_once(dir: &Path, cfg: &Config) -> Result<VerifyReport> {
-    let listing = segments::list(dir, cfg.node)?;
-    let mut a = Analysis {
-        spares: listing.spares,
-        ..Analysis::default()
-    };
-    let mut files = listing.segments;
-    // Newest files whose header never became valid: a crash mid-create,
-    // exactly as recovery decides it.
-    while let Some(last) = files.last() {
-        match SegmentScan::open(&last.path, cfg.max_record_bytes)? {
-            Ok(_) => break,
-            Err(_) => {
-                let f = files.pop().expect("last exists");
-                a.incomplete.push(f.path);
-            }
-        }
+    let mut a = recovery::analyze(dir, cfg)?;
+    if !a.problems.is_empty() {
+        // Recovery stops judging at the first problem; go over the same
+        // files again, continuing past each problem.
+        let files: Vec<SegmentFile> = segments::list(dir, cfg.node)?
+            .segments
+            .into_iter()
+            .filter(|f| !a.incomplete.contains(&f.path))
+            .collect();
+        a = Analysis {
+            incomplete: a.incomplete,
+            spares: a.spares,
+            ..Analysis::default()
+        };
+        scan_all(&files, cfg, &mut a)?;
     }
-    a.incomplete.reverse();
-
-    let count = files.len();
-    let mut prev_last: Option<Lsn> = None;
-    let mut torn_tail = None;
-    for (i, f) in files.iter().enumerate() {
-        let newest = i + 1 == count;
-        let before = a.problems.len();
-        let mut state = recovery::scan_segment(f, cfg, newest, prev_last, &mut a)?;
-        let gap = a.problems.len() > before && matches!(a.problems.last(), Some(Error::Gap { .. }));
-        if state.is_none() && gap {
-            // Recovery stops at the gap; scan the frames anyway, as the
-            // start of a new run of LSNs.
-            state = recovery::scan_segment(f, cfg, newest, None, &mut a)?;
-        }
-        match state {
-            Some(s) => {
-                prev_last = Some(s.last_lsn);
-                if newest {
-                    torn_tail = s
-                        .torn
-                        .as_ref()
-                        .map(|(offset, reason, window_end)| TornTail {
-                            file: s.file.path.clone(),
-                            offset: *offset,
-                            reason: reason.clone(),
-                            window_end: *window_end,
-                        });
-                }
-                a.segments.push(s);
-            }
-            None => prev_last = None,
-        }
-    }
+    a.incomplete.sort();
+    let newest = segments::list(dir, cfg.node)?
+        .segments
+        .into_iter()
+        .rev()
+        .find(|f| !a.incomplete.contains(&f.path))
+        .map(|f| f.path);
+    let torn_tail = a
+        .segments
+        .last()
+        .filter(|s| Some(&s.file.path) == newest.as_ref())
+        .and_then(|s| {
+            s.torn
+                .as_ref()
+                .map(|(offset, reason, window_end)| TornTail {
+                    file: s.file.path.clone(),
+                    offset: *offset,
+                    reason: reason.clone(),
+                    window_end: *window_end,
+                })
+        });
     let segments = a
         .segments
         .iter()
@@ -222,6 +209,43 @@ fn verify_once(dir: &Path, cfg: &Config) -> Result<VerifyReport> {
         spares: a.spares,
         problems: a.problems,
     })
+}
+
+/// Recovery's per-segment checks over `files` (incomplete ones already
+/// removed), in order, without stopping at a problem: a segment rejected
+/// for a gap is still scanned, as the start of a new run of LSNs, and the
+/// segment after one rejected as corrupt starts a new run too (its
+/// continuity with the damaged one cannot be judged). Up to the first
+/// problem this is exactly what `recovery::analyze` does.
+fn scan_all(files: &[SegmentFile], cfg: &Config, a: &mut Analysis) -> Result<()> {
+    let mut prev_last: Option<Lsn> = None;
+    for (i, f) in files.iter().enumerate() {
+        let newest = i + 1 == files.len();
+        let before = a.problems.len();
+        let mut state = recovery::scan_segment(f, cfg, newest, prev_last, a)?;
+        let gap = a.problems.len() > before && matches!(a.problems.last(), Some(Error::Gap { .. }));
+        if state.is_none() && gap {
+            state = recovery::scan_segment(f, cfg, newest, None, a)?;
+        }
+        match state {
+            Some(s) => {
+                prev_last = Some(s.last_lsn);
+                a.segments.push(s);
+            }
+            None => prev_last = None,
+        }
+    }
+    Ok(())
+}
+
+/// True if `path`'s header was never written (blank) or is shorter than a
+/// block: a crash while the segment was being created. The same rule
+/// recovery applies to the newest files; any other bad header is damage.
+fn is_incomplete(path: &Path, cfg: &Config) -> Result<bool> {
+    Ok(matches!(
+        SegmentScan::open(path, cfg.max_record_bytes)?,
+        Err((HeaderError::Blank | HeaderError::Short, _))
+    ))
 }
 
 /// Node ids that have at least one segment file in `dir`, ascending.
@@ -294,16 +318,15 @@ pub fn stat(dir: &Path, node: u32) -> Result<NodeStat> {
     let mut incomplete = 0;
     let mut newest_last = None;
     while let Some(last) = files.last() {
-        match SegmentScan::open(&last.path, cfg.max_record_bytes)? {
-            Ok(mut scan) => {
-                newest_last = Some(valid_prefix_last(&mut scan)?);
-                break;
-            }
-            Err(_) => {
-                files.pop();
-                incomplete += 1;
-            }
+        if is_incomplete(&last.path, &cfg)? {
+            files.pop();
+            incomplete += 1;
+            continue;
         }
+        if let Ok(mut scan) = SegmentScan::open(&last.path, cfg.max_record_bytes)? {
+            newest_last = Some(valid_prefix_last(&mut scan)?);
+        }
+        break;
     }
     let mut out = NodeStat {
         node,
@@ -423,14 +446,12 @@ pub fn records(dir: &Path, node: u32, from: Lsn) -> Result<Records> {
 pub fn records_with(dir: &Path, cfg: &Config, from: Lsn) -> Result<Records> {
     let node = cfg.node();
     let mut files = segments::list(dir, node)?.segments;
-    // Newest files with no valid header are incomplete, not damage.
+    // Newest files whose header was never written are incomplete, not damage.
     while let Some(last) = files.last() {
-        match SegmentScan::open(&last.path, cfg.max_record_bytes)? {
-            Ok(_) => break,
-            Err(_) => {
-                files.pop();
-            }
+        if !is_incomplete(&last.path, cfg)? {
+            break;
         }
+        files.pop();
     }
     let oldest = files.first().map_or(1, |s| s.base);
     let from = if from == 0 { oldest } else { from };
@@ -837,6 +858,44 @@ mod tests {
         // The first problem is the one a strict open fails with.
         let err = Wal::open(dir.path(), small(1)).unwrap_err();
         assert_eq!(err.to_string(), r.problems[0].to_string());
+    }
+
+    #[test]
+    fn header_rules_match_recovery() {
+        // A blank newest header is an incomplete file; a damaged one is
+        // corruption. verify, records and a strict open must agree.
+        for (blank, consistent) in [(true, true), (false, false)] {
+            let dir = tempfile::tempdir().unwrap();
+            make_log(dir.path(), 1, 1200);
+            let newest = segment_paths(dir.path(), 1).pop().unwrap();
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&newest)
+                .unwrap();
+            if blank {
+                f.write_all_at(&[0u8; 64], 0).unwrap();
+            } else {
+                f.write_all_at(b"XX", 0).unwrap();
+            }
+            drop(f);
+            let r = verify(dir.path(), 1).unwrap();
+            assert_eq!(r.is_consistent(), consistent, "{:?}", r.problems);
+            assert_eq!(r.incomplete.len(), usize::from(blank));
+            let items: Vec<Result<RecordAt>> = records(dir.path(), 1, 0).unwrap().collect();
+            assert_eq!(items.iter().all(|r| r.is_ok()), consistent);
+            let s = stat(dir.path(), 1).unwrap();
+            assert_eq!(s.incomplete, usize::from(blank));
+            match Wal::open(dir.path(), small(1)) {
+                Ok((wal, _)) => {
+                    assert!(consistent);
+                    wal.close().unwrap();
+                }
+                Err(e) => {
+                    assert!(!consistent);
+                    assert_eq!(e.to_string(), r.problems[0].to_string());
+                }
+            }
+        }
     }
 
     #[test]
