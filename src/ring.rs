@@ -235,7 +235,10 @@ impl Ring {
             !self.failed && self.held.is_none() && self.writes < self.sh.cfg.max_inflight;
         if can_submit {
             self.sh.ring_sleeping.store(true, Ordering::SeqCst);
-            let work = self.sh.lock().has_batch() || self.sh.closing.load(Ordering::SeqCst);
+            // Closing is not work by itself: with operations in flight the
+            // ring must block for their completions (spinning would never
+            // reap them under DEFER_TASKRUN), and `run` exits when done.
+            let work = self.sh.lock().has_batch();
             let sync_due = !self.sh.cfg.durable
                 && self.sh.sync_wanted.load(Ordering::Acquire) > self.sync_covers;
             if work || (sync_due && !self.sync_inflight) {
