@@ -1,0 +1,115 @@
+//! `ringwal append`: stdin lines in, LSNs out, in order, as each record
+//! reaches the requested level.
+//!
+//! Two threads: the reader appends each line as soon as it is read and
+//! passes the ticket on; the main thread waits for tickets in order and
+//! prints each LSN. So records are never appended one at a time behind
+//! each other's sync: group commit sees as many as stdin supplies.
+
+use std::io::{self, BufRead, BufWriter, Write};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use ringwal::{Config, Level, Ticket, Wal};
+
+use super::{AppendArgs, CmdResult, Failure};
+
+/// Tickets the reader may run ahead of the printer; beyond this, stdin is
+/// not read until acknowledgements catch up (the log's own staging
+/// buffers give backpressure long before, in practice).
+const AHEAD: usize = 64 * 1024;
+
+/// Run `ringwal append`.
+///
+/// Durable level: the default (durable) configuration. Written or
+/// accepted: the log runs in written mode and is closed, which syncs it,
+/// after the last LSN is printed and before exit 0. On any error the
+/// acknowledged LSNs before it have been printed and the error is
+/// returned (status 2); records read after it are not appended.
+pub(crate) fn run(args: AppendArgs) -> CmdResult {
+    let level = args.level.level();
+    let mut builder = Config::builder().node(args.node);
+    if level != Level::Durable {
+        builder = builder.default_level(Level::Written);
+    }
+    let (wal, _report) = Wal::open(&args.dir, builder.build())?;
+    let wal = Arc::new(wal);
+    let (tx, rx) = crossbeam_channel::bounded(AHEAD);
+    let reader = {
+        let wal = wal.clone();
+        let stream = args.stream;
+        std::thread::Builder::new()
+            .name("ringwal-stdin".into())
+            .spawn(move || read_and_append(&wal, stream, &tx))
+            .map_err(|e| Failure::io("spawning the stdin reader", e))?
+    };
+    // On failure, return at once: the reader may be blocked on stdin, and
+    // the process exits with it when `main` returns.
+    print_acks(&rx, level)?;
+    // The channel closed cleanly, so the reader reached EOF and has ended.
+    let _ = reader.join();
+    let wal = Arc::into_inner(wal)
+        .ok_or_else(|| Failure::msg("internal error: log still shared at exit"))?;
+    wal.close()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Append every line of stdin (without its `\n`) and send the tickets, in
+/// order. An error is sent as the last item.
+fn read_and_append(wal: &Wal, stream: u16, tx: &Sender<Result<Ticket, Failure>>) {
+    let stdin = io::stdin();
+    let mut input = stdin.lock();
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match input.read_until(b'\n', &mut line) {
+            Ok(0) => return,
+            Ok(_) => {
+                if line.last() == Some(&b'\n') {
+                    line.pop();
+                }
+                let item = wal.append(stream, &line).map_err(Failure::from);
+                let failed = item.is_err();
+                if tx.send(item).is_err() || failed {
+                    return;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                let _ = tx.send(Err(Failure::io("stdin", e)));
+                return;
+            }
+        }
+    }
+}
+
+/// Wait for each ticket in order and print its LSN. Output is flushed
+/// before every blocking wait, so an LSN never sits in a buffer while its
+/// successors are awaited.
+fn print_acks(rx: &Receiver<Result<Ticket, Failure>>, level: Level) -> Result<(), Failure> {
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    let flush =
+        |out: &mut BufWriter<io::StdoutLock<'_>>| out.flush().map_err(|e| Failure::io("stdout", e));
+    loop {
+        let item = match rx.try_recv() {
+            Ok(item) => item,
+            Err(TryRecvError::Empty) => {
+                flush(&mut out)?;
+                match rx.recv() {
+                    Ok(item) => item,
+                    Err(_) => break,
+                }
+            }
+            Err(TryRecvError::Disconnected) => break,
+        };
+        let ticket = item?;
+        if !ticket.is_done(level) {
+            flush(&mut out)?;
+            ticket.wait(level)?;
+        }
+        writeln!(out, "{}", ticket.lsn()).map_err(|e| Failure::io("stdout", e))?;
+    }
+    flush(&mut out)
+}

@@ -1,0 +1,304 @@
+//! `ringwal bench`: closed-loop load. Each producer thread appends one
+//! record, waits for it to reach the level, records the latency, and
+//! repeats; so throughput is what the log sustains with that many
+//! records outstanding, and latency is what each producer saw.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use ringwal::{Config, Level, Wal};
+
+use super::inspect::human_bytes;
+use super::{BackendArg, BenchArgs, CmdResult, Failure};
+
+/// Highest latency the histograms track exactly (one hour, in µs); larger
+/// values are recorded as this.
+const MAX_LATENCY_US: u64 = 3_600_000_000;
+
+/// Longest run accepted, in seconds (a day).
+const MAX_SECS: f64 = 86_400.0;
+
+/// A directory under the system temp dir, removed with everything in it
+/// when dropped. Interrupting the process (Ctrl-C) leaves it behind.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    /// Create a fresh, uniquely named directory. `create_dir` fails if the
+    /// name exists, so two runs can never share one.
+    fn new() -> Result<TempDir, Failure> {
+        let base = std::env::temp_dir();
+        let mut last = None;
+        for _ in 0..16 {
+            let name = format!(
+                "ringwal-bench-{}-{:016x}",
+                std::process::id(),
+                rand::random::<u64>()
+            );
+            let path = base.join(name);
+            match std::fs::create_dir(&path) {
+                Ok(()) => return Ok(TempDir(path)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+                Err(e) => return Err(Failure::io(&path.display().to_string(), e)),
+            }
+        }
+        let e = last.expect("the loop ran");
+        Err(Failure::io(&base.display().to_string(), e))
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// What one producer measured.
+struct Measured {
+    hist: Histogram<u64>,
+    records: u64,
+}
+
+/// The results, ready to print or serialise.
+struct Results {
+    records: u64,
+    elapsed: Duration,
+    hist: Histogram<u64>,
+    writes: u64,
+    syncs: u64,
+    rolls: u64,
+    appended: u64,
+}
+
+/// Run `ringwal bench`.
+pub(crate) fn run(a: BenchArgs) -> CmdResult {
+    if a.producers == 0 {
+        return Err(Failure::msg("--producers must be at least 1"));
+    }
+    if !(a.secs.is_finite() && a.secs > 0.0 && a.secs <= MAX_SECS) {
+        return Err(Failure::msg(format!(
+            "--secs must be a number of seconds in (0, {MAX_SECS}]"
+        )));
+    }
+    let level = a.level.level();
+    let backend = a.backend.unwrap_or_else(BackendArg::platform_default);
+
+    // Declared before the log so it is removed after the log is closed.
+    let temp;
+    let dir: &Path = match &a.dir {
+        Some(d) => d,
+        None => {
+            temp = TempDir::new()?;
+            temp.path()
+        }
+    };
+
+    let mut builder = Config::builder().backend(backend.backend());
+    if level != Level::Durable {
+        builder = builder.default_level(Level::Written);
+    }
+    let (wal, _report) = Wal::open(dir, builder.build())?;
+
+    println!(
+        "ringwal bench: backend={} producers={} size={} B level={} secs={} dir={}",
+        backend.name(),
+        a.producers,
+        a.size,
+        a.level.name(),
+        a.secs,
+        dir.display()
+    );
+    let res = load(&wal, &a, level)?;
+    wal.close()?;
+
+    report(&a, backend, &res);
+    if let Some(path) = &a.json {
+        write_json(path, &a, backend, &res)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Drive the producers for the configured time, with a progress line on
+/// stderr every second, and merge what they measured.
+fn load(wal: &Wal, a: &BenchArgs, level: Level) -> Result<Results, Failure> {
+    let payload: Vec<u8> = (0..a.size).map(|i| (i % 251) as u8).collect();
+    let stop = AtomicBool::new(false);
+    let done = AtomicU64::new(0);
+    let before = wal.stats();
+    let run_for = Duration::from_secs_f64(a.secs);
+    let start = Instant::now();
+
+    let measured: Vec<Result<Measured, Failure>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..a.producers)
+            .map(|_| s.spawn(|| produce(wal, &payload, level, &stop, &done)))
+            .collect();
+        let deadline = start + run_for;
+        let mut tick = start + Duration::from_secs(1);
+        let mut last_count = 0;
+        loop {
+            let now = Instant::now();
+            if now >= deadline || stop.load(Ordering::Relaxed) {
+                break;
+            }
+            std::thread::sleep(tick.min(deadline) - now);
+            if Instant::now() >= tick {
+                let count = done.load(Ordering::Relaxed);
+                eprintln!(
+                    "[{:>4}s] {} records/s",
+                    (tick - start).as_secs(),
+                    count - last_count
+                );
+                last_count = count;
+                tick += Duration::from_secs(1);
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Failure::msg("a producer thread panicked")))
+            })
+            .collect()
+    });
+    let elapsed = start.elapsed();
+
+    let mut hist = new_histogram()?;
+    let mut records = 0;
+    for m in measured {
+        let m = m?;
+        records += m.records;
+        hist.add(&m.hist)
+            .map_err(|e| Failure::msg(format!("merging latency histograms: {e}")))?;
+    }
+    let after = wal.stats();
+    Ok(Results {
+        records,
+        elapsed,
+        hist,
+        writes: after.writes - before.writes,
+        syncs: after.syncs - before.syncs,
+        rolls: after.rolls - before.rolls,
+        appended: after.next_lsn - before.next_lsn,
+    })
+}
+
+fn new_histogram() -> Result<Histogram<u64>, Failure> {
+    Histogram::new_with_bounds(1, MAX_LATENCY_US, 3)
+        .map_err(|e| Failure::msg(format!("latency histogram: {e}")))
+}
+
+/// One producer: append, wait, record, until told to stop. An error stops
+/// every producer.
+fn produce(
+    wal: &Wal,
+    payload: &[u8],
+    level: Level,
+    stop: &AtomicBool,
+    done: &AtomicU64,
+) -> Result<Measured, Failure> {
+    let mut hist = new_histogram()?;
+    let mut records = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let t0 = Instant::now();
+        let acked = wal.append(0, payload).and_then(|t| t.wait(level));
+        if let Err(e) = acked {
+            stop.store(true, Ordering::Relaxed);
+            return Err(e.into());
+        }
+        let us = u64::try_from(t0.elapsed().as_micros()).unwrap_or(u64::MAX);
+        hist.saturating_record(us.max(1));
+        records += 1;
+        done.fetch_add(1, Ordering::Relaxed);
+    }
+    Ok(Measured { hist, records })
+}
+
+impl Results {
+    fn secs(&self) -> f64 {
+        self.elapsed.as_secs_f64().max(f64::MIN_POSITIVE)
+    }
+
+    fn records_per_s(&self) -> f64 {
+        self.records as f64 / self.secs()
+    }
+
+    /// Payload megabytes (10^6 bytes) per second.
+    fn mb_per_s(&self, size: usize) -> f64 {
+        self.records as f64 * size as f64 / 1e6 / self.secs()
+    }
+
+    fn records_per_write(&self) -> f64 {
+        if self.writes == 0 {
+            0.0
+        } else {
+            self.appended as f64 / self.writes as f64
+        }
+    }
+
+    fn quantile(&self, q: f64) -> u64 {
+        self.hist.value_at_quantile(q)
+    }
+}
+
+fn report(a: &BenchArgs, backend: BackendArg, r: &Results) {
+    println!(
+        "records:     {} in {:.2} s ({} producers, {}, {})",
+        r.records,
+        r.secs(),
+        a.producers,
+        backend.name(),
+        a.level.name()
+    );
+    println!("records/s:   {:.0}", r.records_per_s());
+    println!(
+        "MB/s:        {:.2} (payload, 10^6 bytes; {} per record)",
+        r.mb_per_s(a.size),
+        human_bytes(a.size as u64)
+    );
+    println!(
+        "latency µs:  p50={} p99={} p99.9={} max={}",
+        r.quantile(0.50),
+        r.quantile(0.99),
+        r.quantile(0.999),
+        r.hist.max()
+    );
+    println!(
+        "wal:         writes={} records/write={:.1} syncs={} rolls={}",
+        r.writes,
+        r.records_per_write(),
+        r.syncs,
+        r.rolls
+    );
+}
+
+fn write_json(path: &Path, a: &BenchArgs, backend: BackendArg, r: &Results) -> Result<(), Failure> {
+    let obj = serde_json::json!({
+        "records_per_s": r.records_per_s(),
+        "mb_per_s": r.mb_per_s(a.size),
+        "p50_us": r.quantile(0.50),
+        "p99_us": r.quantile(0.99),
+        "p999_us": r.quantile(0.999),
+        "max_us": r.hist.max(),
+        "records": r.records,
+        "secs": r.secs(),
+        "producers": a.producers,
+        "size": a.size,
+        "level": a.level.name(),
+        "backend": backend.name(),
+        "writes": r.writes,
+        "records_per_write": r.records_per_write(),
+        "syncs": r.syncs,
+        "rolls": r.rolls,
+    });
+    let mut text = serde_json::to_string_pretty(&obj)
+        .map_err(|e| Failure::msg(format!("encoding JSON: {e}")))?;
+    text.push('\n');
+    std::fs::write(path, text).map_err(|e| Failure::io(&path.display().to_string(), e))
+}
