@@ -1,0 +1,429 @@
+//! The `ringwal` binary, run as a user would: real processes, real
+//! directories. These pin the command-line contract (output formats and
+//! exit statuses) that scripts rely on.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use ringwal::{Config, Level, Wal};
+
+fn ringwal() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ringwal"))
+}
+
+/// Run the binary with `args`, feeding `input` on stdin.
+fn run(args: &[&str], input: &[u8]) -> Output {
+    let mut child = ringwal()
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ringwal");
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    let feeder = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let out = child.wait_with_output().unwrap();
+    feeder.join().unwrap();
+    out
+}
+
+fn p(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8(o.stderr.clone()).unwrap()
+}
+
+/// Exit status 2 and exactly one line, `ringwal: ...`, on stderr.
+fn assert_one_line_error(o: &Output) {
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    let err = stderr(o);
+    assert_eq!(err.lines().count(), 1, "stderr: {err:?}");
+    assert!(err.starts_with("ringwal: "), "stderr: {err:?}");
+    assert!(err.ends_with('\n'));
+}
+
+fn lsns(o: &Output) -> Vec<u64> {
+    stdout(o).lines().map(|l| l.parse().unwrap()).collect()
+}
+
+/// Small segments, so a few thousand records roll several times. The
+/// CLI has no segment-size flag; such logs are made with the library.
+fn small_segments() -> Config {
+    // The record cap must fit a segment along with its staging slack.
+    Config::builder()
+        .segment_bytes(64 << 10)
+        .max_record_bytes(16 << 10)
+        .build()
+}
+
+/// A closed log in `dir` with 64 KiB segments, rolled several times.
+fn small_segment_log(dir: &Path, records: u64) {
+    let cfg = small_segments();
+    let (wal, _) = Wal::open(dir, cfg).unwrap();
+    let mut last = None;
+    for i in 1..=records {
+        let payload = format!("record {i} ").repeat(1 + (i % 20) as usize);
+        last = Some(wal.append((i % 2) as u16, payload.as_bytes()).unwrap());
+    }
+    last.unwrap().wait(Level::Durable).unwrap();
+    wal.close().unwrap();
+}
+
+fn segments(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "wal"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn append_then_cat_returns_the_same_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let lines: Vec<String> = (0..500)
+        .map(|i| match i % 7 {
+            0 => String::new(),
+            1 => "x".repeat(3000),
+            _ => format!("line {i}: héllo \t tab"),
+        })
+        .collect();
+    let mut input = lines.join("\n");
+    input.push('\n');
+
+    let o = run(&["append", p(&log)], input.as_bytes());
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(lsns(&o), (1..=500).collect::<Vec<u64>>());
+
+    let o = run(&["cat", p(&log)], b"");
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(o.stdout, input.as_bytes());
+
+    // A last line without its newline is still a record.
+    let o = run(&["append", p(&log)], b"tail-a\ntail-b");
+    assert_eq!(lsns(&o), vec![501, 502]);
+    let o = run(&["cat", p(&log), "--from", "500"], b"");
+    assert_eq!(stdout(&o), format!("{}\ntail-a\ntail-b\n", lines[499]));
+}
+
+#[test]
+fn append_levels_streams_and_nodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = p(dir.path());
+    let o = run(
+        &["append", log, "--level", "written", "--stream", "7"],
+        b"w1\nw2\n",
+    );
+    assert_eq!(lsns(&o), vec![1, 2], "{o:?}");
+    let o = run(&["append", log, "--level", "accepted"], b"a1\n");
+    assert_eq!(lsns(&o), vec![3], "{o:?}");
+    let o = run(
+        &["append", log, "--level", "durable", "--stream", "7"],
+        b"d1\n",
+    );
+    assert_eq!(lsns(&o), vec![4], "{o:?}");
+    let o = run(&["append", log, "--node", "9"], b"other node\n");
+    assert_eq!(lsns(&o), vec![1], "{o:?}");
+
+    assert_eq!(stdout(&run(&["cat", log], b"")), "w1\nw2\na1\nd1\n");
+    assert_eq!(
+        stdout(&run(&["cat", log, "--stream", "7"], b"")),
+        "w1\nw2\nd1\n"
+    );
+    assert_eq!(stdout(&run(&["cat", log, "--stream", "0"], b"")), "a1\n");
+    assert_eq!(
+        stdout(&run(&["cat", log, "--node", "9"], b"")),
+        "other node\n"
+    );
+    // Everything written in written mode was synced at close.
+    let o = run(&["verify", log], b"");
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+}
+
+#[test]
+fn append_prints_each_lsn_before_stdin_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = ringwal()
+        .args(["append", p(dir.path())])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines() {
+            if tx.send(line.unwrap()).is_err() {
+                return;
+            }
+        }
+    });
+    let wait = Duration::from_secs(20);
+    for (i, rec) in ["first", "second", "third"].iter().enumerate() {
+        writeln!(stdin, "{rec}").unwrap();
+        stdin.flush().unwrap();
+        let got = rx.recv_timeout(wait).expect("an LSN while stdin is open");
+        assert_eq!(got, (i + 1).to_string());
+    }
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn dump_json_fields_are_right() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = p(dir.path());
+    let lines = ["alpha", "", "gamma \u{1F600} \"quoted\""];
+    let input = lines.join("\n") + "\n";
+    let o = run(&["append", log, "--stream", "3"], input.as_bytes());
+    assert!(o.status.success(), "{o:?}");
+
+    let o = run(&["dump", log, "--json"], b"");
+    assert!(o.status.success(), "{o:?}");
+    let out = stdout(&o);
+    assert_eq!(out.lines().count(), 3);
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let mut prev_end = 0;
+    for (i, line) in out.lines().enumerate() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let payload = b64.decode(v["payload_b64"].as_str().unwrap()).unwrap();
+        assert_eq!(payload, lines[i].as_bytes());
+        assert_eq!(v["lsn"].as_u64(), Some(i as u64 + 1));
+        assert_eq!(v["stream"].as_u64(), Some(3));
+        assert_eq!(v["kind"].as_str(), Some("data"));
+        assert_eq!(v["len"].as_u64(), Some(lines[i].len() as u64));
+        assert_eq!(
+            v["segment"].as_str(),
+            Some("00001-00000000000000000001.wal")
+        );
+        // Frames sit back to back after the 4 KiB header, 8-aligned.
+        let offset = v["offset"].as_u64().unwrap();
+        assert!(offset >= 4096 && offset.is_multiple_of(8) && offset >= prev_end);
+        prev_end = offset + 24 + (lines[i].len() as u64).next_multiple_of(8);
+    }
+
+    let o = run(&["dump", log, "--json", "--from", "3"], b"");
+    assert_eq!(stdout(&o).lines().count(), 1);
+
+    let o = run(&["dump", log], b"");
+    assert!(o.status.success());
+    let text = stdout(&o);
+    assert_eq!(text.lines().count(), 3);
+    assert!(text.lines().next().unwrap().contains("alpha"), "{text}");
+}
+
+#[test]
+fn verify_passes_a_good_log_and_names_damage_by_file_and_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    small_segment_log(dir.path(), 3000);
+    let segs = segments(dir.path());
+    assert!(segs.len() >= 3, "{segs:?}");
+
+    let o = run(&["verify", p(dir.path())], b"");
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert!(stdout(&o).contains("node 1: ok"), "{o:?}");
+    let o = run(&["verify", p(dir.path()), "--node", "1"], b"");
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+
+    // Flip a payload byte of a record in the middle of the first (sealed)
+    // segment.
+    let first_name = segs[0].file_name().unwrap().to_str().unwrap();
+    let in_first: Vec<_> = ringwal::verify::records(dir.path(), 1, 0)
+        .unwrap()
+        .map(|r| r.unwrap())
+        .filter(|r| r.segment == first_name)
+        .collect();
+    let victim = &in_first[in_first.len() / 2];
+    assert!(victim.len > 0);
+    let mut bytes = std::fs::read(&segs[0]).unwrap();
+    bytes[victim.offset as usize + 24] ^= 0x20;
+    std::fs::write(&segs[0], &bytes).unwrap();
+    let before: Vec<Vec<u8>> = segs.iter().map(|s| std::fs::read(s).unwrap()).collect();
+
+    for args in [
+        vec!["verify", p(dir.path())],
+        vec!["verify", p(dir.path()), "--node", "1"],
+    ] {
+        let o = run(&args, b"");
+        assert_eq!(o.status.code(), Some(1), "{o:?}");
+        let want = format!("{}:{}: ", segs[0].display(), victim.offset);
+        assert!(
+            stdout(&o).lines().any(|l| l.starts_with(&want)),
+            "want a line starting {want:?} in {o:?}"
+        );
+        assert!(!stderr(&o).is_empty(), "a summary on stderr");
+    }
+    // verify modified nothing.
+    let after: Vec<Vec<u8>> = segs.iter().map(|s| std::fs::read(s).unwrap()).collect();
+    assert!(before == after);
+    assert_eq!(segments(dir.path()), segs);
+
+    // Reading up to the damage works, then fails with the location.
+    let o = run(&["cat", p(dir.path())], b"");
+    assert_one_line_error(&o);
+    assert!(stderr(&o).contains(&format!("{}:{}", segs[0].display(), victim.offset)));
+    assert!(!o.stdout.is_empty());
+}
+
+#[test]
+fn stat_lists_nodes_and_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    small_segment_log(dir.path(), 2000);
+    let o = run(&["append", p(dir.path()), "--node", "42"], b"x\ny\n");
+    assert!(o.status.success(), "{o:?}");
+
+    let o = run(&["stat", p(dir.path())], b"");
+    assert!(o.status.success(), "{o:?}");
+    let out = stdout(&o);
+    assert!(out.contains("node 1:"), "{out}");
+    assert!(out.contains("LSN 1..=2000"), "{out}");
+    assert!(out.contains("node 42:"), "{out}");
+    assert!(out.contains("LSN 1..=2"), "{out}");
+    for s in segments(dir.path()) {
+        let name = s.file_name().unwrap().to_str().unwrap();
+        assert!(out.contains(name), "{name} missing from {out}");
+    }
+}
+
+#[test]
+fn bench_writes_parseable_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("bench.json");
+    let o = run(
+        &[
+            "bench",
+            "--secs",
+            "1",
+            "--producers",
+            "2",
+            "--json",
+            p(&json),
+        ],
+        b"",
+    );
+    assert!(o.status.success(), "{o:?}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    for key in [
+        "records_per_s",
+        "mb_per_s",
+        "p50_us",
+        "p99_us",
+        "p999_us",
+        "max_us",
+    ] {
+        let x = v[key].as_f64().unwrap_or_else(|| panic!("{key} in {v}"));
+        assert!(x > 0.0, "{key} = {x}");
+    }
+    let out = stdout(&o);
+    assert!(out.contains("records/s"), "{out}");
+    assert!(out.contains("p99.9"), "{out}");
+    // The temporary log directory is gone.
+    let tmp = out
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("dir="))
+        .expect("the config line names the directory");
+    assert!(!Path::new(tmp).exists(), "{tmp} left behind");
+}
+
+#[test]
+fn bench_in_a_given_directory_keeps_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run(
+        &[
+            "bench",
+            "--dir",
+            p(dir.path()),
+            "--secs",
+            "0.3",
+            "--producers",
+            "3",
+            "--size",
+            "100",
+            "--level",
+            "written",
+            "--backend",
+            "threaded",
+        ],
+        b"",
+    );
+    assert!(o.status.success(), "{o:?}");
+    let o = run(&["verify", p(dir.path())], b"");
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+}
+
+#[test]
+fn bad_arguments_and_errors_are_one_line_with_status_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("does-not-exist");
+    for args in [
+        vec![],
+        vec!["frobnicate"],
+        vec!["cat"],
+        vec!["cat", "a", "b"],
+        vec!["cat", p(dir.path()), "--bogus"],
+        vec!["cat", p(dir.path()), "--node", "x"],
+        vec!["append", p(dir.path()), "--level", "eventually"],
+        vec!["bench", "--producers", "0", "--secs", "1"],
+        vec!["bench", "--secs", "-1"],
+        vec!["bench", "--backend", "carrier-pigeon"],
+        vec!["cat", p(&missing)],
+        vec!["stat", p(&missing)],
+        vec!["verify", p(&missing)],
+    ] {
+        let o = run(&args, b"");
+        assert_one_line_error(&o);
+    }
+    assert!(run(&["--help"], b"").status.success());
+}
+
+#[test]
+fn append_to_a_locked_log_fails_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (wal, _) = Wal::open(dir.path(), Config::default()).unwrap();
+    let o = run(&["append", p(dir.path())], b"x\n");
+    assert_one_line_error(&o);
+    assert!(stderr(&o).contains("locked"), "{o:?}");
+    assert!(o.stdout.is_empty());
+    // Reading needs no lock, even beside the writer.
+    wal.append(0, b"live")
+        .unwrap()
+        .wait(Level::Durable)
+        .unwrap();
+    assert_eq!(stdout(&run(&["cat", p(dir.path())], b"")), "live\n");
+    assert_eq!(run(&["verify", p(dir.path())], b"").status.code(), Some(0));
+    wal.close().unwrap();
+}
+
+#[test]
+fn reading_below_the_oldest_lsn_is_a_gap() {
+    let dir = tempfile::tempdir().unwrap();
+    small_segment_log(dir.path(), 2000);
+    let (wal, _) = Wal::open(dir.path(), small_segments()).unwrap();
+    assert!(wal.checkpoint(1000).unwrap() > 0);
+    let oldest = wal.oldest_lsn();
+    wal.close().unwrap();
+    let o = run(&["cat", p(dir.path()), "--from", "1"], b"");
+    assert_one_line_error(&o);
+    assert!(stderr(&o).contains("gap"), "{o:?}");
+    let from = oldest.to_string();
+    let o = run(&["dump", p(dir.path()), "--json", "--from", &from], b"");
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(stdout(&o).lines().count() as u64, 2000 - oldest + 1);
+}
