@@ -1,0 +1,227 @@
+//! Helpers shared by `tests/recovery.rs` and `tests/crash.rs`: small-segment
+//! configurations for both backends, inspection of segment files through the
+//! public `ringwal::format` module, seeded randomness and a tiny executor.
+//!
+//! Each test crate includes this module and uses a different subset of it.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use ringwal::format::{self, Decoded, Kind, SegmentHeader};
+use ringwal::{Backend, Config, ConfigBuilder, Record, Wal};
+
+/// Both I/O backends; every library-level test runs against each.
+pub const BACKENDS: [Backend; 2] = [Backend::Uring, Backend::Threaded];
+
+/// Small segments so that a few hundred records already roll several times.
+pub const SEGMENT_BYTES: u64 = 64 << 10;
+
+/// Record cap that fits comfortably in a small segment.
+pub const MAX_RECORD: usize = 8 << 10;
+
+/// The node the tests use unless they say otherwise (also the default).
+pub const NODE: u32 = 1;
+
+/// The test configuration for `backend`, as a builder to refine.
+pub fn small(backend: Backend) -> ConfigBuilder {
+    Config::builder()
+        .backend(backend)
+        .segment_bytes(SEGMENT_BYTES)
+        .max_record_bytes(MAX_RECORD)
+}
+
+/// The test configuration for `backend`.
+pub fn cfg(backend: Backend) -> Config {
+    small(backend).build()
+}
+
+/// Run `f` once per backend, naming the backend first so a failure's
+/// captured output says which one failed.
+pub fn for_each_backend(mut f: impl FnMut(Backend)) {
+    for backend in BACKENDS {
+        eprintln!("=== backend {backend:?}");
+        f(backend);
+    }
+}
+
+/// A seeded generator. The seed comes from `RINGWAL_TEST_SEED` when set (to
+/// replay a failure), otherwise from the OS; it is printed either way.
+pub fn seeded_rng(what: &str) -> StdRng {
+    let seed = match std::env::var("RINGWAL_TEST_SEED") {
+        Ok(s) => s
+            .parse()
+            .unwrap_or_else(|_| panic!("RINGWAL_TEST_SEED={s:?} is not a u64")),
+        Err(_) => rand::random(),
+    };
+    eprintln!("{what}: seed {seed} (replay with RINGWAL_TEST_SEED={seed})");
+    StdRng::seed_from_u64(seed)
+}
+
+/// A payload for record `tag`: printable, newline-free and without a single
+/// zero byte, so that zeroing any part of a data frame always damages it.
+/// Mostly small, sometimes large enough to span a block boundary.
+pub fn payload(rng: &mut StdRng, tag: u64) -> Vec<u8> {
+    let len = if rng.gen_bool(0.15) {
+        rng.gen_range(1_000..=MAX_RECORD)
+    } else {
+        rng.gen_range(1..=300)
+    };
+    let mut p = format!("r{tag}:").into_bytes();
+    p.truncate(len);
+    while p.len() < len {
+        p.push(rng.gen_range(b'a'..=b'z'));
+    }
+    p
+}
+
+/// `node`'s segment files in `dir`, ascending by base LSN.
+pub fn segment_files(dir: &Path, node: u32) -> Vec<(u64, PathBuf)> {
+    let mut out: Vec<(u64, PathBuf)> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("read_dir {}: {e}", dir.display()))
+        .filter_map(|e| {
+            let e = e.expect("directory entry");
+            let name = e.file_name().into_string().ok()?;
+            let (n, base) = format::parse_segment_file_name(&name)?;
+            (n == node).then(|| (base, e.path()))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// One frame found in a segment file.
+#[derive(Clone, Debug)]
+pub struct FrameInfo {
+    /// Offset of its first byte.
+    pub start: u64,
+    /// Offset just past it (alignment included).
+    pub end: u64,
+    pub lsn: u64,
+    pub kind: Kind,
+    pub payload: Vec<u8>,
+}
+
+/// A segment file decoded independently of the engine.
+#[derive(Debug)]
+pub struct Scanned {
+    pub header: SegmentHeader,
+    /// The valid frames from offset 4096 on, up to the first zero or
+    /// invalid frame header.
+    pub frames: Vec<FrameInfo>,
+    /// Offset just past the last valid frame.
+    pub data_end: u64,
+    /// The whole file.
+    pub bytes: Vec<u8>,
+}
+
+impl Scanned {
+    /// The data (non-padding) frames.
+    pub fn records(&self) -> impl Iterator<Item = &FrameInfo> {
+        self.frames.iter().filter(|f| f.kind != Kind::Padding)
+    }
+}
+
+/// Decode `path` with `format::SegmentHeader::decode` and
+/// `format::decode_frame`, frame after frame from offset 4096.
+pub fn scan_segment(path: &Path) -> Scanned {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    let header = SegmentHeader::decode(&bytes)
+        .unwrap_or_else(|e| panic!("{}: bad segment header: {e}", path.display()));
+    let mut frames = Vec::new();
+    let mut off = format::HEADER_BYTES;
+    while off < bytes.len() {
+        match format::decode_frame(&bytes[off..], header.salt, format::MAX_PAYLOAD) {
+            Decoded::Frame(f) => {
+                frames.push(FrameInfo {
+                    start: off as u64,
+                    end: (off + f.len) as u64,
+                    lsn: f.lsn,
+                    kind: f.kind,
+                    payload: f.payload.to_vec(),
+                });
+                off += f.len;
+            }
+            Decoded::Zero | Decoded::Invalid(_) => break,
+        }
+    }
+    Scanned {
+        header,
+        frames,
+        data_end: off as u64,
+        bytes,
+    }
+}
+
+/// Copy every regular file of `from` into a new directory `to`.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("create copy directory");
+    for e in std::fs::read_dir(from).expect("read source directory") {
+        let e = e.expect("directory entry");
+        if e.file_type().expect("file type").is_file() {
+            std::fs::copy(e.path(), to.join(e.file_name())).expect("copy file");
+        }
+    }
+}
+
+/// Every record from the oldest kept, failing the test on any read error.
+pub fn read_all(wal: &Wal) -> Vec<Record> {
+    wal.reader_from(0)
+        .expect("reader_from(0)")
+        .collect::<ringwal::Result<Vec<_>>>()
+        .expect("reading the log back")
+}
+
+/// Assert that `records` are exactly LSNs `first..` with `expected` payloads.
+pub fn assert_records(records: &[Record], first: u64, expected: &[Vec<u8>], what: &str) {
+    assert_eq!(
+        records.len(),
+        expected.len(),
+        "{what}: record count (first LSN read: {:?})",
+        records.first().map(|r| r.lsn)
+    );
+    for (i, (r, want)) in records.iter().zip(expected).enumerate() {
+        let lsn = first + i as u64;
+        assert_eq!(r.lsn, lsn, "{what}: LSNs must be dense and ascending");
+        assert_eq!(r.kind, Kind::Data, "{what}: LSN {lsn} kind");
+        assert!(
+            r.payload == *want,
+            "{what}: LSN {lsn} payload differs: got {} bytes {:?}..., want {} bytes {:?}...",
+            r.payload.len(),
+            String::from_utf8_lossy(&r.payload[..r.payload.len().min(40)]),
+            want.len(),
+            String::from_utf8_lossy(&want[..want.len().min(40)]),
+        );
+    }
+}
+
+/// Wakes a parked thread: the whole "runtime" `block_on` needs.
+struct Unparker(std::thread::Thread);
+
+impl Wake for Unparker {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Drive `fut` to completion on the calling thread, parking between polls.
+/// Spurious unparks only cause an extra poll.
+pub fn block_on<F: Future>(fut: F) -> F::Output {
+    let mut fut = std::pin::pin!(fut);
+    let waker = Waker::from(Arc::new(Unparker(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    loop {
+        if let Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
+            return out;
+        }
+        std::thread::park();
+    }
+}
