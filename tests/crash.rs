@@ -1,0 +1,404 @@
+//! Crash loops with real processes and SIGKILL.
+//!
+//! A child appends newline-delimited records from stdin and prints each
+//! record's LSN once it is durable. A writer thread feeds it unique lines, a
+//! reader thread collects the acknowledgements, and the child is killed
+//! (`Child::kill`, SIGKILL) at a random point. After every kill the log is
+//! opened with the library and read in full: every acknowledged record must
+//! be there with exactly its bytes at its LSN, LSNs must be dense from 1,
+//! every record must be a line that was sent, and nothing recovered by an
+//! earlier iteration may change.
+//!
+//! Two children: the `ringwal append` CLI (default configuration, hence the
+//! default backend only), and this test binary itself re-executed as a
+//! library-level writer, which runs both backends with small segments so
+//! that kills also land in segment rolls.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::*;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use ringwal::{Backend, Config, Level, Wal};
+
+/// Kills per loop: the CLI loop and each backend of the library loop.
+const CLI_KILLS: usize = 30;
+const LIBRARY_KILLS: usize = 16;
+
+/// Environment that turns [`crash_child_entry_point`] into a writer.
+const CHILD_DIR: &str = "RINGWAL_CRASH_CHILD_DIR";
+const CHILD_BACKEND: &str = "RINGWAL_CRASH_CHILD_BACKEND";
+
+/// How long a child may take to acknowledge its first record before the
+/// test gives up on it. A liveness guard against a broken child, not a
+/// performance assertion: a healthy child answers in milliseconds.
+const FIRST_ACK_PATIENCE: Duration = Duration::from_secs(30);
+
+/// How a child reports acknowledgements on stdout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AckFormat {
+    /// `ringwal append`: each line is one LSN.
+    Plain,
+    /// The re-executed test binary, whose stdout also carries the test
+    /// harness's own lines: `@start:N;` once, then `@ack:N;` per record.
+    Tagged,
+}
+
+/// What one child's life produced.
+struct Life {
+    /// Every line fully written to the child's stdin, without its newline,
+    /// in order: line `k` gets LSN `first + k` if the child appends it.
+    sent: Vec<Vec<u8>>,
+    /// LSNs the child printed, i.e. acknowledged as durable.
+    acked: Vec<u64>,
+    /// `@start:N;` from a tagged child: the LSN its first append would get.
+    start: Option<u64>,
+    /// How long after spawn, or after the first acknowledgement, the kill came.
+    delay_ms: u64,
+    after_first_ack: bool,
+}
+
+/// Spawn `cmd`, feed it lines, kill it at a random point, and collect what
+/// it acknowledged. Panics if the child exits on its own.
+fn one_life(mut cmd: Command, format: AckFormat, iteration: usize, rng: &mut StdRng) -> Life {
+    let mut child: Child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the child writer");
+    let stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+
+    // Writer: unique lines, each written with one write of less than
+    // PIPE_BUF bytes, so a line is either wholly in the pipe or not at all.
+    let writer_seed: u64 = rng.gen();
+    let writer = std::thread::spawn(move || {
+        let mut stdin = stdin;
+        let mut rng = StdRng::seed_from_u64(writer_seed);
+        let mut sent = Vec::new();
+        loop {
+            let n = sent.len();
+            let mut line = format!("rec-{iteration}-{n}-").into_bytes();
+            let filler = rng.gen_range(0..=400);
+            line.extend((0..filler).map(|_| rng.sample(rand::distributions::Alphanumeric)));
+            line.push(b'\n');
+            if stdin.write_all(&line).is_err() {
+                // The child is gone (EPIPE): nothing of this line was taken.
+                return sent;
+            }
+            line.pop();
+            sent.push(line);
+        }
+    });
+
+    // Reader: acknowledgements, and a signal at the first one.
+    let (first_tx, first_rx) = mpsc::channel::<()>();
+    let reader = std::thread::spawn(move || {
+        let mut out = BufReader::new(stdout);
+        let mut acked = Vec::new();
+        let mut start = None;
+        let mut line = String::new();
+        loop {
+            line.clear();
+            match out.read_line(&mut line) {
+                Ok(0) | Err(_) => return (acked, start),
+                Ok(_) => {}
+            }
+            // A line cut short by the kill acknowledges nothing.
+            if !line.ends_with('\n') {
+                continue;
+            }
+            let before = acked.len();
+            match format {
+                AckFormat::Plain => acked.push(
+                    line.trim_end()
+                        .parse::<u64>()
+                        .unwrap_or_else(|_| panic!("`ringwal append` printed {line:?}")),
+                ),
+                AckFormat::Tagged => {
+                    acked.extend(tagged(&line, "@ack:"));
+                    if let Some(s) = tagged(&line, "@start:").next() {
+                        start = Some(s);
+                    }
+                }
+            }
+            if before == 0 && !acked.is_empty() {
+                let _ = first_tx.send(());
+            }
+        }
+    });
+    let diagnostics = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+
+    // One life in four is cut from spawn (so kills land in open and
+    // recovery too); the others from the first acknowledgement.
+    let after_first_ack = !rng.gen_ratio(1, 4);
+    let delay_ms = rng.gen_range(5..=80);
+    if after_first_ack && first_rx.recv_timeout(FIRST_ACK_PATIENCE).is_err() {
+        let _ = child.kill();
+        let status = child.wait();
+        panic!(
+            "iteration {iteration}: the child acknowledged nothing ({status:?}); stderr:\n{}",
+            diagnostics.join().unwrap()
+        );
+    }
+    std::thread::sleep(Duration::from_millis(delay_ms));
+    if let Some(status) = child.try_wait().expect("try_wait") {
+        panic!(
+            "iteration {iteration}: the child exited on its own with {status} while its stdin was open; stderr:\n{}",
+            diagnostics.join().unwrap()
+        );
+    }
+    child.kill().expect("SIGKILL the child");
+    let status = child.wait().expect("reap the child");
+    assert!(!status.success(), "a killed child cannot succeed: {status}");
+
+    let sent = writer.join().expect("writer thread");
+    let (acked, start) = reader.join().expect("reader thread");
+    let _ = diagnostics.join();
+    Life {
+        sent,
+        acked,
+        start,
+        delay_ms,
+        after_first_ack,
+    }
+}
+
+/// The numbers following each occurrence of `tag` up to a `;`.
+fn tagged<'a>(line: &'a str, tag: &'a str) -> impl Iterator<Item = u64> + 'a {
+    line.match_indices(tag).filter_map(move |(i, _)| {
+        let rest = &line[i + tag.len()..];
+        rest[..rest.find(';')?].parse().ok()
+    })
+}
+
+/// Open the log after a kill and check it against everything known:
+/// `known` (payloads of LSN 1.. recovered by earlier iterations) and this
+/// life. Returns the payloads now on disk.
+fn check_after_kill(
+    dir: &Path,
+    cfg: Config,
+    known: &[Vec<u8>],
+    life: &Life,
+    iteration: usize,
+) -> Vec<Vec<u8>> {
+    let what = format!("iteration {iteration}");
+    let first = known.len() as u64 + 1;
+    if let Some(start) = life.start {
+        assert_eq!(start, first, "{what}: the child resumed at the wrong LSN");
+    }
+    let (wal, report) = Wal::open(dir, cfg)
+        .unwrap_or_else(|e| panic!("{what}: recovery after SIGKILL failed: {e}"));
+    let recs = read_all(&wal);
+    wal.close().unwrap();
+
+    // Dense from 1, and everything recovered before is unchanged.
+    for (i, r) in recs.iter().enumerate() {
+        assert_eq!(r.lsn, i as u64 + 1, "{what}: LSNs must be dense from 1");
+    }
+    assert!(
+        recs.len() >= known.len(),
+        "{what}: {} records on disk, but {} were recovered before",
+        recs.len(),
+        known.len()
+    );
+    for (r, want) in recs.iter().zip(known) {
+        assert!(
+            r.payload == *want,
+            "{what}: LSN {} changed since the last recovery",
+            r.lsn
+        );
+    }
+    // Nothing invented: every new record is the line sent for its LSN.
+    for r in &recs[known.len()..] {
+        let k = (r.lsn - first) as usize;
+        let sent = life.sent.get(k).unwrap_or_else(|| {
+            panic!(
+                "{what}: LSN {} on disk, but only {} lines were sent from LSN {first}",
+                r.lsn,
+                life.sent.len()
+            )
+        });
+        assert!(
+            r.payload == *sent,
+            "{what}: LSN {} holds {:?}, but the line sent for it was {:?}",
+            r.lsn,
+            String::from_utf8_lossy(&r.payload),
+            String::from_utf8_lossy(sent)
+        );
+    }
+    // Every acknowledged record is there, exactly.
+    let mut acked = life.acked.clone();
+    acked.sort_unstable();
+    for w in acked.windows(2) {
+        assert!(w[0] < w[1], "{what}: LSN {} acknowledged twice", w[0]);
+    }
+    for &lsn in &acked {
+        assert!(
+            lsn >= first && lsn < first + life.sent.len() as u64,
+            "{what}: acknowledged LSN {lsn} was never assigned in this life (first {first}, {} lines sent)",
+            life.sent.len()
+        );
+        let r = recs.get(lsn as usize - 1).unwrap_or_else(|| {
+            panic!(
+                "{what}: acknowledged LSN {lsn} is lost: the log ends at {} ({report:?})",
+                recs.len()
+            )
+        });
+        assert!(
+            r.payload == life.sent[(lsn - first) as usize],
+            "{what}: acknowledged LSN {lsn} has the wrong bytes"
+        );
+    }
+    eprintln!(
+        "{what}: killed {} ms after {}; sent {}, acknowledged {}, recovered {} new (log ends at {}){}",
+        life.delay_ms,
+        if life.after_first_ack { "the first ack" } else { "spawn" },
+        life.sent.len(),
+        acked.len(),
+        recs.len() - known.len(),
+        recs.len(),
+        match &report.truncated {
+            Some(t) => format!(", cut a torn tail at {} ({})", t.offset, t.reason),
+            None => String::new(),
+        }
+    );
+    recs.into_iter().map(|r| r.payload).collect()
+}
+
+/// Run `kills` lives of the child `command` makes, checking after each.
+fn crash_loop(
+    what: &str,
+    dir: &Path,
+    cfg: &Config,
+    format: AckFormat,
+    kills: usize,
+    command: impl Fn() -> Command,
+) {
+    let mut rng = seeded_rng(what);
+    let mut known: Vec<Vec<u8>> = Vec::new();
+    let mut total_acked = 0;
+    for iteration in 0..kills {
+        let life = one_life(command(), format, iteration, &mut rng);
+        total_acked += life.acked.len();
+        known = check_after_kill(dir, cfg.clone(), &known, &life, iteration);
+    }
+    assert!(total_acked > 0, "{what}: nothing was ever acknowledged");
+    eprintln!(
+        "{what}: {kills} kills, {total_acked} acknowledged records, {} records on disk",
+        known.len()
+    );
+}
+
+#[test]
+fn cli_append_survives_sigkill() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("log");
+    // The CLI opens the default configuration: node 1, default backend.
+    crash_loop(
+        "cli crash loop",
+        &dir,
+        &Config::default(),
+        AckFormat::Plain,
+        CLI_KILLS,
+        || {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_ringwal"));
+            c.arg("append").arg(&dir);
+            c
+        },
+    );
+}
+
+#[test]
+fn library_writer_survives_sigkill() {
+    for_each_backend(|backend| {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("log");
+        let exe = std::env::current_exe().expect("path of this test binary");
+        crash_loop(
+            &format!("library crash loop ({backend:?})"),
+            &dir,
+            &cfg(backend),
+            AckFormat::Tagged,
+            LIBRARY_KILLS,
+            || {
+                let mut c = Command::new(&exe);
+                c.args([
+                    "crash_child_entry_point",
+                    "--exact",
+                    "--nocapture",
+                    "--test-threads=1",
+                    "-q",
+                ])
+                .env(CHILD_DIR, &dir)
+                .env(CHILD_BACKEND, format!("{backend:?}"));
+                c
+            },
+        );
+    });
+}
+
+/// Not a test on its own: the library-level writer that
+/// [`library_writer_survives_sigkill`] runs in a child process by
+/// re-executing this binary. Without its environment it returns at once.
+///
+/// Appends each stdin line (without its newline) as soon as it is read,
+/// waits for the tickets in order on another thread, and prints `@ack:N;`
+/// for each durable one; prints `@start:N;` after recovery.
+#[test]
+fn crash_child_entry_point() {
+    let Some(dir) = std::env::var_os(CHILD_DIR) else {
+        return;
+    };
+    let backend = match std::env::var(CHILD_BACKEND).as_deref() {
+        Ok("Uring") => Backend::Uring,
+        Ok("Threaded") => Backend::Threaded,
+        other => panic!("{CHILD_BACKEND}={other:?}"),
+    };
+    let (wal, _) = Wal::open(&dir, cfg(backend)).expect("child: open");
+    let out = std::io::stdout();
+    let emit = |s: String| {
+        let mut o = out.lock();
+        o.write_all(s.as_bytes()).expect("child: stdout");
+        o.flush().expect("child: stdout");
+    };
+    emit(format!("@start:{};\n", wal.next_lsn()));
+    let (tx, rx) = mpsc::sync_channel(1 << 16);
+    std::thread::scope(|s| {
+        let wal = &wal;
+        s.spawn(move || {
+            let mut input = std::io::stdin().lock();
+            let mut line = Vec::new();
+            loop {
+                line.clear();
+                if input.read_until(b'\n', &mut line).expect("child: stdin") == 0 {
+                    return;
+                }
+                if line.last() == Some(&b'\n') {
+                    line.pop();
+                }
+                let ticket = wal.append(0, &line).expect("child: append");
+                if tx.send(ticket).is_err() {
+                    return;
+                }
+            }
+        });
+        for ticket in rx {
+            ticket.wait(Level::Durable).expect("child: wait durable");
+            emit(format!("@ack:{};\n", ticket.lsn()));
+        }
+    });
+    wal.close().expect("child: close");
+}
