@@ -118,8 +118,11 @@ fn torn_tail_at_every_offset_recovers_the_prefix() {
         );
         // Every case is independent (its own copy of the directory); run
         // them on a few threads, since each open and close waits on syncs.
-        let cases: Vec<(u64, Damage)> = (from..=end)
-            .step_by(8)
+        // Plus the first frame of the segment: a newest segment left with
+        // a header and no record at all.
+        let cases: Vec<(u64, Damage)> = std::iter::once(BLOCK)
+            .filter(|&b| b < from)
+            .chain((from..=end).step_by(8))
             .flat_map(|at| [(at, Damage::Zeros), (at, Damage::Garbage)])
             .collect();
         let garbage_seed: u64 = rng.gen();
@@ -273,6 +276,181 @@ impl TornCase<'_> {
         wal.close().unwrap();
         std::fs::remove_dir_all(&work).unwrap();
     }
+}
+
+/// Writes can complete out of order: a later write may land while an
+/// earlier one never does. A lost block in the newest segment with valid
+/// frames after it (within the torn window) is a torn tail: recovery keeps
+/// the frames before it, and must erase the ones after, or they would
+/// resurface behind the next appends.
+#[test]
+fn lost_block_before_later_writes_is_a_torn_tail() {
+    for_each_backend(|backend| {
+        let mut rng = seeded_rng("lost_block_before_later_writes");
+        let root = tempfile::tempdir().unwrap();
+        let log = root.path().join("log");
+        let (wal, _) = Wal::open(&log, cfg(backend)).unwrap();
+        let mut payloads = Vec::new();
+        fill(&wal, &mut rng, &mut payloads, 2, 6);
+        wal.close().unwrap();
+        let segs = segment_files(&log, NODE);
+        let (base, newest_path) = segs.last().unwrap().clone();
+        let newest = scan_segment(&newest_path);
+        // Every block-aligned frame start with a later write (a frame at a
+        // later block boundary) left intact after its block.
+        let aligned: Vec<u64> = newest
+            .frames
+            .iter()
+            .map(|f| f.start)
+            .filter(|&s| s % BLOCK == 0)
+            .collect();
+        let starts: Vec<u64> = aligned
+            .iter()
+            .copied()
+            .filter(|&s| aligned.iter().any(|&later| later >= s + BLOCK))
+            .collect();
+        assert!(!starts.is_empty(), "no block-aligned frame in {newest:?}");
+        for (i, &lost) in starts.iter().enumerate() {
+            let what = format!("block at {lost} lost");
+            let work = root.path().join(format!("lost-{i}"));
+            copy_dir(&log, &work);
+            let target = work.join(newest_path.file_name().unwrap());
+            let mut img = newest.bytes.clone();
+            img[lost as usize..(lost + BLOCK) as usize].fill(0);
+            std::fs::write(&target, &img).unwrap();
+            let n = base - 1 + newest.records().filter(|f| f.end <= lost).count() as u64;
+
+            let (wal, report) = Wal::open(&work, cfg(backend))
+                .unwrap_or_else(|e| panic!("{what}: expected a torn tail, got {e}"));
+            assert_eq!(report.records, n, "{what}: {report:?}");
+            assert_eq!(
+                report.truncated.as_ref().map(|t| t.offset),
+                Some(lost),
+                "{what}: valid frames after a zero block must be cut: {report:?}"
+            );
+            assert_records(&read_all(&wal), 1, &payloads[..n as usize], &what);
+            // Appends that write less than what was cut: stale frames must
+            // not reappear behind them.
+            for k in 0..3u8 {
+                let t = wal.append(0, &[b'n', b'0' + k]).unwrap();
+                assert_eq!(t.lsn(), n + 1 + k as u64, "{what}");
+                t.wait(Level::Durable).unwrap();
+            }
+            wal.close().unwrap();
+            let (wal, report) = Wal::open(&work, cfg(backend))
+                .unwrap_or_else(|e| panic!("{what}: reopen after appending: {e}"));
+            assert_eq!(report.records, n + 3, "{what}: {report:?}");
+            assert!(report.truncated.is_none(), "{what}: {report:?}");
+            let recs = read_all(&wal);
+            assert_eq!(recs.len() as u64, n + 3, "{what}");
+            assert_eq!(recs.last().unwrap().payload, b"n2", "{what}");
+            wal.close().unwrap();
+            std::fs::remove_dir_all(&work).unwrap();
+        }
+    });
+}
+
+/// The same lost first block, but the write's surviving second block holds
+/// frames only at mid-block offsets, so no valid frame starts on a block
+/// boundary after the loss. Those frames carry this segment's salt. The
+/// next life writes over the loss; if one of its writes is torn in turn
+/// (its first sectors land, the rest keep whatever the disk held), a stale
+/// frame from the earlier life must not be read back as part of the log:
+/// neither resurrected behind the new record nor turned into `Corrupt`.
+#[test]
+fn stale_frames_after_a_lost_block_never_resurface() {
+    for_each_backend(|backend| {
+        for stale_gap in [1u64, 6] {
+            stale_case(backend, stale_gap);
+        }
+    });
+}
+
+/// `stale_gap`: the stale frame's LSN minus the first LSN the new life
+/// appends (1: it would continue the sequence; more: it would break it).
+fn stale_case(backend: Backend, stale_gap: u64) {
+    let what = format!("{backend:?}, stale frame at new first LSN + {stale_gap}");
+    let root = tempfile::tempdir().unwrap();
+    let log = root.path().join("log");
+    let (wal, _) = Wal::open(&log, cfg(backend)).unwrap();
+    for i in 0..10u32 {
+        let _ = wal.append(0, format!("old-{i}").as_bytes()).unwrap();
+    }
+    wal.sync().unwrap();
+    wal.close().unwrap();
+    let (_, path) = segment_files(&log, NODE).pop().unwrap();
+    let seg = scan_segment(&path);
+    let n = seg.records().count() as u64;
+    let x = seg.data_end; // where the earlier life's lost write began
+    assert_eq!(x % BLOCK, 0);
+    assert!(
+        x + 2 * BLOCK <= SEGMENT_BYTES,
+        "{what}: room for the scenario"
+    );
+
+    // The earlier life's write [x, x + 2 blocks): frame A (LSN n+1, 4608
+    // bytes) then frame B (LSN n+1+stale_gap) at p = x + 4608, then padding.
+    // Its first block never landed; the second did.
+    let a_len = 4608u64;
+    let p = x + a_len;
+    let salt = seg.header.salt;
+    let mut img = seg.bytes.clone();
+    let mut write = vec![0u8; 2 * format::BLOCK];
+    let a_payload = vec![b'a'; a_len as usize - format::FRAME_HEADER];
+    format::encode_frame(&mut write, salt, n + 1, 0, Kind::Data, &a_payload);
+    let stale = b"stale record of an earlier life".to_vec();
+    let b_at = a_len as usize;
+    let b_len = format::encode_frame(
+        &mut write[b_at..],
+        salt,
+        n + 1 + stale_gap,
+        0,
+        Kind::Data,
+        &stale,
+    );
+    let pad_at = b_at + b_len;
+    let pad = write.len() - pad_at;
+    format::encode_padding(&mut write[pad_at..], salt, pad);
+    let (xs, blk) = (x as usize, format::BLOCK);
+    img[xs + blk..xs + 2 * blk].copy_from_slice(&write[blk..]);
+    std::fs::write(&path, &img).unwrap();
+
+    // The next life: recovers n records, then writes a record whose frame
+    // ends exactly at p, where the stale frame B starts.
+    let (wal, report) = Wal::open(&log, cfg(backend))
+        .unwrap_or_else(|e| panic!("{what}: a lost block at the tail is a torn tail: {e}"));
+    assert_eq!(report.records, n, "{what}: {report:?}");
+    let before_write = std::fs::read(&path).unwrap();
+    let t = wal.append(0, &a_payload).unwrap();
+    assert_eq!(t.lsn(), n + 1);
+    t.wait(Level::Durable).unwrap();
+    wal.close().unwrap();
+    let after = scan_segment(&path);
+    let new_frame = after.frames.iter().find(|f| f.lsn == n + 1).unwrap();
+    assert_eq!(
+        (new_frame.start, new_frame.end),
+        (x, p),
+        "{what}: layout assumption"
+    );
+
+    // That write is torn: the sectors from p on keep what was on disk
+    // before it (whatever recovery left there).
+    let mut torn = std::fs::read(&path).unwrap();
+    let end = (xs + 2 * blk).min(torn.len());
+    torn[p as usize..end].copy_from_slice(&before_write[p as usize..end]);
+    std::fs::write(&path, &torn).unwrap();
+
+    let (wal, report) = Wal::open(&log, cfg(backend)).unwrap_or_else(|e| {
+        panic!("{what}: a torn write after a recovered torn tail must recover, got {e}")
+    });
+    let recs = read_all(&wal);
+    assert!(
+        recs.iter().all(|r| r.payload != stale),
+        "{what}: a frame of an earlier life was resurrected as LSN {:?}: {report:?}",
+        recs.iter().find(|r| r.payload == stale).map(|r| r.lsn)
+    );
+    assert!((n..=n + 1).contains(&report.records), "{what}: {report:?}");
+    wal.close().unwrap();
 }
 
 // ---------------------------------------------------------------------------
