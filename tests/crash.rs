@@ -34,6 +34,7 @@ const LIBRARY_KILLS: usize = 16;
 /// Environment that turns [`crash_child_entry_point`] into a writer.
 const CHILD_DIR: &str = "RINGWAL_CRASH_CHILD_DIR";
 const CHILD_BACKEND: &str = "RINGWAL_CRASH_CHILD_BACKEND";
+const CHILD_LEVEL: &str = "RINGWAL_CRASH_CHILD_LEVEL";
 
 /// How long a child may take to acknowledge its first record before the
 /// test gives up on it. A liveness guard against a broken child, not a
@@ -287,6 +288,9 @@ fn crash_loop(
     kills: usize,
     command: impl Fn() -> Command,
 ) {
+    // One loop at a time: every loop both spawns children and holds logs
+    // open in this process (see `common::SPAWNING`).
+    let _spawning = spawning_processes();
     let mut rng = seeded_rng(what);
     let mut known: Vec<Vec<u8>> = Vec::new();
     let mut total_acked = 0;
@@ -323,16 +327,30 @@ fn cli_append_survives_sigkill() {
 
 #[test]
 fn library_writer_survives_sigkill() {
-    for_each_backend(|backend| {
+    library_crash_loop(Level::Durable, LIBRARY_KILLS);
+}
+
+/// `Written` promises survival of a process crash (not of a power loss),
+/// and a SIGKILL is exactly that: the page cache keeps what was written.
+#[test]
+fn library_writer_in_written_mode_survives_sigkill() {
+    library_crash_loop(Level::Written, LIBRARY_KILLS / 2);
+}
+
+/// Kill this binary re-executed as a library writer that acknowledges at
+/// `level`, with both backends. (Not `for_each_backend`: the loop takes
+/// the spawning lock exclusively.)
+fn library_crash_loop(level: Level, kills: usize) {
+    for backend in BACKENDS {
         let root = tempfile::tempdir().unwrap();
         let dir = root.path().join("log");
         let exe = std::env::current_exe().expect("path of this test binary");
         crash_loop(
-            &format!("library crash loop ({backend:?})"),
+            &format!("library crash loop ({backend:?}, {level:?})"),
             &dir,
             &cfg(backend),
             AckFormat::Tagged,
-            LIBRARY_KILLS,
+            kills,
             || {
                 let mut c = Command::new(&exe);
                 c.args([
@@ -343,11 +361,12 @@ fn library_writer_survives_sigkill() {
                     "-q",
                 ])
                 .env(CHILD_DIR, &dir)
-                .env(CHILD_BACKEND, format!("{backend:?}"));
+                .env(CHILD_BACKEND, format!("{backend:?}"))
+                .env(CHILD_LEVEL, format!("{level:?}"));
                 c
             },
         );
-    });
+    }
 }
 
 /// Not a test on its own: the library-level writer that
@@ -356,7 +375,8 @@ fn library_writer_survives_sigkill() {
 ///
 /// Appends each stdin line (without its newline) as soon as it is read,
 /// waits for the tickets in order on another thread, and prints `@ack:N;`
-/// for each durable one; prints `@start:N;` after recovery.
+/// for each that reached the configured level (the log's default level);
+/// prints `@start:N;` after recovery.
 #[test]
 fn crash_child_entry_point() {
     let Some(dir) = std::env::var_os(CHILD_DIR) else {
@@ -367,7 +387,13 @@ fn crash_child_entry_point() {
         Ok("Threaded") => Backend::Threaded,
         other => panic!("{CHILD_BACKEND}={other:?}"),
     };
-    let (wal, _) = Wal::open(&dir, cfg(backend)).expect("child: open");
+    let level = match std::env::var(CHILD_LEVEL).as_deref() {
+        Ok("Durable") => Level::Durable,
+        Ok("Written") => Level::Written,
+        other => panic!("{CHILD_LEVEL}={other:?}"),
+    };
+    let config = small(backend).default_level(level).build();
+    let (wal, _) = Wal::open(&dir, config).expect("child: open");
     let out = std::io::stdout();
     let emit = |s: String| {
         let mut o = out.lock();
@@ -396,7 +422,7 @@ fn crash_child_entry_point() {
             }
         });
         for ticket in rx {
-            ticket.wait(Level::Durable).expect("child: wait durable");
+            ticket.wait(level).expect("child: wait");
             emit(format!("@ack:{};\n", ticket.lsn()));
         }
     });

@@ -536,6 +536,7 @@ fn ringwal_cli(args: &[&std::ffi::OsStr]) -> std::process::Output {
 
 #[test]
 fn cli_verify_names_the_damaged_segment() {
+    let _spawning = spawning_processes();
     let mut rng = seeded_rng("cli_verify_names_the_damaged_segment");
     let root = tempfile::tempdir().unwrap();
     let log = root.path().join("log");

@@ -7,7 +7,7 @@
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::task::{Context, Poll, Wake, Waker};
 
 use rand::rngs::StdRng;
@@ -40,9 +40,29 @@ pub fn cfg(backend: Backend) -> Config {
     small(backend).build()
 }
 
+/// Writer locks are `flock`s, held by an open file description. A child
+/// process forked by one test thread shares every descriptor of the test
+/// process until it reaches `exec` (which closes them, all being
+/// close-on-exec), so while another test thread spawns a process, a log
+/// this thread just closed can still be locked for a moment and an
+/// immediate reopen fails with `Locked`. Tests that hold logs open share
+/// this lock; tests that spawn processes hold it exclusively.
+static SPAWNING: RwLock<()> = RwLock::new(());
+
+/// Held while a test opens logs in this process (see [`SPAWNING`]).
+pub fn opening_logs() -> RwLockReadGuard<'static, ()> {
+    SPAWNING.read().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Held while a test spawns processes (see [`SPAWNING`]).
+pub fn spawning_processes() -> RwLockWriteGuard<'static, ()> {
+    SPAWNING.write().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Run `f` once per backend, naming the backend first so a failure's
-/// captured output says which one failed.
+/// captured output says which one failed. Holds [`opening_logs`].
 pub fn for_each_backend(mut f: impl FnMut(Backend)) {
+    let _logs = opening_logs();
     for backend in BACKENDS {
         eprintln!("=== backend {backend:?}");
         f(backend);
