@@ -585,6 +585,48 @@ fn cli_verify_names_the_damaged_segment() {
     );
 }
 
+/// The same damage under `RecoveryMode::PointInTime`: the log ends just
+/// before the damaged frame, later segments are set aside as `.corrupt`
+/// (kept, never read), appends continue densely, and a strict reopen then
+/// accepts the result.
+#[test]
+fn point_in_time_recovery_stops_at_the_flipped_byte() {
+    use ringwal::RecoveryMode;
+    for_each_backend(|backend| {
+        let mut rng = seeded_rng("point_in_time_recovery");
+        let root = tempfile::tempdir().unwrap();
+        let log = root.path().join("log");
+        let payloads = build_log(&log, backend, &mut rng, 3);
+        let segs = segment_files(&log, NODE);
+        let (path, frame) = middle_frame_of_oldest(&log);
+        flip_byte(&path, frame.start + 24 + frame.payload.len() as u64 / 2);
+        let n = frame.lsn - 1;
+
+        let pit = small(backend).recovery(RecoveryMode::PointInTime).build();
+        let (wal, report) = Wal::open(&log, pit).expect("point-in-time open");
+        assert_eq!(report.records, n, "{report:?}");
+        assert_eq!(report.last_lsn, n, "{report:?}");
+        for (_, later) in &segs[1..] {
+            assert!(report.discarded.contains(later), "{report:?}");
+            assert!(!later.exists(), "{} must be set aside", later.display());
+            let mut aside = later.clone().into_os_string();
+            aside.push(".corrupt");
+            assert!(Path::new(&aside).exists(), "{aside:?} kept as evidence");
+        }
+        assert_records(&read_all(&wal), 1, &payloads[..n as usize], "point in time");
+        let t = wal.append(0, b"after point in time").unwrap();
+        assert_eq!(t.lsn(), n + 1);
+        t.wait(Level::Durable).unwrap();
+        wal.close().unwrap();
+
+        let (wal, report) = Wal::open(&log, cfg(backend)).expect("strict reopen");
+        assert_eq!(report.records, n + 1, "{report:?}");
+        let recs = read_all(&wal);
+        assert_eq!(recs.last().unwrap().payload, b"after point in time");
+        wal.close().unwrap();
+    });
+}
+
 // ---------------------------------------------------------------------------
 // 3. A missing middle segment.
 
