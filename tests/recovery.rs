@@ -934,6 +934,51 @@ fn lsns_continue_across_reopens_and_checkpoint_keeps_the_active_segment() {
     });
 }
 
+/// Operators change configurations between runs (the CLI, for one, always
+/// opens with the defaults). A log written with small segments and
+/// continued with a larger `segment_bytes` must keep every acknowledged
+/// record: the active segment is as large as its header says, not as the
+/// new configuration says; and the other way round.
+#[test]
+fn changing_segment_size_between_runs_loses_nothing() {
+    for_each_backend(|backend| {
+        for (first, second) in [(SEGMENT_BYTES, 1 << 20), (1 << 20, SEGMENT_BYTES)] {
+            let what = format!("{backend:?}: segments of {first} then {second} bytes");
+            let mut rng = seeded_rng("changing_segment_size_between_runs");
+            let root = tempfile::tempdir().unwrap();
+            let log = root.path().join("log");
+            let mut payloads: Vec<Vec<u8>> = Vec::new();
+            for (run, bytes) in [first, second, first].into_iter().enumerate() {
+                let c = small(backend).segment_bytes(bytes).build();
+                let (wal, report) = Wal::open(&log, c)
+                    .unwrap_or_else(|e| panic!("{what}: open for run {run}: {e}"));
+                assert_eq!(
+                    report.records,
+                    payloads.len() as u64,
+                    "{what}: run {run}: {report:?}"
+                );
+                assert!(report.truncated.is_none(), "{what}: run {run}: {report:?}");
+                assert_records(&read_all(&wal), 1, &payloads, &format!("{what}: run {run}"));
+                // A little over two small segments' worth per run.
+                let mut written = 0;
+                while written < 2 * SEGMENT_BYTES as usize + 10_000 {
+                    let p = payload(&mut rng, payloads.len() as u64 + 1);
+                    written += p.len() + 24;
+                    let t = wal.append(0, &p).unwrap();
+                    assert_eq!(t.lsn(), payloads.len() as u64 + 1);
+                    payloads.push(p);
+                }
+                wal.sync().unwrap();
+                wal.close().unwrap();
+            }
+            let (wal, report) = Wal::open(&log, cfg(backend)).unwrap();
+            assert_eq!(report.records, payloads.len() as u64, "{what}: {report:?}");
+            assert_records(&read_all(&wal), 1, &payloads, &what);
+            wal.close().unwrap();
+        }
+    });
+}
+
 fn other(b: Backend) -> Backend {
     match b {
         Backend::Uring => Backend::Threaded,
