@@ -141,6 +141,20 @@ pub(crate) fn analyze(dir: &Path, cfg: &Config) -> Result<Analysis> {
             None => {}
         }
     }
+    // A crash mid-roll leaves the blank file named exactly one past the
+    // last record (the ring rolls only after the old segment is complete).
+    // A blank file named further out is not that crash, and resuming at
+    // its name would skip LSNs.
+    if let (Some(last), Some(path)) = (out.segments.last(), out.incomplete.first()) {
+        let expected = last.last_lsn + 1;
+        if out.floor_lsn > expected {
+            out.problems.push(Error::Gap {
+                file: path.clone(),
+                expected,
+                found: out.floor_lsn,
+            });
+        }
+    }
     Ok(out)
 }
 
@@ -169,6 +183,17 @@ pub(crate) fn scan_segment(
             format!(
                 "header says node {} base {}, file name says node {} base {}",
                 h.node, h.base_lsn, cfg.node, f.base
+            ),
+        ));
+        return Ok(None);
+    }
+    if scan.file_len > h.segment_bytes {
+        out.problems.push(Error::corrupt(
+            &f.path,
+            h.segment_bytes,
+            format!(
+                "file is {} bytes, longer than the {} its header declares",
+                scan.file_len, h.segment_bytes
             ),
         ));
         return Ok(None);
@@ -259,7 +284,13 @@ pub(crate) fn scan_segment(
     }
     // A zero frame mid-block is a write that reached the disk only in
     // part: every write is whole blocks, fully covered by frames.
-    if !was_zero || within.is_some() || at % format::BLOCK as u64 != 0 {
+    // A zero header on a block boundary ends the data only if the torn
+    // window behind it is all zeros: a torn multi-block write can lose its
+    // first block and keep later ones, whose frames sit mid-block where the
+    // block-boundary search does not look, and a later torn write must not
+    // be able to resurrect them.
+    let residue = newest && was_zero && scan.first_nonzero(at, window_end)?.is_some();
+    if !was_zero || within.is_some() || residue || at % format::BLOCK as u64 != 0 {
         state.torn = Some((at, reason, window_end));
     }
     Ok(Some(state))
@@ -358,7 +389,9 @@ fn cut_tail(path: &Path, header: &SegmentHeader, at: u64, zero_to: u64) -> Resul
         format::encode_padding(&mut buf, header.salt, pad);
     }
     let io = |e| Error::io(path, e);
-    ringwal_platform::file::write_all_at(&file, &buf, at, false).map_err(io)?;
+    // Zero first and make it durable, then seal: interrupted anywhere, the
+    // file is either as it was or has a zeroed tail (both recover to the
+    // same prefix), never a seal followed by frames it was meant to erase.
     let zeros = vec![0u8; 1 << 20];
     let mut off = sealed;
     while off < zero_to {
@@ -367,5 +400,9 @@ fn cut_tail(path: &Path, header: &SegmentHeader, at: u64, zero_to: u64) -> Resul
         off += n as u64;
     }
     ringwal_platform::file::sync_data(&file).map_err(io)?;
+    if pad > 0 {
+        ringwal_platform::file::write_all_at(&file, &buf, at, false).map_err(io)?;
+        ringwal_platform::file::sync_data(&file).map_err(io)?;
+    }
     Ok(zero_to - at)
 }

@@ -73,6 +73,7 @@ struct Ring {
     spare_req: Option<Sender<()>>,
     preparer: Option<JoinHandle<()>>,
     failed: bool,
+    partial_limit: usize,
 }
 
 /// Start the ring thread (and its segment preparer). The io_uring is
@@ -126,6 +127,10 @@ pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
                 spare_req: Some(spare_req),
                 preparer: Some(preparer),
                 failed: false,
+                partial_limit: std::env::var("RINGWAL_PARTIAL")
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(1),
             };
             ring.run();
         })
@@ -220,7 +225,7 @@ impl Ring {
             return true;
         }
         let r = self.sh.lock();
-        if r.has_batch() {
+        if r.has_batch(true) {
             return false;
         }
         drop(r);
@@ -238,10 +243,8 @@ impl Ring {
             // Closing is not work by itself: with operations in flight the
             // ring must block for their completions (spinning would never
             // reap them under DEFER_TASKRUN), and `run` exits when done.
-            let work = self.sh.lock().has_batch();
-            let sync_due = !self.sh.cfg.durable
-                && self.sh.sync_wanted.load(Ordering::Acquire) > self.sync_covers;
-            if work || (sync_due && !self.sync_inflight) {
+            let work = self.sh.lock().has_batch(self.partial_ok());
+            if work || self.sync_target().is_some() {
                 self.sh.ring_sleeping.store(false, Ordering::SeqCst);
                 return Wait::NoWait;
             }
@@ -348,6 +351,15 @@ impl Ring {
         }
     }
 
+    /// Whether a partly filled batch may be submitted now. Full batches go
+    /// out as soon as there is room in flight; a partial one waits while
+    /// `partial_limit` writes are already in flight, so that under load the
+    /// records accumulate into fewer, larger writes (each durable write
+    /// costs the device a cache flush) instead of many small ones.
+    fn partial_ok(&self) -> bool {
+        self.writes < self.partial_limit
+    }
+
     /// Submit batches while there is room in flight. Returns whether any
     /// work was started.
     fn submit_writes(&mut self) -> bool {
@@ -355,7 +367,7 @@ impl Ring {
         while self.writes < self.sh.cfg.max_inflight {
             let batch = match self.held.take() {
                 Some(b) => b,
-                None => match self.sh.lock().take_batch() {
+                None => match self.sh.lock().take_batch(self.partial_ok()) {
                     Some(b) => b,
                     None => break,
                 },
@@ -491,27 +503,42 @@ impl Ring {
         Ok(None)
     }
 
-    /// In written mode, issue one fdatasync when a waiter wants durability
-    /// (or the sync interval elapsed) and there is written data it covers.
-    fn maybe_sync(&mut self) -> bool {
+    /// In written mode, the LSN a sync should be issued for now, if any: a
+    /// waiter wants durability (or the sync interval elapsed, or the log is
+    /// closing) beyond what the last sync covered, and the written data can
+    /// serve it now. `idle_wait` and `maybe_sync` share this one predicate
+    /// so that "there is sync work" and "a sync gets issued" never disagree.
+    fn sync_target(&self) -> Option<Lsn> {
         if self.sh.cfg.durable || self.sync_inflight || !self.seg.dirty {
-            return false;
+            return None;
         }
         let mut want = self.sh.sync_wanted.load(Ordering::Acquire);
-        if let Some(every) = self.sh.cfg.sync_interval {
-            if self.last_sync.elapsed() >= every {
-                want = want.max(self.written.max(self.sync_covers + 1));
-            }
+        let everything = self.written.max(self.sync_covers + 1);
+        if self
+            .sh
+            .cfg
+            .sync_interval
+            .is_some_and(|every| self.last_sync.elapsed() >= every)
+        {
+            want = want.max(everything);
         }
-        let closing = self.sh.closing.load(Ordering::SeqCst);
-        if closing && self.writes == 0 && self.held.is_none() {
-            want = want.max(self.written.max(self.sync_covers + 1));
+        if self.sh.closing.load(Ordering::SeqCst) && self.writes == 0 && self.held.is_none() {
+            want = want.max(everything);
         }
-        if want <= self.sync_covers || self.written <= self.sync_covers && self.writes > 0 {
-            return false;
+        if want <= self.sync_covers {
+            return None;
         }
+        // The write holding `want` is in flight: sync once it lands, so one
+        // sync serves it instead of two.
         if self.written < want && self.writes > 0 {
-            // The write holding `want` is in flight; sync once it lands.
+            return None;
+        }
+        Some(want)
+    }
+
+    /// Issue the sync `sync_target` asks for. Returns whether it did.
+    fn maybe_sync(&mut self) -> bool {
+        if self.sync_target().is_none() {
             return false;
         }
         self.push(

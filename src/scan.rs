@@ -97,6 +97,26 @@ impl SegmentScan {
         ))
     }
 
+    /// The offset of the first non-zero byte in `[from, to)`, if any.
+    pub fn first_nonzero(&mut self, from: u64, to: u64) -> Result<Option<u64>> {
+        let to = to.min(self.end());
+        let mut off = from;
+        while off < to {
+            let n = ((to - off) as usize).min(CHUNK);
+            self.ensure(off, n)?;
+            let rel = (off - self.buf_start) as usize;
+            let avail = (self.buf.len() - rel).min(n);
+            if avail == 0 {
+                break;
+            }
+            if let Some(i) = self.buf[rel..rel + avail].iter().position(|&b| b != 0) {
+                return Ok(Some(off + i as u64));
+            }
+            off += avail as u64;
+        }
+        Ok(None)
+    }
+
     /// The first block boundary at or after `from` where a valid frame of
     /// this segment starts, if any. Every write begins at a block boundary
     /// with a frame, so this finds data written after a damaged region.

@@ -39,6 +39,9 @@ pub(crate) struct Reservation {
     pub seg_base: Lsn,
     pub salt: u64,
     pub batch_start: u64,
+    /// Size of the segment frames go to: its header's, which after a
+    /// reopen with another configured size differs from the config's.
+    pub seg_bytes: u64,
     pub active: Option<Batch>,
     pub ready: VecDeque<Batch>,
     pub free: Vec<AlignedBuf>,
@@ -70,15 +73,16 @@ impl Reservation {
 
     /// The next batch for the ring: a closed one, else the active one if it
     /// holds anything (group commit takes whatever has accumulated).
-    pub fn take_batch(&mut self) -> Option<Batch> {
-        if self.ready.is_empty() && self.active.as_ref().is_some_and(|b| b.len > 0) {
+    pub fn take_batch(&mut self, take_partial: bool) -> Option<Batch> {
+        if take_partial && self.ready.is_empty() && self.active.as_ref().is_some_and(|b| b.len > 0)
+        {
             self.close_active();
         }
         self.ready.pop_front()
     }
 
-    pub fn has_batch(&self) -> bool {
-        !self.ready.is_empty() || self.active.as_ref().is_some_and(|b| b.len > 0)
+    pub fn has_batch(&self, take_partial: bool) -> bool {
+        !self.ready.is_empty() || take_partial && self.active.as_ref().is_some_and(|b| b.len > 0)
     }
 }
 
@@ -245,6 +249,7 @@ impl Wal {
                 seg_base: header.base_lsn,
                 salt: header.salt,
                 batch_start: write_at,
+                seg_bytes: header.segment_bytes,
                 active: None,
                 ready: VecDeque::new(),
                 free: buffers,
@@ -343,12 +348,13 @@ impl Wal {
                 .as_ref()
                 .map_or(r.batch_start, |b| b.offset + b.len as u64);
             let after = end + flen as u64;
-            if after + format::padding_len(after) as u64 > cfg.segment_bytes {
+            if after + format::padding_len(after) as u64 > r.seg_bytes {
                 // Roll: the record opens the next segment, named by its LSN.
                 r.close_active();
                 r.seg_base = r.next_lsn;
                 r.salt = rand::random();
                 r.batch_start = format::BLOCK as u64;
+                r.seg_bytes = cfg.segment_bytes;
                 continue;
             }
             if r.active

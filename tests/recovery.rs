@@ -1101,9 +1101,8 @@ fn ticket_futures_resolve_without_a_runtime() {
 }
 
 /// The same in written mode, where waiting for `Durable` asks the ring for
-/// an fdatasync. Hangs on the io_uring backend (see the ignore reason).
+/// an fdatasync.
 #[test]
-#[ignore = "bug: ring.rs Ring::idle_wait returns Wait::NoWait while a wanted sync waits for an in-flight write; under DEFER_TASKRUN that write never completes, the ring spins and the ticket never resolves"]
 fn ticket_futures_resolve_in_written_mode() {
     for_each_backend(|backend| futures_case(backend, Level::Written));
 }

@@ -55,9 +55,13 @@ impl UringQueue {
     /// Cost: one `io_uring_setup` and the ring's memory mappings.
     pub fn new(depth: usize, notifier: Arc<Notifier>) -> io::Result<UringQueue> {
         let entries = ((depth.max(1) * 2 + 2) as u32).next_power_of_two();
+        // TASKRUN_FLAG makes the kernel flag pending deferred completions in
+        // the SQ ring, so even a non-blocking submit enters with GETEVENTS
+        // and reaps them; without it a polling caller would never see one.
         let ring = IoUring::builder()
             .setup_single_issuer()
             .setup_defer_taskrun()
+            .setup_taskrun_flag()
             .build(entries)
             .or_else(|_| IoUring::new(entries))?;
         Ok(UringQueue {

@@ -99,15 +99,21 @@ pub(crate) fn run(a: BenchArgs) -> CmdResult {
         }
     };
 
-    let mut builder = Config::builder().backend(backend.backend());
+    let mut builder = Config::builder()
+        .backend(backend.backend())
+        .sync_method(a.sync_method.method())
+        .max_inflight(a.inflight)
+        .max_record_bytes(a.max_record);
     if level != Level::Durable {
         builder = builder.default_level(Level::Written);
     }
     let (wal, _report) = Wal::open(dir, builder.build())?;
 
     println!(
-        "ringwal bench: backend={} producers={} size={} B level={} secs={} dir={}",
+        "ringwal bench: backend={} sync={} inflight={} producers={} size={} B level={} secs={} dir={}",
         backend.name(),
+        a.sync_method.name(),
+        a.inflight,
         a.producers,
         a.size,
         a.level.name(),

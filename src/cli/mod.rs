@@ -133,6 +133,40 @@ pub(crate) struct BenchArgs {
     /// I/O backend (default: uring on Linux, threaded elsewhere).
     #[arg(long, value_enum)]
     pub backend: Option<BackendArg>,
+    /// How durable writes are made durable.
+    #[arg(long, value_enum, default_value_t = SyncMethodArg::Dsync)]
+    pub sync_method: SyncMethodArg,
+    /// Writes the ring keeps in flight.
+    #[arg(long, default_value_t = 8)]
+    pub inflight: usize,
+    /// Largest record the log accepts, in bytes (raise it for --size above 1 MiB).
+    #[arg(long, default_value_t = 1 << 20)]
+    pub max_record: usize,
+}
+
+/// `--sync-method` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum SyncMethodArg {
+    /// One write with RWF_DSYNC.
+    Dsync,
+    /// A plain write linked to an fdatasync.
+    Fdatasync,
+}
+
+impl SyncMethodArg {
+    pub(crate) fn method(self) -> ringwal::SyncMethod {
+        match self {
+            SyncMethodArg::Dsync => ringwal::SyncMethod::Dsync,
+            SyncMethodArg::Fdatasync => ringwal::SyncMethod::WriteThenFdatasync,
+        }
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            SyncMethodArg::Dsync => "dsync",
+            SyncMethodArg::Fdatasync => "fdatasync",
+        }
+    }
 }
 
 /// `--level` values.
