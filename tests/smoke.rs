@@ -39,3 +39,13 @@ fn append_wait_reopen_both_backends() {
         assert_eq!(recs.last().unwrap().payload, b"after");
     }
 }
+
+#[test]
+fn handles_are_shareable_across_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Wal>();
+    send_sync::<ringwal::Ticket>();
+    fn send<T: Send>() {}
+    send::<ringwal::TicketFuture>();
+    send::<ringwal::Reader>();
+}
