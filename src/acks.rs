@@ -12,7 +12,7 @@ use std::task::Waker;
 use std::thread::Thread;
 
 use crate::config::Level;
-use crate::error::{Error, Lsn};
+use crate::error::{Error, Lsn, Poison};
 
 /// How to wake one waiter.
 pub(crate) enum Wake {
@@ -35,7 +35,7 @@ struct Lists {
     written: BTreeMap<(Lsn, u64), Wake>,
     durable: BTreeMap<(Lsn, u64), Wake>,
     seq: u64,
-    poison: Option<String>,
+    poison: Option<Poison>,
 }
 
 /// Watermarks plus waiters. See the module docs.
@@ -70,7 +70,7 @@ impl Acks {
         self.lists.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn poison_cause(&self) -> Option<String> {
+    pub fn poison_cause(&self) -> Option<Poison> {
         if !self.poisoned.load(Ordering::Acquire) {
             return None;
         }
@@ -87,8 +87,7 @@ impl Acks {
         if mark >= lsn {
             return Some(Ok(()));
         }
-        self.poison_cause()
-            .map(|cause| Err(Error::Poisoned { cause }))
+        self.poison_cause().map(|p| Err(p.error()))
     }
 
     /// Register `wake` for `lsn` at `level` unless it is already decided
@@ -99,10 +98,8 @@ impl Acks {
         if let Some(done) = self.check(lsn, level) {
             return Some(done);
         }
-        if let Some(cause) = &l.poison {
-            return Some(Err(Error::Poisoned {
-                cause: cause.clone(),
-            }));
+        if let Some(p) = &l.poison {
+            return Some(Err(p.error()));
         }
         l.seq += 1;
         let key = (lsn, l.seq);
@@ -130,7 +127,7 @@ impl Acks {
     }
 
     /// Poison: every current and future waiter fails with `cause`.
-    pub fn poison(&self, cause: String) {
+    pub fn poison(&self, cause: Poison) {
         let mut l = self.lists();
         if l.poison.is_none() {
             l.poison = Some(cause);

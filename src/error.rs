@@ -82,6 +82,36 @@ pub enum Error {
     },
 }
 
+/// Why a log stopped accepting work: kept once, reported to every caller.
+#[derive(Clone, Debug)]
+pub(crate) enum Poison {
+    /// A write or sync failed.
+    Failed(String),
+    /// The filesystem is full: nothing acknowledged is lost, and the log
+    /// reopens once space is freed.
+    NoSpace(PathBuf),
+}
+
+impl Poison {
+    /// Classify a failure: ENOSPC keeps its own, actionable variant.
+    pub fn from_error(what: &str, err: Error) -> Poison {
+        match err {
+            Error::NoSpace { path } => Poison::NoSpace(path),
+            other => Poison::Failed(format!("{what}: {other}")),
+        }
+    }
+
+    /// The error every caller gets once the log is poisoned.
+    pub fn error(&self) -> Error {
+        match self {
+            Poison::Failed(cause) => Error::Poisoned {
+                cause: cause.clone(),
+            },
+            Poison::NoSpace(path) => Error::NoSpace { path: path.clone() },
+        }
+    }
+}
+
 /// ringwal's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

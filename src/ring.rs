@@ -22,7 +22,7 @@ use ringwal_platform::{
 };
 
 use crate::config::{Backend, SyncMethod};
-use crate::error::{Error, Lsn, Result};
+use crate::error::{Error, Lsn, Poison, Result};
 use crate::format::{self, SegmentHeader};
 use crate::segments::{self, SegmentFile, Spare};
 use crate::wal::{install_header_buf, Batch, Shared};
@@ -210,7 +210,7 @@ impl Ring {
                 self.idle_wait()
             };
             if let Err(e) = self.q.run(wait) {
-                self.fail(format!("io_uring_enter failed: {e}"));
+                self.fail(Poison::Failed(format!("io_uring_enter failed: {e}")));
                 // The queue itself is broken; nothing more can complete.
                 break;
             }
@@ -293,7 +293,7 @@ impl Ring {
         }
         if let Err(e) = c.result {
             let err = Error::io(self.seg_path(), e);
-            self.fail(format!("{what} failed: {err}"));
+            self.fail(Poison::from_error(&format!("{what} failed"), err));
         }
     }
 
@@ -315,7 +315,7 @@ impl Ring {
 
     /// A write or sync failed: poison. Never retried; nothing after the
     /// failure point is acknowledged, whatever completes later.
-    fn fail(&mut self, cause: String) {
+    fn fail(&mut self, cause: Poison) {
         if !self.failed {
             self.failed = true;
             self.sh.poisoned(cause);
@@ -379,7 +379,7 @@ impl Ring {
                 match self.roll(batch) {
                     Ok(Some(b)) => self.held = Some(b),
                     Ok(None) => {}
-                    Err(e) => self.fail(format!("segment roll failed: {e}")),
+                    Err(e) => self.fail(Poison::from_error("segment roll failed", e)),
                 }
                 if self.held.is_some() || self.failed {
                     break;
@@ -447,18 +447,7 @@ impl Ring {
             self.sh.counters.syncs.fetch_add(1, Ordering::Relaxed);
             return Ok(Some(batch));
         }
-        let spare = match self.spares.recv() {
-            Ok(s) => s?,
-            Err(_) => {
-                return Err(Error::io(
-                    &self.sh.dir,
-                    std::io::Error::other("segment preparer stopped"),
-                ))
-            }
-        };
-        if let Some(tx) = &self.spare_req {
-            let _ = tx.send(());
-        }
+        let spare = self.take_spare()?;
         let header = SegmentHeader {
             salt: batch.salt,
             ..crate::wal::new_header(&self.sh.cfg, batch.seg_base)
@@ -504,6 +493,28 @@ impl Ring {
         let _ = spare.direct;
         self.write(batch);
         Ok(None)
+    }
+
+    /// The prepared spare, and a request for the next one. A spare that
+    /// failed for lack of space is asked for once more: it may have been
+    /// prepared long ago, and a checkpoint may have freed space since.
+    fn take_spare(&mut self) -> Result<Spare> {
+        let mut retried = false;
+        loop {
+            let got = self.spares.recv().map_err(|_| {
+                Error::io(
+                    &self.sh.dir,
+                    std::io::Error::other("segment preparer stopped"),
+                )
+            })?;
+            if let Some(tx) = &self.spare_req {
+                let _ = tx.send(());
+            }
+            match got {
+                Err(Error::NoSpace { .. }) if !retried => retried = true,
+                other => return other,
+            }
+        }
     }
 
     /// In written mode, the LSN a sync should be issued for now, if any: a

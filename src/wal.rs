@@ -12,7 +12,7 @@ use ringwal_platform::{AlignedBuf, Notifier};
 
 use crate::acks::Acks;
 use crate::config::{Config, Level};
-use crate::error::{Error, Lsn, Result};
+use crate::error::{Error, Lsn, Poison, Result};
 use crate::format::{self, Kind, SegmentHeader};
 use crate::reader::Reader;
 use crate::recovery::{self, RecoveryReport};
@@ -47,7 +47,7 @@ pub(crate) struct Reservation {
     pub free: Vec<AlignedBuf>,
     pub waiting_for_space: usize,
     pub closed: bool,
-    pub poison: Option<String>,
+    pub poison: Option<Poison>,
 }
 
 impl Reservation {
@@ -165,7 +165,7 @@ impl Shared {
         }
     }
 
-    pub fn poisoned(&self, cause: String) {
+    pub fn poisoned(&self, cause: Poison) {
         self.acks.poison(cause.clone());
         let mut r = self.lock();
         r.poison.get_or_insert(cause);
@@ -335,10 +335,8 @@ impl Wal {
         let max_pad = format::BLOCK + format::FRAME_HEADER;
         let mut r = self.shared.lock();
         loop {
-            if let Some(cause) = &r.poison {
-                return Err(Error::Poisoned {
-                    cause: cause.clone(),
-                });
+            if let Some(p) = &r.poison {
+                return Err(p.error());
             }
             if r.closed {
                 return Err(Error::Closed);
@@ -422,7 +420,7 @@ impl Wal {
 
     fn check_poison(&self) -> Result<()> {
         match self.shared.acks.poison_cause() {
-            Some(cause) => Err(Error::Poisoned { cause }),
+            Some(p) => Err(p.error()),
             None => Ok(()),
         }
     }
