@@ -2,57 +2,10 @@
 //! log until the device says ENOSPC. Needs root (mount); without it the test
 //! says why it skipped and passes vacuously.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
+use common::mount_image;
 use ringwal::{Config, Error, Level, Wal};
-
-struct Mount {
-    dir: PathBuf,
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.dir).status();
-    }
-}
-
-fn run(cmd: &str, args: &[&str]) -> Result<(), String> {
-    let out = Command::new(cmd)
-        .args(args)
-        .output()
-        .map_err(|e| format!("{cmd}: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{cmd} {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-/// Mount a fresh ext4 image of `mib` MiB under `root`, or say why not.
-fn mount_ext4(root: &Path, mib: u64) -> Result<Mount, String> {
-    let uid = Command::new("id")
-        .arg("-u")
-        .output()
-        .map_err(|e| e.to_string())?;
-    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
-        return Err("not running as root, cannot loop-mount".into());
-    }
-    let img = root.join("fs.img");
-    let f = std::fs::File::create(&img).map_err(|e| e.to_string())?;
-    f.set_len(mib << 20).map_err(|e| e.to_string())?;
-    run("mkfs.ext4", &["-q", "-F", img.to_str().unwrap()])?;
-    let dir = root.join("mnt");
-    std::fs::create_dir(&dir).map_err(|e| e.to_string())?;
-    run(
-        "mount",
-        &["-o", "loop", img.to_str().unwrap(), dir.to_str().unwrap()],
-    )?;
-    Ok(Mount { dir })
-}
 
 fn cfg() -> Config {
     Config::builder()
@@ -71,7 +24,7 @@ fn payload(lsn: u64) -> Vec<u8> {
 #[test]
 fn full_filesystem_reports_no_space_and_loses_nothing() {
     let root = tempfile::tempdir().unwrap();
-    let mount = match mount_ext4(root.path(), 40) {
+    let mount = match mount_image(root.path(), "ext4", 40) {
         Ok(m) => m,
         Err(why) => {
             eprintln!("disk_full: skipped: {why}");

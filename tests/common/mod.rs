@@ -7,6 +7,7 @@
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::task::{Context, Poll, Wake, Waker};
 
@@ -244,4 +245,55 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
         }
         std::thread::park();
     }
+}
+
+/// A loop-mounted filesystem image, unmounted on drop.
+pub struct Mount {
+    pub dir: PathBuf,
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.dir).status();
+    }
+}
+
+fn run(cmd: &str, args: &[&str]) -> Result<(), String> {
+    let out = Command::new(cmd)
+        .args(args)
+        .output()
+        .map_err(|e| format!("{cmd}: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{cmd} {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// Mount a fresh `fs` (ext4, xfs) image of `mib` MiB (sparse) under
+/// `root`, or say why not: mounting needs root and the filesystem's mkfs.
+pub fn mount_image(root: &Path, fs: &str, mib: u64) -> Result<Mount, String> {
+    let uid = Command::new("id")
+        .arg("-u")
+        .output()
+        .map_err(|e| e.to_string())?;
+    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+        return Err("not running as root, cannot loop-mount".into());
+    }
+    let img = root.join("fs.img");
+    let f = std::fs::File::create(&img).map_err(|e| e.to_string())?;
+    f.set_len(mib << 20).map_err(|e| e.to_string())?;
+    let mkfs = format!("mkfs.{fs}");
+    let force = if fs == "xfs" { "-f" } else { "-F" };
+    run(&mkfs, &["-q", force, img.to_str().unwrap()])?;
+    let dir = root.join("mnt");
+    std::fs::create_dir(&dir).map_err(|e| e.to_string())?;
+    run(
+        "mount",
+        &["-o", "loop", img.to_str().unwrap(), dir.to_str().unwrap()],
+    )?;
+    Ok(Mount { dir })
 }
