@@ -1,6 +1,9 @@
 //! Configuration: what the log does, with limits checked at open.
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use ringwal_platform::{RealFs, Vfs};
 
 use crate::error::{Error, Result};
 use crate::format;
@@ -76,6 +79,7 @@ pub struct Config {
     pub(crate) direct_io: DirectIo,
     pub(crate) recovery: RecoveryMode,
     pub(crate) sync_interval: Option<Duration>,
+    pub(crate) vfs: Arc<dyn Vfs>,
 }
 
 impl Default for Config {
@@ -97,6 +101,7 @@ impl Default for Config {
             direct_io: DirectIo::Auto,
             recovery: RecoveryMode::Strict,
             sync_interval: None,
+            vfs: RealFs::shared(),
         }
     }
 }
@@ -178,6 +183,9 @@ impl Config {
         if self.write_bytes < format::BLOCK || self.write_bytes > 64 << 20 {
             return bad("write size must be in 4 KiB..=64 MiB".into());
         }
+        if self.backend == Backend::Uring && !self.vfs.is_real() {
+            return bad("the io_uring backend needs the real file system".into());
+        }
         if self.backend == Backend::Uring && !cfg!(target_os = "linux") {
             return bad("the io_uring backend needs Linux".into());
         }
@@ -258,6 +266,14 @@ impl ConfigBuilder {
     /// anything was written since the last sync. Default: never.
     pub fn sync_interval(mut self, every: Option<Duration>) -> Self {
         self.cfg.sync_interval = every;
+        self
+    }
+    /// Run on the simulated disk `disk` instead of the real file system
+    /// (the sim backend: the threaded queue over an in-memory disk that
+    /// can crash, tear writes and inject EIO or ENOSPC). For tests.
+    pub fn sim(mut self, disk: &ringwal_platform::sim::SimFs) -> Self {
+        self.cfg.vfs = disk.vfs();
+        self.cfg.backend = Backend::Threaded;
         self
     }
     /// The finished configuration (validated when the log opens).

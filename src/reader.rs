@@ -1,6 +1,9 @@
 //! Reading records back in LSN order across segments.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use ringwal_platform::Vfs;
 
 use crate::error::{Error, Lsn, Result};
 use crate::format::{Decoded, Kind};
@@ -26,6 +29,7 @@ pub struct Record {
 /// record. Stops after `upto` (the written watermark when it was created).
 /// Damage met on the way is yielded as one `Err`, after which it stops.
 pub struct Reader {
+    vfs: Arc<dyn Vfs>,
     segments: std::vec::IntoIter<SegmentFile>,
     current: Option<(SegmentScan, u64)>,
     /// The LSN the next record must carry.
@@ -38,6 +42,7 @@ pub struct Reader {
 
 impl Reader {
     pub(crate) fn new(
+        vfs: Arc<dyn Vfs>,
         dir: &Path,
         segments: Vec<SegmentFile>,
         from: Lsn,
@@ -57,6 +62,7 @@ impl Reader {
         let segments: Vec<SegmentFile> = segments.into_iter().skip(start).collect();
         let expect = segments.first().map_or(from, |s| s.base);
         Ok(Reader {
+            vfs,
             segments: segments.into_iter(),
             current: None,
             expect,
@@ -71,7 +77,7 @@ impl Reader {
         let Some(seg) = self.segments.next() else {
             return Ok(false);
         };
-        let scan = match SegmentScan::open(&seg.path, self.max_payload)? {
+        let scan = match SegmentScan::open(&*self.vfs, &seg.path, self.max_payload)? {
             Ok(s) => s,
             Err((e, _)) => {
                 return Err(Error::corrupt(&seg.path, 0, format!("segment header: {e}")))

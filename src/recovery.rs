@@ -102,7 +102,7 @@ pub(crate) struct Analysis {
 
 /// Scan `dir` for `cfg.node`'s log without modifying anything.
 pub(crate) fn analyze(dir: &Path, cfg: &Config) -> Result<Analysis> {
-    let listing = segments::list(dir, cfg.node)?;
+    let listing = segments::list(&*cfg.vfs, dir, cfg.node)?;
     let mut out = Analysis {
         spares: listing.spares,
         ..Analysis::default()
@@ -111,7 +111,7 @@ pub(crate) fn analyze(dir: &Path, cfg: &Config) -> Result<Analysis> {
 
     // Incomplete newest files: a crash between rename and a durable header.
     while let Some(last) = files.last() {
-        match SegmentScan::open(&last.path, cfg.max_record_bytes)? {
+        match SegmentScan::open(&*cfg.vfs, &last.path, cfg.max_record_bytes)? {
             // Only a header that never reached the disk marks a crash
             // mid-create. A damaged but present header is corruption: the
             // segment may hold acknowledged records.
@@ -167,7 +167,7 @@ pub(crate) fn scan_segment(
     prev_last: Option<Lsn>,
     out: &mut Analysis,
 ) -> Result<Option<SegmentState>> {
-    let mut scan = match SegmentScan::open(&f.path, cfg.max_record_bytes)? {
+    let mut scan = match SegmentScan::open(&*cfg.vfs, &f.path, cfg.max_record_bytes)? {
         Ok(s) => s,
         Err((e, _)) => {
             out.problems
@@ -321,20 +321,22 @@ pub(crate) fn recover(dir: &Path, cfg: &Config) -> Result<Recovered> {
         ..RecoveryReport::default()
     };
     for p in a.incomplete.iter().chain(a.spares.iter()) {
-        std::fs::remove_file(p).map_err(|e| Error::io(p, e))?;
+        cfg.vfs.remove_file(p).map_err(|e| Error::io(p, e))?;
         report.discarded.push(p.clone());
     }
     for p in &a.set_aside {
         let mut to = p.clone().into_os_string();
         to.push(".corrupt");
-        std::fs::rename(p, &to).map_err(|e| Error::io(p, e))?;
+        cfg.vfs
+            .rename(p, std::path::Path::new(&to))
+            .map_err(|e| Error::io(p, e))?;
         report.discarded.push(p.clone());
     }
     let mut active = None;
     if let Some(last) = a.segments.last_mut() {
         let mut write_at = last.valid_end;
         if let Some((at, reason, zero_to)) = last.torn.take() {
-            let zeroed = cut_tail(&last.file.path, &last.header, at, zero_to)?;
+            let zeroed = cut_tail(&*cfg.vfs, &last.file.path, &last.header, at, zero_to)?;
             write_at = at + format::padding_len(at) as u64;
             report.truncated = Some(Truncation {
                 file: last.file.path.clone(),
@@ -348,7 +350,7 @@ pub(crate) fn recover(dir: &Path, cfg: &Config) -> Result<Recovered> {
         active = Some((last.file.clone(), last.header, write_at));
     }
     if !report.discarded.is_empty() || report.truncated.is_some() {
-        ringwal_platform::file::sync_dir(dir).map_err(|e| Error::io(dir, e))?;
+        cfg.vfs.sync_dir(dir).map_err(|e| Error::io(dir, e))?;
     }
     report.segments_scanned = a.segments.len();
     report.records = a.segments.iter().map(|s| s.records).sum();
@@ -376,11 +378,18 @@ pub(crate) fn recover(dir: &Path, cfg: &Config) -> Result<Recovered> {
 /// Seal the valid prefix at `at` with a padding frame up to the next block
 /// boundary, zero everything after it up to `zero_to`, and make both
 /// durable before any new write can land beyond them.
-fn cut_tail(path: &Path, header: &SegmentHeader, at: u64, zero_to: u64) -> Result<u64> {
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .open(path)
-        .map_err(|e| Error::io(path, e))?;
+fn cut_tail(
+    vfs: &dyn ringwal_platform::Vfs,
+    path: &Path,
+    header: &SegmentHeader,
+    at: u64,
+    zero_to: u64,
+) -> Result<u64> {
+    let how = ringwal_platform::OpenHow {
+        write: true,
+        ..ringwal_platform::OpenHow::default()
+    };
+    let file = vfs.open(path, how).map_err(|e| Error::io(path, e))?;
     let pad = format::padding_len(at);
     let sealed = at + pad as u64;
     let zero_to = zero_to.max(sealed).min(header.segment_bytes);
@@ -396,13 +405,13 @@ fn cut_tail(path: &Path, header: &SegmentHeader, at: u64, zero_to: u64) -> Resul
     let mut off = sealed;
     while off < zero_to {
         let n = ((zero_to - off) as usize).min(zeros.len());
-        ringwal_platform::file::write_all_at(&file, &zeros[..n], off, false).map_err(io)?;
+        file.write_at(&zeros[..n], off, false).map_err(io)?;
         off += n as u64;
     }
-    ringwal_platform::file::sync_data(&file).map_err(io)?;
+    file.sync_data().map_err(io)?;
     if pad > 0 {
-        ringwal_platform::file::write_all_at(&file, &buf, at, false).map_err(io)?;
-        ringwal_platform::file::sync_data(&file).map_err(io)?;
+        file.write_at(&buf, at, false).map_err(io)?;
+        file.sync_data().map_err(io)?;
     }
     Ok(zero_to - at)
 }

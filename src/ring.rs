@@ -10,7 +10,6 @@
 //! acknowledgement of the records inside it.
 
 use std::collections::VecDeque;
-use std::fs::File;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -18,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 use ringwal_platform::{
-    new_queue, AlignedBuf, Completion, IoQueue, Op, QueueKind, Wait, WriteSync,
+    new_queue, AlignedBuf, Completion, IoQueue, Op, QueueKind, VFile, Wait, WriteSync,
 };
 
 use crate::config::{Backend, SyncMethod};
@@ -30,7 +29,7 @@ use crate::wal::{install_header_buf, Batch, Shared};
 /// What the ring thread starts from: the active segment after recovery.
 pub(crate) struct RingStart {
     pub shared: Arc<Shared>,
-    pub file: File,
+    pub file: VFile,
     pub header: SegmentHeader,
 }
 
@@ -50,7 +49,7 @@ struct Pending {
 
 struct Active {
     base: Lsn,
-    file: Arc<File>,
+    file: VFile,
     /// Written (not durable) bytes since the last sync of this segment.
     dirty: bool,
 }
@@ -59,7 +58,7 @@ struct Ring {
     sh: Arc<Shared>,
     q: Box<dyn IoQueue>,
     seg: Active,
-    dir: Arc<File>,
+    dir: VFile,
     pending: VecDeque<Pending>,
     front_id: u64,
     writes: usize,
@@ -89,7 +88,11 @@ const PARTIAL_IN_FLIGHT: usize = 1;
 pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
     let sh = start.shared.clone();
     let dir_path = sh.dir.clone();
-    let dir = Arc::new(File::open(&dir_path).map_err(|e| Error::io(&dir_path, e))?);
+    let dir = sh
+        .cfg
+        .vfs
+        .open_dir(&dir_path)
+        .map_err(|e| Error::io(&dir_path, e))?;
     let (ready_tx, ready_rx) = crossbeam_channel::bounded::<std::io::Result<()>>(1);
     let handle = std::thread::Builder::new()
         .name(format!("ringwal-ring-{}", sh.cfg.node))
@@ -117,7 +120,7 @@ pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
                 q,
                 seg: Active {
                     base: start.header.base_lsn,
-                    file: Arc::new(start.file),
+                    file: start.file,
                     dirty: false,
                 },
                 dir,
@@ -165,8 +168,14 @@ fn spawn_preparer(sh: &Arc<Shared>) -> (Sender<()>, Receiver<Result<Spare>>, Joi
         .spawn(move || {
             let mut seq = 1u64;
             while req_rx.recv().is_ok() {
-                let s =
-                    segments::prepare_spare(&dir, cfg.node, seq, cfg.segment_bytes, cfg.direct_io);
+                let s = segments::prepare_spare(
+                    &*cfg.vfs,
+                    &dir,
+                    cfg.node,
+                    seq,
+                    cfg.segment_bytes,
+                    cfg.direct_io,
+                );
                 seq += 1;
                 if out_tx.send(s).is_err() {
                     break;
@@ -457,7 +466,7 @@ impl Ring {
             .dir
             .join(format::segment_file_name(self.sh.cfg.node, batch.seg_base));
         let block = install_header_buf(&header);
-        let file = Arc::new(spare.file);
+        let file = spare.file;
         self.push(
             Kind::Barrier,
             Op::Write {
@@ -468,7 +477,11 @@ impl Ring {
                 sync: WriteSync::Dsync,
             },
         );
-        std::fs::rename(&spare.path, &path).map_err(|e| Error::io(&path, e))?;
+        self.sh
+            .cfg
+            .vfs
+            .rename(&spare.path, &path)
+            .map_err(|e| Error::io(&path, e))?;
         self.push(
             Kind::Barrier,
             Op::Sync {
@@ -490,7 +503,6 @@ impl Ring {
             file,
             dirty: false,
         };
-        let _ = spare.direct;
         self.write(batch);
         Ok(None)
     }
@@ -579,7 +591,7 @@ impl Ring {
         self.spare_req = None;
         while let Ok(s) = self.spares.recv() {
             if let Ok(s) = s {
-                let _ = std::fs::remove_file(&s.path);
+                let _ = self.sh.cfg.vfs.remove_file(&s.path);
             }
         }
         if let Some(h) = self.preparer.take() {

@@ -4,7 +4,7 @@
 //! run beside a writer and benefit from readahead), and a frame is always
 //! handed out whole from one contiguous buffer.
 
-use std::fs::File;
+use ringwal_platform::{OpenHow, VFile, Vfs};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -17,7 +17,7 @@ pub(crate) struct SegmentScan {
     pub path: PathBuf,
     pub header: SegmentHeader,
     pub file_len: u64,
-    file: File,
+    file: VFile,
     max_payload: usize,
     buf: Vec<u8>,
     buf_start: u64,
@@ -27,13 +27,18 @@ impl SegmentScan {
     /// Open `path` and decode its header, without checking it against the
     /// name (the caller decides what a mismatch means).
     pub fn open(
+        vfs: &dyn Vfs,
         path: &Path,
         max_payload: usize,
     ) -> Result<std::result::Result<SegmentScan, (format::HeaderError, u64)>> {
-        let file = File::open(path).map_err(|e| Error::io(path, e))?;
-        let file_len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        let file = vfs
+            .open(path, OpenHow::default())
+            .map_err(|e| Error::io(path, e))?;
+        let file_len = file.size().map_err(|e| Error::io(path, e))?;
         let mut block = vec![0u8; format::BLOCK];
-        let n = read_up_to(&file, &mut block, 0).map_err(|e| Error::io(path, e))?;
+        let n = file
+            .read_at(&mut block, 0)
+            .map_err(|e| Error::io(path, e))?;
         let header = match SegmentHeader::decode(&block[..n]) {
             Ok(h) => h,
             Err(e) => return Ok(Err((e, file_len))),
@@ -67,7 +72,10 @@ impl SegmentScan {
             .max(CHUNK)
             .min((end - off) as usize);
         self.buf.resize(size, 0);
-        let n = read_up_to(&self.file, &mut self.buf, off).map_err(|e| Error::io(&self.path, e))?;
+        let n = self
+            .file
+            .read_at(&mut self.buf, off)
+            .map_err(|e| Error::io(&self.path, e))?;
         self.buf.truncate(n);
         self.buf_start = off;
         Ok(())
@@ -132,19 +140,4 @@ impl SegmentScan {
         }
         Ok(None)
     }
-}
-
-/// `pread` until `buf` is full or the file ends; returns bytes read.
-pub(crate) fn read_up_to(file: &File, buf: &mut [u8], off: u64) -> std::io::Result<usize> {
-    use std::os::unix::fs::FileExt;
-    let mut done = 0;
-    while done < buf.len() {
-        match file.read_at(&mut buf[done..], off + done as u64) {
-            Ok(0) => break,
-            Ok(n) => done += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(done)
 }

@@ -1,9 +1,8 @@
 //! Segment files on disk: discovery, preparing spares, installing them.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use ringwal_platform::{file as pf, AlignedBuf};
+use ringwal_platform::{file as pf, AlignedBuf, OpenHow, VFile, Vfs};
 
 use crate::config::DirectIo;
 use crate::error::{Error, Lsn, Result};
@@ -27,23 +26,19 @@ pub(crate) struct Listing {
 
 /// List `node`'s segments and spares in `dir`. Other nodes' files and
 /// unrelated files are ignored. Cost: one `readdir` pass.
-pub(crate) fn list(dir: &Path, node: u32) -> Result<Listing> {
+pub(crate) fn list(vfs: &dyn Vfs, dir: &Path, node: u32) -> Result<Listing> {
     let mut out = Listing::default();
-    let rd = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
-    for entry in rd {
-        let entry = entry.map_err(|e| Error::io(dir, e))?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if let Some((n, base)) = format::parse_segment_file_name(name) {
+    for name in vfs.list(dir).map_err(|e| Error::io(dir, e))? {
+        if let Some((n, base)) = format::parse_segment_file_name(&name) {
             if n == node {
                 out.segments.push(SegmentFile {
                     base,
-                    path: entry.path(),
+                    path: dir.join(&name),
                 });
             }
-        } else if let Some((n, _)) = format::parse_spare_file_name(name) {
+        } else if let Some((n, _)) = format::parse_spare_file_name(&name) {
             if n == node {
-                out.spares.push(entry.path());
+                out.spares.push(dir.join(&name));
             }
         }
     }
@@ -51,15 +46,30 @@ pub(crate) fn list(dir: &Path, node: u32) -> Result<Listing> {
     Ok(out)
 }
 
-/// Open (or create) a segment-class file under the O_DIRECT policy.
-/// Returns the file and whether O_DIRECT is in effect.
-pub(crate) fn open_file(path: &Path, create_new: bool, policy: DirectIo) -> Result<(File, bool)> {
+/// Open (or create) a segment-class file for writing under the O_DIRECT
+/// policy. Returns the file and whether O_DIRECT is in effect.
+pub(crate) fn open_file(
+    vfs: &dyn Vfs,
+    path: &Path,
+    create_new: bool,
+    policy: DirectIo,
+) -> Result<(VFile, bool)> {
     let want = policy != DirectIo::Off;
-    match pf::open_segment(path, create_new, want) {
+    let how = OpenHow {
+        write: true,
+        create_new,
+        direct: want,
+        ..OpenHow::default()
+    };
+    match vfs.open(path, how) {
         Ok(f) => Ok((f, want)),
         Err(e) if want && policy == DirectIo::Auto && pf::is_direct_unsupported(&e) => {
             // create_new may have created the file before O_DIRECT was refused.
-            let f = pf::open_segment(path, false, false).map_err(|e| Error::io(path, e))?;
+            let how = OpenHow {
+                write: true,
+                ..OpenHow::default()
+            };
+            let f = vfs.open(path, how).map_err(|e| Error::io(path, e))?;
             Ok((f, false))
         }
         Err(e) => Err(Error::io(path, e)),
@@ -71,8 +81,7 @@ pub(crate) fn open_file(path: &Path, create_new: bool, policy: DirectIo) -> Resu
 #[derive(Debug)]
 pub(crate) struct Spare {
     pub path: PathBuf,
-    pub file: File,
-    pub direct: bool,
+    pub file: VFile,
 }
 
 /// Create a spare of `bytes` bytes: preallocate, write zeros over all of
@@ -82,6 +91,7 @@ pub(crate) struct Spare {
 /// Cost: writes `bytes` bytes; runs on the preparer thread or at open,
 /// never on the append path.
 pub(crate) fn prepare_spare(
+    vfs: &dyn Vfs,
     dir: &Path,
     node: u32,
     seq: u64,
@@ -89,19 +99,20 @@ pub(crate) fn prepare_spare(
     policy: DirectIo,
 ) -> Result<Spare> {
     let path = dir.join(format::spare_file_name(node, seq));
-    let (file, direct) = open_file(&path, true, policy)?;
+    let (file, _) = open_file(vfs, &path, true, policy)?;
     let fail = |e| {
-        let _ = std::fs::remove_file(&path);
+        let _ = vfs.remove_file(&path);
         Error::io(&path, e)
     };
-    pf::preallocate(&file, bytes).map_err(fail)?;
+    file.preallocate(bytes).map_err(fail)?;
     let zeros = AlignedBuf::new(1 << 20);
     let mut off = 0u64;
     while off < bytes {
         let n = ((bytes - off) as usize).min(zeros.capacity());
-        pf::write_all_at(&file, &zeros.as_slice()[..n], off, false).map_err(fail)?;
+        file.write_at(&zeros.as_slice()[..n], off, false)
+            .map_err(fail)?;
         off += n as u64;
     }
-    pf::sync_data(&file).map_err(fail)?;
-    Ok(Spare { path, file, direct })
+    file.sync_data().map_err(fail)?;
+    Ok(Spare { path, file })
 }

@@ -137,7 +137,7 @@ pub fn verify_with(dir: &Path, cfg: &Config) -> Result<VerifyReport> {
     let mut cfg = cfg.clone();
     cfg.recovery = RecoveryMode::Strict;
     let report = verify_once(dir, &cfg)?;
-    let newest = segments::list(dir, cfg.node)?
+    let newest = segments::list(&*cfg.vfs, dir, cfg.node)?
         .segments
         .pop()
         .map(|s| s.path);
@@ -156,7 +156,7 @@ fn verify_once(dir: &Path, cfg: &Config) -> Result<VerifyReport> {
     if !a.problems.is_empty() {
         // Recovery stops judging at the first problem; go over the same
         // files again, continuing past each problem.
-        let files: Vec<SegmentFile> = segments::list(dir, cfg.node)?
+        let files: Vec<SegmentFile> = segments::list(&*cfg.vfs, dir, cfg.node)?
             .segments
             .into_iter()
             .filter(|f| !a.incomplete.contains(&f.path))
@@ -169,7 +169,7 @@ fn verify_once(dir: &Path, cfg: &Config) -> Result<VerifyReport> {
         scan_all(&files, cfg, &mut a)?;
     }
     a.incomplete.sort();
-    let newest = segments::list(dir, cfg.node)?
+    let newest = segments::list(&*cfg.vfs, dir, cfg.node)?
         .segments
         .into_iter()
         .rev()
@@ -243,7 +243,7 @@ fn scan_all(files: &[SegmentFile], cfg: &Config, a: &mut Analysis) -> Result<()>
 /// recovery applies to the newest files; any other bad header is damage.
 fn is_incomplete(path: &Path, cfg: &Config) -> Result<bool> {
     Ok(matches!(
-        SegmentScan::open(path, cfg.max_record_bytes)?,
+        SegmentScan::open(&*cfg.vfs, path, cfg.max_record_bytes)?,
         Err((HeaderError::Blank | HeaderError::Short, _))
     ))
 }
@@ -312,7 +312,7 @@ pub struct NodeStat {
 /// one read of the newest segment's frames.
 pub fn stat(dir: &Path, node: u32) -> Result<NodeStat> {
     let cfg = Config::builder().node(node).build();
-    let listing = segments::list(dir, node)?;
+    let listing = segments::list(&*cfg.vfs, dir, node)?;
     let spares = listing.spares.len();
     let mut files = listing.segments;
     let mut incomplete = 0;
@@ -323,7 +323,7 @@ pub fn stat(dir: &Path, node: u32) -> Result<NodeStat> {
             incomplete += 1;
             continue;
         }
-        if let Ok(mut scan) = SegmentScan::open(&last.path, cfg.max_record_bytes)? {
+        if let Ok(mut scan) = SegmentScan::open(&*cfg.vfs, &last.path, cfg.max_record_bytes)? {
             newest_last = Some(valid_prefix_last(&mut scan)?);
         }
         break;
@@ -339,9 +339,11 @@ pub fn stat(dir: &Path, node: u32) -> Result<NodeStat> {
         incomplete,
     };
     for (i, f) in files.iter().enumerate() {
-        let file_bytes = std::fs::metadata(&f.path)
-            .map_err(|e| Error::io(&f.path, e))?
-            .len();
+        let file_bytes = cfg
+            .vfs
+            .open(&f.path, ringwal_platform::OpenHow::default())
+            .and_then(|h| h.size())
+            .map_err(|e| Error::io(&f.path, e))?;
         let last_lsn = match files.get(i + 1) {
             Some(next) => next.base.saturating_sub(1),
             None => newest_last.unwrap_or(f.base.saturating_sub(1)),
@@ -445,7 +447,7 @@ pub fn records(dir: &Path, node: u32, from: Lsn) -> Result<Records> {
 /// it to tell a clean end from lost data.
 pub fn records_with(dir: &Path, cfg: &Config, from: Lsn) -> Result<Records> {
     let node = cfg.node();
-    let mut files = segments::list(dir, node)?.segments;
+    let mut files = segments::list(&*cfg.vfs, dir, node)?.segments;
     // Newest files whose header was never written are incomplete, not damage.
     while let Some(last) = files.last() {
         if !is_incomplete(&last.path, cfg)? {
@@ -473,6 +475,7 @@ pub fn records_with(dir: &Path, cfg: &Config, from: Lsn) -> Result<Records> {
         expect: None,
         from,
         max_payload: cfg.max_record_bytes,
+        vfs: cfg.vfs.clone(),
         torn_window: cfg.torn_window(),
         done: false,
     })
@@ -489,6 +492,7 @@ pub struct Records {
     expect: Option<Lsn>,
     from: Lsn,
     max_payload: usize,
+    vfs: std::sync::Arc<dyn ringwal_platform::Vfs>,
     torn_window: u64,
     done: bool,
 }
@@ -523,7 +527,7 @@ impl Records {
         let Some(seg) = self.segments.next() else {
             return Ok(false);
         };
-        let scan = match SegmentScan::open(&seg.path, self.max_payload)? {
+        let scan = match SegmentScan::open(&*self.vfs, &seg.path, self.max_payload)? {
             Ok(s) => s,
             Err((e, _)) => {
                 return Err(Error::corrupt(&seg.path, 0, format!("segment header: {e}")));
@@ -582,7 +586,7 @@ impl Records {
             .next_multiple_of(format::BLOCK as u64)
             .min(end);
         if let Some(b) = seg.scan.next_valid_block(window_end.max(at + 1))? {
-            if seg.newest && Self::filled_since(&seg.scan.path, at, self.max_payload)? {
+            if seg.newest && Self::filled_since(&*self.vfs, &seg.scan.path, at, self.max_payload)? {
                 // A live writer wrote past where this scan saw the end.
                 return Ok(SegmentEnd::Stop);
             }
@@ -607,8 +611,13 @@ impl Records {
 
     /// True if a valid frame now starts at `at` (re-read from disk, past
     /// the scan's buffer).
-    fn filled_since(path: &Path, at: u64, max_payload: usize) -> Result<bool> {
-        match SegmentScan::open(path, max_payload)? {
+    fn filled_since(
+        vfs: &dyn ringwal_platform::Vfs,
+        path: &Path,
+        at: u64,
+        max_payload: usize,
+    ) -> Result<bool> {
+        match SegmentScan::open(vfs, path, max_payload)? {
             Ok(mut fresh) => Ok(matches!(fresh.frame_at(at)?, Decoded::Frame(_))),
             Err(_) => Ok(false),
         }
@@ -714,7 +723,7 @@ mod tests {
     }
 
     fn segment_paths(dir: &Path, node: u32) -> Vec<PathBuf> {
-        segments::list(dir, node)
+        segments::list(&ringwal_platform::RealFs, dir, node)
             .unwrap()
             .segments
             .into_iter()

@@ -2,13 +2,12 @@
 //! short critical section every append goes through.
 
 use std::collections::VecDeque;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
-use ringwal_platform::{AlignedBuf, Notifier};
+use ringwal_platform::{AlignedBuf, Notifier, OpenHow, VFile};
 
 use crate::acks::Acks;
 use crate::config::{Config, Level};
@@ -185,7 +184,7 @@ impl Shared {
 pub struct Wal {
     shared: Arc<Shared>,
     ring: Mutex<Option<JoinHandle<()>>>,
-    _lock: File,
+    _lock: VFile,
 }
 
 impl std::fmt::Debug for Wal {
@@ -212,17 +211,20 @@ impl Wal {
     pub fn open(dir: impl AsRef<Path>, cfg: Config) -> Result<(Wal, RecoveryReport)> {
         cfg.validate()?;
         let dir = dir.as_ref().to_path_buf();
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        let vfs = cfg.vfs.clone();
+        vfs.create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
         let lock_path = dir.join(format::lock_file_name(cfg.node));
-        let lock = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
+        let lock = vfs
+            .open(
+                &lock_path,
+                OpenHow {
+                    write: true,
+                    create: true,
+                    ..OpenHow::default()
+                },
+            )
             .map_err(|e| Error::io(&lock_path, e))?;
-        if !ringwal_platform::file::try_lock_exclusive(&lock)
-            .map_err(|e| Error::io(&lock_path, e))?
-        {
+        if !lock.try_lock().map_err(|e| Error::io(&lock_path, e))? {
             return Err(Error::Locked { path: lock_path });
         }
 
@@ -236,7 +238,7 @@ impl Wal {
                 (seg, header, format::BLOCK as u64)
             }
         };
-        let (file, _) = segments::open_file(&active.path, false, cfg.direct_io)?;
+        let (file, _) = segments::open_file(&*cfg.vfs, &active.path, false, cfg.direct_io)?;
 
         let notifier = Arc::new(Notifier::new().map_err(|e| Error::io(&dir, e))?);
         let buffers = (0..cfg.max_inflight + 2)
@@ -488,6 +490,7 @@ impl Wal {
             .clone();
         let upto = self.written_lsn();
         Reader::new(
+            self.shared.cfg.vfs.clone(),
             &self.shared.dir,
             segs,
             from,
@@ -512,12 +515,19 @@ impl Wal {
         let mut removed = 0;
         while segs.len() > 1 && segs[1].base - 1 <= up_to {
             let s = segs.remove(0);
-            std::fs::remove_file(&s.path).map_err(|e| Error::io(&s.path, e))?;
+            self.shared
+                .cfg
+                .vfs
+                .remove_file(&s.path)
+                .map_err(|e| Error::io(&s.path, e))?;
             removed += 1;
         }
         drop(segs);
         if removed > 0 {
-            ringwal_platform::file::sync_dir(&self.shared.dir)
+            self.shared
+                .cfg
+                .vfs
+                .sync_dir(&self.shared.dir)
                 .map_err(|e| Error::io(&self.shared.dir, e))?;
         }
         Ok(removed)
@@ -558,11 +568,18 @@ fn create_first_segment(
     cfg: &Config,
     base: Lsn,
 ) -> Result<(SegmentFile, SegmentHeader)> {
-    let spare = segments::prepare_spare(dir, cfg.node, 0, cfg.segment_bytes, cfg.direct_io)?;
+    let spare = segments::prepare_spare(
+        &*cfg.vfs,
+        dir,
+        cfg.node,
+        0,
+        cfg.segment_bytes,
+        cfg.direct_io,
+    )?;
     let header = new_header(cfg, base);
     let path = dir.join(format::segment_file_name(cfg.node, base));
-    install_spare(&spare, &header, &path)?;
-    ringwal_platform::file::sync_dir(dir).map_err(|e| Error::io(dir, e))?;
+    install_spare(&*cfg.vfs, &spare, &header, &path)?;
+    cfg.vfs.sync_dir(dir).map_err(|e| Error::io(dir, e))?;
     Ok((SegmentFile { base, path }, header))
 }
 
@@ -583,14 +600,18 @@ pub(crate) fn new_header(cfg: &Config, base: Lsn) -> SegmentHeader {
 /// caller makes the rename durable (directory sync) before anything in the
 /// segment is acknowledged durable.
 pub(crate) fn install_spare(
+    vfs: &dyn ringwal_platform::Vfs,
     spare: &segments::Spare,
     header: &SegmentHeader,
     path: &Path,
 ) -> Result<()> {
     let block = install_header_buf(header);
-    ringwal_platform::file::write_all_at(&spare.file, block.as_slice(), 0, true)
+    spare
+        .file
+        .write_at(block.as_slice(), 0, true)
         .map_err(|e| Error::io(&spare.path, e))?;
-    std::fs::rename(&spare.path, path).map_err(|e| Error::io(path, e))
+    vfs.rename(&spare.path, path)
+        .map_err(|e| Error::io(path, e))
 }
 
 /// A block-aligned buffer holding `header`, ready for an O_DIRECT write.

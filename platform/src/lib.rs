@@ -13,6 +13,9 @@
 //! * [`IoQueue`]: the submission/completion interface the engine's I/O thread
 //!   drives, with two implementations: [`uring`] (Linux, io_uring) and
 //!   [`threaded`] (portable, blocking syscalls on the calling thread).
+//! * [`Vfs`] and [`FileIo`]: the file-system interface the engine uses,
+//!   implemented by [`RealFs`] and by [`sim::SimFs`], a deterministic
+//!   in-memory disk with crash and fault injection for tests.
 
 #![warn(missing_docs)]
 
@@ -20,13 +23,16 @@ mod buf;
 pub mod file;
 mod notify;
 mod queue;
+pub mod sim;
 pub mod threaded;
 #[cfg(target_os = "linux")]
 pub mod uring;
+pub mod vfs;
 
 pub use buf::AlignedBuf;
 pub use notify::Notifier;
 pub use queue::{new_queue, Completion, IoQueue, Op, QueueKind, Wait, WriteSync};
+pub use vfs::{FileIo, OpenHow, RealFs, VFile, Vfs};
 
 /// The I/O block size every write is aligned to, in bytes.
 ///

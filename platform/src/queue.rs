@@ -1,8 +1,8 @@
-use std::fs::File;
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::vfs::VFile;
 use crate::{AlignedBuf, Notifier};
 
 /// One I/O operation handed to an [`IoQueue`].
@@ -16,7 +16,7 @@ pub enum Op {
     /// Write `buf[..len]` at `offset`.
     Write {
         /// Target file; kept alive until completion.
-        file: Arc<File>,
+        file: VFile,
         /// Source bytes; returned in the completion for reuse.
         buf: AlignedBuf,
         /// Bytes to write from the start of `buf`.
@@ -30,7 +30,7 @@ pub enum Op {
     /// (fsync; use this for directories) to stable storage.
     Sync {
         /// File or directory to flush; kept alive until completion.
-        file: Arc<File>,
+        file: VFile,
         /// fdatasync rather than fsync.
         data_only: bool,
     },

@@ -1,5 +1,6 @@
-//! The portable [`IoQueue`]: every operation is a blocking syscall made by
+//! The portable [`IoQueue`]: every operation is a blocking call made by
 //! the thread that calls [`IoQueue::run`], one at a time, in push order.
+//! It drives any [`FileIo`](crate::vfs::FileIo), real or simulated.
 //!
 //! It has the same semantics as the io_uring queue with a depth of one,
 //! which is all the engine relies on; it exists for platforms without
@@ -10,7 +11,6 @@ use std::collections::VecDeque;
 use std::io;
 use std::sync::Arc;
 
-use crate::file;
 use crate::queue::{Completion, IoQueue, Op, QueueKind, Wait, WriteSync};
 use crate::Notifier;
 
@@ -42,15 +42,15 @@ impl ThreadedQueue {
                 sync,
             } => {
                 let data = &buf.as_slice()[..*len];
-                file::write_all_at(f, data, *offset, *sync == WriteSync::Dsync)?;
+                f.write_at(data, *offset, *sync == WriteSync::Dsync)?;
                 if *sync == WriteSync::ThenSync {
-                    file::sync_data(f)?;
+                    f.sync_data()?;
                 }
                 Ok(())
             }
             Op::Sync { file: f, data_only } => {
                 if *data_only {
-                    file::sync_data(f)
+                    f.sync_data()
                 } else {
                     f.sync_all()
                 }

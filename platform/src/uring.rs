@@ -9,7 +9,6 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::os::unix::io::AsRawFd;
 use std::sync::Arc;
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
@@ -85,17 +84,25 @@ impl UringQueue {
         }
     }
 
+    /// The descriptor an op targets; ops on files without one (simulated)
+    /// are refused at push time.
+    fn fd(op: &Op) -> Option<types::Fd> {
+        match op {
+            Op::Write { file, .. } | Op::Sync { file, .. } => file.raw_fd().map(types::Fd),
+        }
+    }
+
     fn build(op: &Op, slot: usize) -> [Option<squeue::Entry>; 2] {
         let main = (slot as u64) << 1;
+        let fd = Self::fd(op).expect("ops without a descriptor are refused in push");
         match op {
             Op::Write {
-                file,
                 buf,
                 len,
                 offset,
                 sync,
+                ..
             } => {
-                let fd = types::Fd(file.as_raw_fd());
                 let flags = if *sync == WriteSync::Dsync {
                     libc::RWF_DSYNC
                 } else {
@@ -116,8 +123,7 @@ impl UringQueue {
                     [Some(w), None]
                 }
             }
-            Op::Sync { file, data_only } => {
-                let fd = types::Fd(file.as_raw_fd());
+            Op::Sync { data_only, .. } => {
                 let flags = if *data_only {
                     types::FsyncFlags::DATASYNC
                 } else {
@@ -266,6 +272,14 @@ impl UringQueue {
 
 impl IoQueue for UringQueue {
     fn push(&mut self, id: u64, op: Op) {
+        if Self::fd(&op).is_none() {
+            let result = Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "io_uring needs a real file",
+            ));
+            self.done.push_back(Completion { id, result, op });
+            return;
+        }
         self.queued.push_back((id, op));
     }
 
@@ -325,7 +339,7 @@ mod tests {
     use crate::{file, AlignedBuf};
     use std::time::{Duration, Instant};
 
-    fn open(dir: &std::path::Path) -> Arc<std::fs::File> {
+    fn open(dir: &std::path::Path) -> crate::vfs::VFile {
         let p = dir.join("f");
         let f = file::open_segment(&p, true, false).unwrap();
         file::preallocate(&f, 1 << 20).unwrap();
@@ -382,7 +396,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("ro");
         std::fs::write(&p, b"x").unwrap();
-        let ro = Arc::new(std::fs::File::open(&p).unwrap());
+        let ro: crate::vfs::VFile = Arc::new(std::fs::File::open(&p).unwrap());
         let n = Arc::new(Notifier::new().unwrap());
         let mut q = UringQueue::new(4, n).unwrap();
         q.push(

@@ -1,0 +1,170 @@
+//! The file-system interface the engine is written against, so the same
+//! engine runs on the real disk ([`RealFs`]) and on the deterministic
+//! simulated disk ([`crate::sim::SimFs`]).
+//!
+//! Only what a log needs: whole positional reads and writes, data syncs,
+//! preallocation, an exclusive lock, and the directory operations that make
+//! segments appear and disappear (create, rename, unlink, directory sync).
+
+use std::fmt::Debug;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::os::unix::io::{AsRawFd, RawFd};
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::file;
+
+/// One open file (or directory, for syncing it).
+///
+/// Every method is one or two syscalls on the real disk, and a memory
+/// operation on the simulated one; all may block.
+pub trait FileIo: Send + Sync + Debug {
+    /// Read up to `buf.len()` bytes at `offset`; fewer only at end of file.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+    /// Write all of `data` at `offset`; with `dsync` it is on stable storage
+    /// when this returns.
+    fn write_at(&self, data: &[u8], offset: u64, dsync: bool) -> io::Result<()>;
+    /// Make the data durable (fdatasync; F_FULLFSYNC on macOS).
+    fn sync_data(&self) -> io::Result<()>;
+    /// Make data and metadata durable (fsync); used on directories.
+    fn sync_all(&self) -> io::Result<()>;
+    /// Current length in bytes.
+    fn size(&self) -> io::Result<u64>;
+    /// Reserve `len` bytes of disk (the file's length becomes `len`).
+    fn preallocate(&self, len: u64) -> io::Result<()>;
+    /// Take an exclusive advisory lock without blocking; false if held.
+    fn try_lock(&self) -> io::Result<bool>;
+    /// The descriptor, for io_uring; `None` for simulated files.
+    fn raw_fd(&self) -> Option<RawFd>;
+}
+
+/// A shared handle to an open file.
+pub type VFile = Arc<dyn FileIo>;
+
+/// How to open a file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpenHow {
+    /// Open for writing too.
+    pub write: bool,
+    /// Create it; fail with `AlreadyExists` if it exists.
+    pub create_new: bool,
+    /// Create it if missing.
+    pub create: bool,
+    /// Bypass the page cache (O_DIRECT / F_NOCACHE).
+    pub direct: bool,
+}
+
+/// Directory-level operations, and the factory for files.
+pub trait Vfs: Send + Sync + Debug {
+    /// `mkdir -p`.
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
+    /// Names of the entries of `dir` (files only matter to the engine).
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
+    /// Open a file.
+    fn open(&self, path: &Path, how: OpenHow) -> io::Result<VFile>;
+    /// Open a directory, to sync it through an I/O queue.
+    fn open_dir(&self, dir: &Path) -> io::Result<VFile>;
+    /// Atomically rename `from` to `to` (same directory).
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Unlink a file.
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// Make `dir`'s entries durable.
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// Whether files from this Vfs can go through io_uring.
+    fn is_real(&self) -> bool;
+}
+
+/// The real file system, through `std::fs` and [`crate::file`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RealFs;
+
+impl RealFs {
+    /// A shared handle to the real file system.
+    pub fn shared() -> Arc<dyn Vfs> {
+        Arc::new(RealFs)
+    }
+}
+
+impl FileIo for File {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let mut done = 0;
+        while done < buf.len() {
+            match FileExt::read_at(self, &mut buf[done..], offset + done as u64) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(done)
+    }
+    fn write_at(&self, data: &[u8], offset: u64, dsync: bool) -> io::Result<()> {
+        file::write_all_at(self, data, offset, dsync)
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        file::sync_data(self)
+    }
+    fn sync_all(&self) -> io::Result<()> {
+        File::sync_all(self)
+    }
+    fn size(&self) -> io::Result<u64> {
+        Ok(self.metadata()?.len())
+    }
+    fn preallocate(&self, len: u64) -> io::Result<()> {
+        file::preallocate(self, len)
+    }
+    fn try_lock(&self) -> io::Result<bool> {
+        file::try_lock_exclusive(self)
+    }
+    fn raw_fd(&self) -> Option<RawFd> {
+        Some(self.as_raw_fd())
+    }
+}
+
+impl Vfs for RealFs {
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        std::fs::create_dir_all(dir)
+    }
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(dir)? {
+            if let Some(name) = e?.file_name().to_str() {
+                out.push(name.to_string());
+            }
+        }
+        Ok(out)
+    }
+    fn open(&self, path: &Path, how: OpenHow) -> io::Result<VFile> {
+        if how.write && (how.create_new || how.direct) {
+            return Ok(Arc::new(file::open_segment(
+                path,
+                how.create_new,
+                how.direct,
+            )?));
+        }
+        let f = OpenOptions::new()
+            .read(true)
+            .write(how.write)
+            .create(how.create)
+            .truncate(false)
+            .open(path)?;
+        Ok(Arc::new(f))
+    }
+    fn open_dir(&self, dir: &Path) -> io::Result<VFile> {
+        Ok(Arc::new(File::open(dir)?))
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::rename(from, to)
+    }
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_file(path)
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        file::sync_dir(dir)
+    }
+    fn is_real(&self) -> bool {
+        true
+    }
+}
