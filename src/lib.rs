@@ -27,6 +27,8 @@
 #![warn(missing_docs)]
 
 mod acks;
+pub mod channel;
+pub mod collector;
 mod config;
 mod error;
 pub mod format;
@@ -39,6 +41,7 @@ mod ticket;
 pub mod verify;
 mod wal;
 
+pub use collector::{Collector, Replayed, Watermarks};
 pub use config::{Backend, Config, ConfigBuilder, DirectIo, Level, RecoveryMode, SyncMethod};
 pub use error::{Error, Lsn, Result};
 pub use format::Kind;

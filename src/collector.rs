@@ -1,0 +1,718 @@
+//! Streams for collectors: pending sets, block watermarks, replay that
+//! converges, and truncation of what published blocks cover.
+//!
+//! A collector appends export bodies to the log, hands each body to a
+//! flusher shard, and the shards batch bodies into *blocks* that they
+//! publish durably somewhere else (a directory, an object store). Each
+//! block names an exclusive *watermark*: every LSN of its stream below it
+//! is inside some published block. After a crash the collector reads the
+//! watermarks back from the published block names and replays every frame
+//! at or above its stream's watermark; once the shards publish the replayed
+//! frames, the log can drop whole segments below the smallest watermark.
+//!
+//! The hard part is choosing a watermark when several shards of one stream
+//! publish out of LSN order. [`Collector`] keeps, per tracked stream, the
+//! set of LSNs handed out and not yet published (the *pending* set). A
+//! block's watermark is the oldest pending LSN that the block does not
+//! hold, or, when the block holds the last pending ones, one past
+//! everything handed out. It can be too low (a shard holding an old frame
+//! pins its siblings; a replay re-ingests a frame a block already has),
+//! never too high (which would lose a frame).
+//!
+//! Invariants, and where they are kept:
+//!
+//! 1. **The pending set is as ordered as LSN assignment.** LSNs are
+//!    inserted by the `append_then` hook, which runs under the engine's
+//!    reservation lock. Lock order: reservation, then one stream's pending
+//!    lock; nothing here calls the log while holding a pending lock.
+//! 2. **"Everything handed out" is never overstated.** The hook stores the
+//!    LSN it inserted in an atomic *after* releasing the pending lock, so a
+//!    reader holding a pending lock that sees `handed = h` also sees every
+//!    tracked LSN up to `h` in its set (hooks run one at a time, in LSN
+//!    order). The log's own next LSN would be wrong here: it moves before
+//!    the hook runs.
+//! 3. **A replay in progress caps every watermark** at the first frame it
+//!    has not yet put back among the pending ([`Collector::replay`]), so a
+//!    block sealed during the replay cannot claim a frame the replay has not
+//!    reached. Until the replay finishes the cap stays, and watermarks stay
+//!    low: a collector that never replays pins truncation, it does not lose.
+//! 4. **LSNs never run below a published watermark.** A shard may publish a
+//!    frame that never reached the disk (it is handed over at `Accepted`);
+//!    after a crash the log would give that LSN to a new record, which a
+//!    watermark already claims. [`Collector::open`] therefore burns LSNs up
+//!    to the highest watermark with empty records on [`FILLER_STREAM`].
+//! 5. **Truncation is clamped** to the live coverage ([`Collector::covered`]),
+//!    so no argument to [`Collector::truncate`] can delete a tracked frame
+//!    that is still pending.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use crate::config::Level;
+use crate::error::{Error, Lsn, Result};
+use crate::format::{self, Decoded, Kind};
+use crate::ticket::Ticket;
+use crate::wal::Wal;
+
+/// The stream [`Collector::open`] writes its LSN fillers to (empty
+/// payloads). It cannot be tracked, and both replays skip it.
+pub const FILLER_STREAM: u16 = u16::MAX;
+
+/// "No replay in progress": the cap that caps nothing.
+const NO_CAP: Lsn = Lsn::MAX;
+
+/// The per-stream exclusive watermarks a collector reads back from its
+/// published blocks: every LSN of a stream below its watermark is inside
+/// some published block.
+///
+/// A stream with no entry has watermark 0: nothing of it is covered.
+/// Several blocks of one stream keep the highest watermark, which is sound
+/// because each block's watermark holds on its own once that block is
+/// published. Cost: a small ordered map, one entry per stream.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Watermarks {
+    map: BTreeMap<u16, Lsn>,
+}
+
+impl Watermarks {
+    /// No stream covered.
+    pub fn new() -> Watermarks {
+        Watermarks::default()
+    }
+
+    /// Record that a published block of `stream` claims `watermark`;
+    /// keeps the highest claim per stream.
+    pub fn observe(&mut self, stream: u16, watermark: Lsn) {
+        let w = self.map.entry(stream).or_insert(0);
+        *w = (*w).max(watermark);
+    }
+
+    /// The watermark of `stream`: 0 if no block of it was observed.
+    pub fn get(&self, stream: u16) -> Lsn {
+        self.map.get(&stream).copied().unwrap_or(0)
+    }
+
+    /// The smallest watermark over `streams` (0 if any has none, or if
+    /// `streams` is empty): what every one of them covers, the value to
+    /// pass to [`Collector::truncate`].
+    pub fn min_over(&self, streams: &[u16]) -> Lsn {
+        streams.iter().map(|&s| self.get(s)).min().unwrap_or(0)
+    }
+
+    /// The highest watermark of any stream (0 if none).
+    pub fn max(&self) -> Lsn {
+        self.map.values().copied().max().unwrap_or(0)
+    }
+
+    /// Every `(stream, watermark)` observed, ascending by stream.
+    pub fn iter(&self) -> impl Iterator<Item = (u16, Lsn)> + '_ {
+        self.map.iter().map(|(&s, &w)| (s, w))
+    }
+
+    /// Build from the file names in `dir`: `parse` turns a block's name
+    /// into `(stream, watermark)` and returns `None` for anything else
+    /// (temporary files, other files). A missing `dir` yields no entries.
+    ///
+    /// Cost: one `readdir` of `dir`; reads no file.
+    pub fn from_dir(dir: &Path, parse: impl Fn(&str) -> Option<(u16, Lsn)>) -> Result<Watermarks> {
+        let mut w = Watermarks::new();
+        let rd = match std::fs::read_dir(dir) {
+            Ok(rd) => rd,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(w),
+            Err(e) => return Err(Error::io(dir, e)),
+        };
+        for entry in rd {
+            let entry = entry.map_err(|e| Error::io(dir, e))?;
+            if let Some((s, wm)) = entry.file_name().to_str().and_then(&parse) {
+                w.observe(s, wm);
+            }
+        }
+        Ok(w)
+    }
+}
+
+impl FromIterator<(u16, Lsn)> for Watermarks {
+    fn from_iter<I: IntoIterator<Item = (u16, Lsn)>>(iter: I) -> Watermarks {
+        let mut w = Watermarks::new();
+        for (s, wm) in iter {
+            w.observe(s, wm);
+        }
+        w
+    }
+}
+
+/// What a replay did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Replayed {
+    /// Frames handed to the callback.
+    pub replayed: u64,
+    /// Data frames passed over: below their stream's watermark, fillers,
+    /// or (for [`Collector::replay`]) of streams the collector does not track.
+    pub skipped: u64,
+    /// Segment files read.
+    pub segments: usize,
+    /// Segments whose replay ended before their written end, and the
+    /// offset where: a torn tail (normal after a crash, in the newest
+    /// segment), an unreadable header, or damage. Replay goes on with the
+    /// next segment; frames after such a point are not replayed.
+    pub ended_early: Vec<(PathBuf, u64)>,
+}
+
+/// Replay `node`'s log in `dir`: every data frame whose LSN is at or above
+/// its own stream's watermark, oldest first, handed to `f(stream, lsn,
+/// payload)` with its original LSN.
+///
+/// The original LSN is what makes replay converge: a block that stores the
+/// replayed frame under its old LSN covers it, and the next replay skips
+/// it. (Re-appending would give it a new LSN above every watermark, and the
+/// old one would be replayed again on every boot.)
+///
+/// Read-only: takes no lock and writes nothing, so it runs beside a live
+/// writer or before [`Wal::open`]. A torn or damaged frame ends the replay
+/// of its segment, not the replay (recorded in [`Replayed::ended_early`]);
+/// other nodes' segments in a shared directory are never read; frames on
+/// [`FILLER_STREAM`] are skipped. An error from `f` stops the replay and is
+/// returned.
+///
+/// To rebuild a collector's pending sets after a restart, use
+/// [`Collector::replay`], which also puts each frame back among the pending.
+///
+/// Cost: reads every segment of the node once through the page cache,
+/// frame by frame, one directory listing.
+pub fn replay(
+    dir: &Path,
+    node: u32,
+    watermarks: &Watermarks,
+    mut f: impl FnMut(u16, Lsn, &[u8]) -> Result<()>,
+) -> Result<Replayed> {
+    scan_frames(
+        dir,
+        node,
+        format::MAX_PAYLOAD,
+        Lsn::MAX,
+        |stream, lsn, p| {
+            if stream == FILLER_STREAM || lsn < watermarks.get(stream) {
+                return Ok(false);
+            }
+            f(stream, lsn, p)?;
+            Ok(true)
+        },
+    )
+}
+
+/// Walk every data frame of `node` in `dir` with an LSN at most `upto`,
+/// oldest first; `visit` says whether it replayed the frame or skipped it.
+///
+/// Reads with `std::fs` and the public [`format`] decoder only, so replay
+/// depends on the documented on-disk format and nothing else.
+fn scan_frames(
+    dir: &Path,
+    node: u32,
+    max_payload: usize,
+    upto: Lsn,
+    mut visit: impl FnMut(u16, Lsn, &[u8]) -> Result<bool>,
+) -> Result<Replayed> {
+    let mut out = Replayed::default();
+    'segments: for (base, path) in list_segments(dir, node)? {
+        if base > upto {
+            break;
+        }
+        let mut seg = match SegmentReader::open(&path, max_payload)? {
+            Some(s) if s.header().node == node && s.header().base_lsn == base => s,
+            // A newest file whose header never became valid (a crash while
+            // it was created), or a header contradicting its name.
+            _ => {
+                out.ended_early.push((path, 0));
+                continue;
+            }
+        };
+        out.segments += 1;
+        let mut expect = base;
+        let mut off = format::HEADER_BYTES as u64;
+        loop {
+            let end = seg.end();
+            let frame = match seg.frame_at(off)? {
+                Decoded::Frame(f) => f,
+                Decoded::Zero => break,
+                Decoded::Invalid(_) => {
+                    if off < end {
+                        out.ended_early.push((path.clone(), off));
+                    }
+                    break;
+                }
+            };
+            let len = frame.len as u64;
+            if frame.kind == Kind::Padding {
+                off += len;
+                continue;
+            }
+            if frame.lsn != expect {
+                out.ended_early.push((path.clone(), off));
+                break;
+            }
+            if frame.lsn > upto {
+                break 'segments;
+            }
+            expect += 1;
+            if frame.kind == Kind::Data && visit(frame.stream, frame.lsn, frame.payload)? {
+                out.replayed += 1;
+            } else {
+                out.skipped += 1;
+            }
+            off += len;
+        }
+    }
+    Ok(out)
+}
+
+/// `node`'s segment files in `dir`, ascending by base LSN. Other nodes'
+/// files, spares and unrelated files are ignored.
+fn list_segments(dir: &Path, node: u32) -> Result<Vec<(Lsn, PathBuf)>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let entry = entry.map_err(|e| Error::io(dir, e))?;
+        let parsed = entry
+            .file_name()
+            .to_str()
+            .and_then(format::parse_segment_file_name);
+        if let Some((n, base)) = parsed {
+            if n == node {
+                out.push((base, entry.path()));
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Bytes read from a segment at a time.
+const CHUNK: usize = 1 << 20;
+
+/// One segment read frame by frame through the page cache, in chunks, so
+/// that every frame is handed out whole from one buffer.
+struct SegmentReader {
+    path: PathBuf,
+    file: File,
+    header: Option<format::SegmentHeader>,
+    len: u64,
+    max_payload: usize,
+    buf: Vec<u8>,
+    buf_start: u64,
+}
+
+impl SegmentReader {
+    /// Open `path` and decode its header; `None` if the header is not valid.
+    fn open(path: &Path, max_payload: usize) -> Result<Option<SegmentReader>> {
+        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        let mut r = SegmentReader {
+            path: path.to_path_buf(),
+            file,
+            header: None,
+            len,
+            max_payload,
+            buf: Vec::new(),
+            buf_start: 0,
+        };
+        r.fill(0, format::HEADER_BYTES)?;
+        r.header = format::SegmentHeader::decode(&r.buf).ok();
+        Ok(r.header.is_some().then_some(r))
+    }
+
+    fn header(&self) -> &format::SegmentHeader {
+        self.header
+            .as_ref()
+            .expect("open returns only readers with a header")
+    }
+
+    /// End of the frame area: the file's length or the header's size.
+    fn end(&self) -> u64 {
+        self.len.min(self.header().segment_bytes)
+    }
+
+    /// Read at least `want` bytes at `off` (fewer at the end of the file).
+    fn fill(&mut self, off: u64, want: usize) -> Result<()> {
+        let have = self.buf_start + self.buf.len() as u64;
+        if off >= self.buf_start && off + want as u64 <= have {
+            return Ok(());
+        }
+        self.buf.resize(want.max(CHUNK), 0);
+        let mut done = 0;
+        while done < self.buf.len() {
+            match self.file.read_at(&mut self.buf[done..], off + done as u64) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::io(&self.path, e)),
+            }
+        }
+        self.buf.truncate(done);
+        self.buf_start = off;
+        Ok(())
+    }
+
+    /// Decode the frame at `off`.
+    fn frame_at(&mut self, off: u64) -> Result<Decoded<'_>> {
+        let end = self.end();
+        if off + format::FRAME_HEADER as u64 > end {
+            return Ok(Decoded::Invalid(format::InvalidFrame::Truncated));
+        }
+        self.fill(off, format::FRAME_HEADER)?;
+        let rel = (off - self.buf_start) as usize;
+        let head = &self.buf[rel..];
+        if head.len() >= format::FRAME_HEADER {
+            let len = u32::from_le_bytes([head[4], head[5], head[6], head[7]]) as usize;
+            if len <= self.max_payload {
+                let need = format::frame_len(len).min((end - off) as usize);
+                self.fill(off, need)?;
+            }
+        }
+        let rel = (off - self.buf_start) as usize;
+        let upto = ((end - self.buf_start) as usize).min(self.buf.len());
+        Ok(format::decode_frame(
+            &self.buf[rel..upto],
+            self.header().salt,
+            self.max_payload,
+        ))
+    }
+}
+
+/// One tracked stream's pending LSNs: handed out, not yet published.
+#[derive(Default)]
+struct Stream {
+    pending: BTreeSet<Lsn>,
+}
+
+/// A log with per-stream tracking of what published blocks cover: the
+/// collector's side of the write-ahead log. `Send + Sync`; share it in an
+/// `Arc`.
+///
+/// Tracking is opt-in per stream, chosen at [`open`](Self::open). An
+/// append to an untracked stream is exactly [`Wal::append_then`]: no lock,
+/// no set, nothing to pay. Every record of a tracked stream must be
+/// appended through the collector (not through [`wal`](Self::wal)), or it
+/// is invisible to the watermarks.
+///
+/// The life of a tracked record: [`append_then`](Self::append_then) hands
+/// its LSN to a shard and makes it pending; the shard seals a block and
+/// names it with [`watermark_for`](Self::watermark_for); after a durable
+/// publish it calls [`published`](Self::published); a failed publish calls
+/// nothing and the LSNs stay pending. After a restart,
+/// [`replay`](Self::replay) hands the shards every frame not yet covered,
+/// and [`truncate`](Self::truncate) drops segments everything covers.
+pub struct Collector {
+    wal: Wal,
+    /// Tracked streams, ascending; `state[i]` belongs to `streams[i]`.
+    streams: Vec<u16>,
+    state: Vec<Mutex<Stream>>,
+    /// Highest LSN a tracked hook has inserted (invariant 2).
+    handed: AtomicU64,
+    /// While a replay is due or running: the first LSN it has not yet put
+    /// back among the pending (invariant 3). `NO_CAP` once done.
+    replay_cap: AtomicU64,
+    /// The log's next LSN when the collector opened (after the fillers):
+    /// replay reads only below it.
+    start_next: Lsn,
+    /// The watermarks the collector opened with; replay skips below them.
+    start_marks: Watermarks,
+    fillers: u64,
+}
+
+impl std::fmt::Debug for Collector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Collector")
+            .field("wal", &self.wal)
+            .field("streams", &self.streams)
+            .field("start_next", &self.start_next)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Collector {
+    /// Wrap an open log, tracking `streams`, with the watermarks read back
+    /// from the published blocks (`Watermarks::new()` on a first start).
+    ///
+    /// If a watermark lies beyond the log's next LSN (a shard published
+    /// frames that a crash then took from the log before they were
+    /// written), appends empty records on [`FILLER_STREAM`] up to it and
+    /// waits for them to be written, so no LSN a block claims is ever
+    /// given to a new record. That costs one small frame per LSN, bounded
+    /// by what was in flight at the crash; usually nothing.
+    ///
+    /// Until [`replay`](Self::replay) has run, every watermark is capped at
+    /// the oldest frame on disk that the blocks do not cover: call it once,
+    /// before or while the shards start sealing.
+    ///
+    /// Fails with `InvalidConfig` if `streams` contains [`FILLER_STREAM`].
+    pub fn open(wal: Wal, streams: &[u16], watermarks: &Watermarks) -> Result<Collector> {
+        let mut streams = streams.to_vec();
+        streams.sort_unstable();
+        streams.dedup();
+        if streams.contains(&FILLER_STREAM) {
+            return Err(Error::InvalidConfig(format!(
+                "stream {FILLER_STREAM} is reserved for the collector's LSN fillers"
+            )));
+        }
+        let target = watermarks.max();
+        let mut fillers = 0;
+        let mut last = None;
+        while wal.next_lsn() < target {
+            last = Some(wal.append(FILLER_STREAM, &[])?);
+            fillers += 1;
+        }
+        if let Some(t) = last {
+            t.wait(Level::Written)?;
+        }
+        let start_next = wal.next_lsn();
+        let first_uncovered = wal.oldest_lsn().max(watermarks.min_over(&streams));
+        let cap = if first_uncovered < start_next {
+            first_uncovered
+        } else {
+            NO_CAP
+        };
+        Ok(Collector {
+            state: streams.iter().map(|_| Mutex::default()).collect(),
+            streams,
+            handed: AtomicU64::new(start_next - 1),
+            replay_cap: AtomicU64::new(cap),
+            start_next,
+            start_marks: watermarks.clone(),
+            fillers,
+            wal,
+        })
+    }
+
+    /// The log underneath, for waits, stats, `sync` and reads. Appending
+    /// to a tracked stream through it bypasses tracking: don't.
+    pub fn wal(&self) -> &Wal {
+        &self.wal
+    }
+
+    /// The tracked streams, ascending.
+    pub fn streams(&self) -> &[u16] {
+        &self.streams
+    }
+
+    /// Whether `stream` is tracked.
+    pub fn is_tracked(&self, stream: u16) -> bool {
+        self.index(stream).is_some()
+    }
+
+    /// How many filler records [`open`](Self::open) appended.
+    pub fn fillers(&self) -> u64 {
+        self.fillers
+    }
+
+    fn index(&self, stream: u16) -> Option<usize> {
+        self.streams.binary_search(&stream).ok()
+    }
+
+    fn lock(&self, i: usize) -> MutexGuard<'_, Stream> {
+        // Every critical section is one set operation; a panic cannot leave
+        // a set half-changed in a way that matters.
+        self.state[i].lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Append one record to `stream`. See [`append_then`](Self::append_then).
+    pub fn append(&self, stream: u16, payload: &[u8]) -> Result<Ticket> {
+        self.append_then(stream, payload, |_| {})
+    }
+
+    /// Append one record to `stream` and run `then(lsn)` under the log's
+    /// reservation lock, so that lists built by `then` (one per shard,
+    /// say) stay ascending across all producers; a tracked stream's LSN
+    /// becomes pending first, under the same lock.
+    ///
+    /// `then` must not block, must not await and must not call into this
+    /// collector or its log (re-entering the log deadlocks); it holds up
+    /// every producer while it runs. Pushing onto an unbounded channel is
+    /// the intended use.
+    ///
+    /// Returns once the record is accepted (in the log's memory); wait on
+    /// the ticket for `Written` before acknowledging it to a client. Cost
+    /// over [`Wal::append_then`]: for a tracked stream one uncontended
+    /// lock and a set insert; for an untracked one, nothing.
+    pub fn append_then(
+        &self,
+        stream: u16,
+        payload: &[u8],
+        then: impl FnOnce(Lsn),
+    ) -> Result<Ticket> {
+        match self.index(stream) {
+            None => self.wal.append_then(stream, payload, then),
+            Some(i) => self.wal.append_then(stream, payload, |lsn| {
+                self.lock(i).pending.insert(lsn);
+                // After the unlock: whoever sees `handed = lsn` under a
+                // pending lock also sees the insert (invariant 2).
+                self.handed.store(lsn, Ordering::Release);
+                then(lsn);
+            }),
+        }
+    }
+
+    /// "One past everything handed out" as far as tracked streams are
+    /// concerned, capped by a replay in progress. Read under a pending lock.
+    fn everything(&self) -> Lsn {
+        let handed = self.handed.load(Ordering::Acquire);
+        (handed + 1).min(self.replay_cap.load(Ordering::Acquire))
+    }
+
+    /// The watermark a block of `stream` holding `lsns` may claim: the
+    /// oldest pending LSN of `stream` not in `lsns`, or, when `lsns` holds
+    /// every pending one, one past everything handed out.
+    ///
+    /// Call it before the publish (the answer goes in the block's name);
+    /// the block's LSNs stay pending until [`published`](Self::published),
+    /// so two shards sealing at once each count the other's frames against
+    /// their own watermark and neither claims the other's. Never too high;
+    /// it can be too low (a shard holding an old frame pins its siblings
+    /// until it seals), which costs a re-ingest after a crash, not a loss.
+    ///
+    /// `lsns` should be ascending, as `append_then` lists are; unsorted
+    /// input can only make the answer lower, never higher. An untracked
+    /// stream gets 0 (claims nothing). Cost: one lock, a walk of the
+    /// pending set up to the answer merged with `lsns`.
+    pub fn watermark_for(&self, stream: u16, lsns: &[Lsn]) -> Lsn {
+        let Some(i) = self.index(stream) else {
+            return 0;
+        };
+        let st = self.lock(i);
+        let everything = self.everything();
+        let mut j = 0;
+        for &p in &st.pending {
+            while j < lsns.len() && lsns[j] < p {
+                j += 1;
+            }
+            if j < lsns.len() && lsns[j] == p {
+                continue;
+            }
+            return p.min(everything);
+        }
+        everything
+    }
+
+    /// What `stream` covers right now: the oldest pending LSN, or one past
+    /// everything handed out. Same as `watermark_for(stream, &[])`.
+    pub fn low_watermark(&self, stream: u16) -> Lsn {
+        self.watermark_for(stream, &[])
+    }
+
+    /// The smallest [`low_watermark`](Self::low_watermark) over the
+    /// tracked streams: every tracked frame below it is in a published
+    /// block. Unlike the block names, it follows idle streams forward.
+    /// 0 with no tracked stream.
+    pub fn covered(&self) -> Lsn {
+        self.streams
+            .iter()
+            .map(|&s| self.low_watermark(s))
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// Retire `lsns` of `stream`: a block holding them is durably
+    /// published. Only after success: a block that failed to land must
+    /// leave its LSNs pending, which is what keeps later watermarks from
+    /// stepping over them. LSNs not pending are ignored. Cost: one lock,
+    /// one set removal per LSN.
+    pub fn published(&self, stream: u16, lsns: &[Lsn]) {
+        if let Some(i) = self.index(stream) {
+            let mut st = self.lock(i);
+            for l in lsns {
+                st.pending.remove(l);
+            }
+        }
+    }
+
+    /// Put `lsn` of `stream`, read back from the log rather than appended,
+    /// among the pending again. [`replay`](Self::replay) does this for
+    /// every frame it hands out; call it yourself only for frames you
+    /// replay by other means, before handing them to a shard.
+    pub fn reframed(&self, stream: u16, lsn: Lsn) {
+        if let Some(i) = self.index(stream) {
+            self.lock(i).pending.insert(lsn);
+        }
+    }
+
+    /// How many LSNs of `stream` are pending (0 for an untracked stream).
+    pub fn pending(&self, stream: u16) -> usize {
+        self.index(stream).map_or(0, |i| self.lock(i).pending.len())
+    }
+
+    /// Replay what the blocks do not cover: every frame of a tracked
+    /// stream at or above its watermark (the ones given to
+    /// [`open`](Self::open)) and older than this collector, oldest first,
+    /// with its original LSN; each is put back among the pending *before*
+    /// `f(stream, lsn, payload)` sees it, so `f` can hand it straight to a
+    /// shard, and shards may seal while the replay runs.
+    ///
+    /// While it runs, watermarks are capped at the first frame not yet
+    /// handed out, and the cap lifts when it returns `Ok`. If `f` fails the
+    /// error is returned and the cap stays; records appended meanwhile are
+    /// tracked normally. Frames of untracked streams and fillers are
+    /// skipped. Call it once. Cost: one read of the log up to where this
+    /// collector started, through the page cache.
+    pub fn replay(&self, mut f: impl FnMut(u16, Lsn, &[u8]) -> Result<()>) -> Result<Replayed> {
+        let cfg = self.wal.config();
+        let upto = self.start_next - 1;
+        let out = scan_frames(
+            self.wal.dir(),
+            cfg.node,
+            cfg.max_record_bytes,
+            upto,
+            |stream, lsn, payload| {
+                let take = self
+                    .index(stream)
+                    .filter(|_| lsn >= self.start_marks.get(stream));
+                if let Some(i) = take {
+                    self.lock(i).pending.insert(lsn);
+                }
+                self.raise_cap(lsn + 1);
+                if take.is_some() {
+                    f(stream, lsn, payload)?;
+                }
+                Ok(take.is_some())
+            },
+        )?;
+        self.replay_cap.store(NO_CAP, Ordering::Release);
+        Ok(out)
+    }
+
+    /// Move the replay cap forward to `to` (never back, never past done).
+    fn raise_cap(&self, to: Lsn) {
+        let _ = self
+            .replay_cap
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
+                (c != NO_CAP && c < to).then_some(to)
+            });
+    }
+
+    /// Delete whole segments whose every frame is below `covered`, oldest
+    /// first, then sync the directory; never the segment being written.
+    /// Returns how many were removed.
+    ///
+    /// `covered` is the smallest watermark over the tracked streams
+    /// ([`Watermarks::min_over`] of the published names, or
+    /// [`covered`](Self::covered)). It is clamped to
+    /// [`covered`](Self::covered), so no value deletes a tracked frame that
+    /// is still pending. Frames of untracked streams get no such
+    /// protection: the collector cannot know who still needs them.
+    ///
+    /// Deletion is per segment because an append-only log never rewrites
+    /// its middle. Cost: one unlink per segment plus one directory sync.
+    pub fn truncate(&self, covered: Lsn) -> Result<usize> {
+        let covered = covered.min(self.covered());
+        if covered <= 1 {
+            return Ok(0);
+        }
+        self.wal.checkpoint(covered - 1)
+    }
+
+    /// Close the log underneath ([`Wal::close`]): drain, sync, join.
+    pub fn close(self) -> Result<()> {
+        self.wal.close()
+    }
+}
