@@ -1,0 +1,199 @@
+//! Target `frame_decoder`: `ringwal::format::decode_frame` on arbitrary
+//! bytes, salt and payload limit.
+//!
+//! Input layout (every field optional; missing bytes read as 0):
+//!
+//! | bytes  | field                                                      |
+//! |--------|------------------------------------------------------------|
+//! | 0      | limit selector (see [`limit`])                             |
+//! | 1..9   | salt, u64 LE                                               |
+//! | 9..13  | limit value, u32 LE                                        |
+//! | 13..   | the buffer handed to the decoder (the rest of a segment)   |
+//!
+//! Oracles, for every input:
+//! 1. the outcome equals the independent model of §3.3 ([`crate::spec`]),
+//!    variant and reason included;
+//! 2. an accepted frame is exactly what `encode_frame` writes for its
+//!    fields: re-encoding it with the same salt, LSN, stream, kind and
+//!    payload reproduces the input's first `24 + len` bytes (everything
+//!    but the alignment bytes). A frame with a non-zero flags byte (which
+//!    v1 readers pass through, §3, but `encode_frame` always writes as 0)
+//!    must match everywhere except the flags byte and the CRC, and its CRC
+//!    must be the document's CRC of the input. So no frame is ever
+//!    accepted whose CRC differs from the one a writer would compute;
+//! 3. an accepted frame borrows its payload from the buffer, occupies
+//!    `frame_len(len)` bytes, decodes identically from a buffer cut to
+//!    exactly that length, is `PastEnd` one byte shorter, is accepted
+//!    under a limit of exactly its length and `TooLong` under one less;
+//! 4. a scan that steps frame to frame from offset 0, as recovery does,
+//!    always advances (at least one header, 8-aligned) and so ends.
+
+use ringwal::format::{self, Decoded, InvalidFrame};
+
+use crate::cursor::Cursor;
+use crate::spec;
+
+/// Bytes before the decoded buffer in a `frame_decoder` input.
+pub const PREFIX: usize = 13;
+
+/// The payload limit an input selects: the format limit, "unlimited"
+/// (`usize::MAX`, which must not lift the format limit), the raw u32, a
+/// small value (so `TooLong` is reachable with short inputs), or just
+/// above the format limit.
+pub fn limit(selector: u8, value: u32) -> usize {
+    match selector % 5 {
+        0 => format::MAX_PAYLOAD,
+        1 => usize::MAX,
+        2 => value as usize,
+        3 => (value & 0xffff) as usize,
+        _ => format::MAX_PAYLOAD + (value & 0xff) as usize,
+    }
+}
+
+/// Build a `frame_decoder` input (used by the seeds).
+pub fn input(selector: u8, salt: u64, limit_value: u32, buf: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(PREFIX + buf.len());
+    v.push(selector);
+    v.extend_from_slice(&salt.to_le_bytes());
+    v.extend_from_slice(&limit_value.to_le_bytes());
+    v.extend_from_slice(buf);
+    v
+}
+
+/// Express the engine's outcome in the model's terms.
+pub fn as_spec(d: &Decoded<'_>) -> spec::Frame {
+    match *d {
+        Decoded::Frame(f) => spec::Frame::Valid {
+            lsn: f.lsn,
+            stream: f.stream,
+            kind: f.kind as u8,
+            flags: f.flags,
+            plen: f.payload.len(),
+            total: f.len,
+        },
+        Decoded::Zero => spec::Frame::Zero,
+        Decoded::Invalid(InvalidFrame::Truncated) => spec::Frame::Truncated,
+        Decoded::Invalid(InvalidFrame::TooLong(n)) => spec::Frame::TooLong(n),
+        Decoded::Invalid(InvalidFrame::PastEnd) => spec::Frame::PastEnd,
+        Decoded::Invalid(InvalidFrame::Kind(k)) => spec::Frame::Kind(k),
+        Decoded::Invalid(InvalidFrame::Reserved) => spec::Frame::Reserved,
+        Decoded::Invalid(InvalidFrame::Checksum) => spec::Frame::Checksum,
+    }
+}
+
+/// Run every oracle on one input. Panics (which libFuzzer reports) on the
+/// first violation.
+pub fn check(data: &[u8]) {
+    let mut c = Cursor::new(data);
+    let selector = c.u8();
+    let salt = c.u64();
+    let limit_value = c.u32();
+    let buf = c.rest();
+    let limit = limit(selector, limit_value);
+
+    let got = format::decode_frame(buf, salt, limit);
+    let want = spec::decode_frame(buf, salt, limit);
+    assert_eq!(
+        as_spec(&got),
+        want,
+        "decode_frame disagrees with docs/format.md §3.3 (salt {salt:#x}, limit {limit})"
+    );
+    if let Decoded::Frame(f) = got {
+        check_accepted(buf, salt, limit, &f);
+    }
+    check_scan_terminates(buf, salt, limit);
+}
+
+fn check_accepted(buf: &[u8], salt: u64, limit: usize, f: &format::FrameRef<'_>) {
+    let plen = f.payload.len();
+    let covered = format::FRAME_HEADER + plen;
+    assert_eq!(f.len, format::frame_len(plen), "frame length");
+    assert!(f.len <= buf.len(), "frame runs past the buffer");
+    assert!(f.len >= format::FRAME_HEADER && f.len.is_multiple_of(format::FRAME_ALIGN));
+    assert!(
+        std::ptr::eq(f.payload.as_ptr(), buf[format::FRAME_HEADER..].as_ptr()),
+        "payload is not borrowed from offset 24 of the buffer"
+    );
+    assert!(plen <= limit.min(format::MAX_PAYLOAD), "payload over the limit");
+
+    // The never-accept-a-bad-CRC oracle: what would we have written?
+    let mut out = vec![0xA5u8; f.len];
+    let n = format::encode_frame(&mut out, salt, f.lsn, f.stream, f.kind, f.payload);
+    assert_eq!(n, f.len, "encode_frame length");
+    if f.flags == 0 {
+        assert!(
+            out[..covered] == buf[..covered],
+            "accepted frame differs from its re-encoding\n input: {:02x?}\n ours:  {:02x?}",
+            &buf[..covered],
+            &out[..covered]
+        );
+    } else {
+        // Flags are passed through by readers but never written by
+        // encode_frame: compare around the flags byte and the CRC, then
+        // require the stored CRC to be the document's CRC of the input.
+        assert!(out[4..19] == buf[4..19], "re-encoded header differs");
+        assert!(out[20..covered] == buf[20..covered], "re-encoded frame differs");
+        let mut patched = out.clone();
+        patched[19] = f.flags;
+        let want_crc = spec::frame_crc(salt, &patched, plen);
+        assert_eq!(
+            u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]),
+            want_crc,
+            "accepted a frame (flags {:#x}) whose CRC is not the one a writer computes",
+            f.flags
+        );
+    }
+    // The alignment bytes encode_frame writes are zero.
+    assert!(out[covered..f.len].iter().all(|&b| b == 0));
+    // Re-decoding what we wrote gives the same frame (flags aside).
+    match format::decode_frame(&out, salt, limit) {
+        Decoded::Frame(g) => {
+            assert_eq!((g.lsn, g.stream, g.kind, g.payload, g.len, g.flags),
+                       (f.lsn, f.stream, f.kind, f.payload, f.len, 0));
+        }
+        other => panic!("re-encoded frame does not decode: {other:?}"),
+    }
+
+    // Only the frame's own bytes matter.
+    assert_eq!(
+        format::decode_frame(&buf[..f.len], salt, limit),
+        Decoded::Frame(*f),
+        "decoding depends on bytes past the frame"
+    );
+    assert_eq!(
+        format::decode_frame(&buf[..f.len - 1], salt, limit),
+        Decoded::Invalid(InvalidFrame::PastEnd),
+        "a frame one byte short of its length"
+    );
+    // The limit is inclusive.
+    assert_eq!(format::decode_frame(buf, salt, plen), Decoded::Frame(*f));
+    if plen > 0 {
+        assert_eq!(
+            format::decode_frame(buf, salt, plen - 1),
+            Decoded::Invalid(InvalidFrame::TooLong(plen as u32))
+        );
+    }
+}
+
+/// Step through `buf` frame by frame like a segment scan: every accepted
+/// frame must move the offset forward by a whole, aligned frame.
+fn check_scan_terminates(buf: &[u8], salt: u64, limit: usize) {
+    let mut off = 0usize;
+    let mut steps = 0usize;
+    while off < buf.len() {
+        match format::decode_frame(&buf[off..], salt, limit) {
+            Decoded::Frame(f) => {
+                assert!(
+                    f.len >= format::FRAME_HEADER && f.len.is_multiple_of(format::FRAME_ALIGN),
+                    "frame of length {} at {off} would stall or misalign a scan",
+                    f.len
+                );
+                off += f.len;
+            }
+            _ => break,
+        }
+        steps += 1;
+        assert!(steps <= buf.len() / format::FRAME_HEADER + 1, "scan does not advance");
+    }
+    assert!(off <= buf.len(), "scan stepped past the buffer");
+}
