@@ -182,7 +182,7 @@ pub struct Replayed {
 /// [`Collector::replay`], which also puts each frame back among the pending.
 ///
 /// Cost: reads every segment of the node once through the page cache,
-/// frame by frame, one directory listing.
+/// frame by frame, one directory listing. A missing `dir` replays nothing.
 pub fn replay(
     dir: &Path,
     node: u32,
@@ -273,7 +273,13 @@ fn scan_frames(
 /// files, spares and unrelated files are ignored.
 fn list_segments(dir: &Path, node: u32) -> Result<Vec<(Lsn, PathBuf)>> {
     let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+    let rd = match std::fs::read_dir(dir) {
+        Ok(rd) => rd,
+        // No log yet (a crash before the first open finished): nothing to replay.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(Error::io(dir, e)),
+    };
+    for entry in rd {
         let entry = entry.map_err(|e| Error::io(dir, e))?;
         let parsed = entry
             .file_name()
