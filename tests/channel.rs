@@ -1,0 +1,259 @@
+//! The channel API on a real log: acknowledgements in send (and LSN) order
+//! per sender at the requested level, errors in their place, `Full`
+//! without blocking, `select!` beside a collector's own inputs, and the
+//! collector's tracking through it.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crossbeam_channel::select;
+use ringwal::channel::{AckResult, AppendLog, Channels, TrySendError};
+use ringwal::{Collector, Config, Level, Lsn, Ticket, Wal, Watermarks};
+
+fn cfg() -> Config {
+    Config::builder()
+        .segment_bytes(256 << 10)
+        .max_record_bytes(16 << 10)
+        .default_level(Level::Written)
+        .sync_interval(Some(Duration::from_millis(20)))
+        .build()
+}
+
+/// Receive `n` results, failing the test if the channel closes or stalls
+/// (a liveness guard, not a performance bound).
+fn take(rx: &crossbeam_channel::Receiver<AckResult>, n: usize) -> Vec<AckResult> {
+    (0..n)
+        .map(|i| {
+            rx.recv_timeout(Duration::from_secs(60))
+                .unwrap_or_else(|e| panic!("acknowledgement {i} of {n} never came: {e}"))
+        })
+        .collect()
+}
+
+#[test]
+fn acks_arrive_in_order_at_each_senders_level() {
+    let dir = tempfile::tempdir().unwrap();
+    let (wal, _) = Wal::open(dir.path(), cfg()).unwrap();
+    let wal = Arc::new(wal);
+    let channels = Channels::spawn(wal.clone(), 64);
+    std::thread::scope(|s| {
+        for (k, level) in [
+            Level::Accepted,
+            Level::Written,
+            Level::Durable,
+            Level::Written,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let (tx, rx) = channels.sender(level);
+            let wal = &wal;
+            s.spawn(move || {
+                let n = 500u64;
+                let feeder = std::thread::spawn(move || {
+                    for i in 0..n {
+                        let body = format!("sender{k}-{i}").repeat(1 + (i % 9) as usize);
+                        tx.send(k as u16, body.into_bytes(), i).unwrap();
+                    }
+                });
+                let mut last: Lsn = 0;
+                for (i, r) in take(&rx, n as usize).into_iter().enumerate() {
+                    let ack = r.expect("no record fails here");
+                    assert_eq!(ack.token, i as u64, "acks out of send order");
+                    assert_eq!(ack.level, level);
+                    assert!(ack.lsn > last, "LSNs must ascend per sender");
+                    last = ack.lsn;
+                    match level {
+                        Level::Written => assert!(wal.written_lsn() >= ack.lsn),
+                        Level::Durable => assert!(wal.durable_lsn() >= ack.lsn),
+                        Level::Accepted => assert!(wal.next_lsn() > ack.lsn),
+                    }
+                }
+                feeder.join().unwrap();
+            });
+        }
+    });
+    channels.close().unwrap();
+    let records = common::read_all(&wal);
+    assert_eq!(records.len(), 2000);
+    Arc::into_inner(wal).unwrap().close().unwrap();
+}
+
+#[test]
+fn a_failed_record_is_answered_in_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let (wal, _) = Wal::open(dir.path(), cfg()).unwrap();
+    let channels = Channels::spawn(Arc::new(wal), 16);
+    let (tx, rx) = channels.sender(Level::Written);
+    tx.send(0, b"one".to_vec(), 1).unwrap();
+    tx.send(0, vec![0u8; 64 << 10], 2).unwrap(); // over max_record_bytes
+    tx.send(0, b"three".to_vec(), 3).unwrap();
+    let got = take(&rx, 3);
+    assert!(matches!(&got[0], Ok(a) if a.token == 1));
+    match &got[1] {
+        Err(nack) => {
+            assert_eq!(nack.token, 2);
+            assert!(
+                matches!(nack.error, ringwal::Error::TooLarge { .. }),
+                "{:?}",
+                nack.error
+            );
+        }
+        other => panic!("expected a TooLarge nack, got {other:?}"),
+    }
+    assert!(matches!(&got[2], Ok(a) if a.token == 3));
+    drop(tx);
+    channels.close().unwrap();
+}
+
+/// A real log behind a gate the test holds, so the appender thread stalls
+/// exactly as it would behind a slow device.
+struct Gated {
+    wal: Wal,
+    gate: Mutex<()>,
+    /// Appends that reached the gate.
+    entered: AtomicUsize,
+}
+
+impl AppendLog for Gated {
+    fn append_record(&self, stream: u16, payload: &[u8]) -> ringwal::Result<Ticket> {
+        self.entered.fetch_add(1, Ordering::SeqCst);
+        let _open = self.gate.lock().unwrap();
+        self.wal.append(stream, payload)
+    }
+}
+
+#[test]
+fn a_full_queue_is_an_immediate_error_or_a_wait_as_the_caller_chooses() {
+    let dir = tempfile::tempdir().unwrap();
+    let (wal, _) = Wal::open(dir.path(), cfg()).unwrap();
+    let log = Arc::new(Gated {
+        wal,
+        gate: Mutex::new(()),
+        entered: AtomicUsize::new(0),
+    });
+    let channels = Channels::spawn(log.clone(), 4);
+    let (tx, rx) = channels.sender(Level::Written);
+    let closed = log.gate.lock().unwrap();
+    // The appender takes one record and stalls on the gate...
+    tx.try_send(1, b"r0".to_vec(), 0).unwrap();
+    for _ in 0..60_000 {
+        if log.entered.load(Ordering::SeqCst) == 1 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(
+        log.entered.load(Ordering::SeqCst),
+        1,
+        "the appender never took a record"
+    );
+    // ...the queue takes four more, and the fifth is Full at once.
+    for i in 1..=4u64 {
+        tx.try_send(1, format!("r{i}").into_bytes(), i).unwrap();
+    }
+    let queued = 5u64;
+    let full = tx.try_send(1, b"r5".to_vec(), 5).unwrap_err();
+    assert_eq!(
+        full,
+        TrySendError::Full {
+            token: 5,
+            payload: b"r5".to_vec()
+        }
+    );
+    // A blocking send waits for room, then goes through.
+    let blocked = std::thread::scope(|s| {
+        let h = s.spawn(|| tx.send(1, b"late".to_vec(), 99));
+        std::thread::sleep(Duration::from_millis(50));
+        let still_waiting = !h.is_finished();
+        drop(closed);
+        h.join().unwrap().unwrap();
+        still_waiting
+    });
+    assert!(blocked, "send returned while the queue was full");
+    let got = take(&rx, queued as usize + 1);
+    let tokens: Vec<u64> = got.iter().map(|r| r.as_ref().unwrap().token).collect();
+    let mut want: Vec<u64> = (0..queued).collect();
+    want.push(99);
+    assert_eq!(tokens, want);
+    drop(tx);
+    channels.close().unwrap();
+}
+
+/// A collector thread selects over its own inputs and its acks; records
+/// of tracked streams become pending through the channel too.
+#[test]
+fn a_collector_selects_over_inputs_and_acks() {
+    let dir = tempfile::tempdir().unwrap();
+    let (wal, _) = Wal::open(dir.path(), cfg()).unwrap();
+    let collector = Arc::new(Collector::open(wal, &[3], &Watermarks::new()).unwrap());
+    let channels = Channels::spawn(collector.clone(), 32);
+    let (tx, acks) = channels.sender(Level::Written);
+    let (inputs_tx, inputs) = crossbeam_channel::bounded::<Vec<u8>>(8);
+    let feeder = std::thread::spawn(move || {
+        for i in 0..300u32 {
+            inputs_tx.send(format!("export-{i}").into_bytes()).unwrap();
+        }
+    });
+    let (mut sent, mut acked, mut inputs_open) = (0u64, Vec::new(), true);
+    while acked.len() < 300 {
+        select! {
+            recv(if inputs_open { inputs.clone() } else { crossbeam_channel::never() }) -> body => match body {
+                Ok(b) => {
+                    tx.send(3, b, sent).unwrap();
+                    sent += 1;
+                }
+                Err(_) => inputs_open = false,
+            },
+            recv(acks) -> a => acked.push(a.unwrap().unwrap()),
+            default(Duration::from_secs(60)) => panic!("stalled with {} acks", acked.len()),
+        }
+    }
+    feeder.join().unwrap();
+    assert!(acked
+        .windows(2)
+        .all(|w| w[0].lsn < w[1].lsn && w[0].token < w[1].token));
+    assert_eq!(collector.pending(3), 300);
+    let lsns: Vec<Lsn> = acked.iter().map(|a| a.lsn).collect();
+    assert_eq!(
+        collector.watermark_for(3, &lsns),
+        collector.wal().next_lsn()
+    );
+    drop(tx);
+    channels.close().unwrap();
+    Arc::into_inner(collector).unwrap().close().unwrap();
+}
+
+/// The ticket future on tokio: many tasks on one thread, each awaiting its
+/// record's level (examples/tokio_ticket.rs is the longer version).
+#[tokio::test(flavor = "current_thread")]
+async fn ticket_futures_complete_on_tokio() {
+    let dir = tempfile::tempdir().unwrap();
+    let (wal, _) = Wal::open(dir.path(), cfg()).unwrap();
+    let wal = Arc::new(wal);
+    let tasks: Vec<_> = (0..32u16)
+        .map(|t| {
+            let wal = wal.clone();
+            tokio::spawn(async move {
+                let mut last = 0;
+                for i in 0..20 {
+                    let ticket = wal.append(t, format!("{t}-{i}").as_bytes()).unwrap();
+                    ticket.reached(Level::Written).await.unwrap();
+                    last = ticket.lsn();
+                }
+                let ticket = wal.append(t, b"end").unwrap();
+                ticket.reached(Level::Durable).await.unwrap();
+                assert!(ticket.lsn() > last);
+                ticket.lsn()
+            })
+        })
+        .collect();
+    for t in tasks {
+        let lsn = t.await.unwrap();
+        assert!(wal.durable_lsn() >= lsn);
+    }
+    assert_eq!(wal.next_lsn(), 32 * 21 + 1);
+}
