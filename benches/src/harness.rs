@@ -1,0 +1,792 @@
+//! `harness`: ringwal against the device floor and peer write-ahead logs,
+//! side by side, in one run on one disk.
+//!
+//! Workloads: closed loop (P producers, each appends and waits for
+//! durability), the same with large records (bandwidth), an open-loop rate
+//! sweep (the highest rate whose p99, measured from each record's intended
+//! send time, stays under an SLA), and recovery (open + full replay of a
+//! large log against a raw read of its files).
+//!
+//! Output: a table on stdout, a progress line on stderr, `results.json`
+//! and `chart.svg` in the output directory. See `docs/benchmarks.md`.
+
+mod chart;
+mod files;
+mod floor;
+mod load;
+mod machine;
+mod measure;
+mod progress;
+mod recovery;
+mod report;
+mod systems;
+#[cfg(feature = "tokio-uring")]
+mod touring;
+
+use std::io;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+
+use machine::Machine;
+use measure::{Raw, Window};
+use report::{
+    CaseResult, Probe, RecoveryResult, Report, Settings, SweepRep, SweepResult, SysResult,
+};
+use systems::{OpenCtx, System};
+
+/// Durable-log benchmark: ringwal, peer WALs and the device floor, side by
+/// side on one disk.
+#[derive(Parser, Debug, Clone)]
+#[command(name = "harness", version)]
+struct Args {
+    /// Directory to run in (a fresh subdirectory is created and removed).
+    /// Default: the system temp dir (/tmp).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Where results.json, chart.svg and table.txt go.
+    #[arg(long, default_value = "results")]
+    out: PathBuf,
+    /// Systems to measure, comma-separated (default: all in this build):
+    /// ringwal-uring, ringwal-threaded, okaywal, raft-engine, walrus,
+    /// groupcommit, tokio-uring, floor-4k-qd1, floor-4k-qd8, floor-1m-qd4.
+    #[arg(long, value_delimiter = ',')]
+    systems: Vec<String>,
+    /// Workloads, comma-separated: closed, large, sweep, recovery.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "closed,large,sweep,recovery"
+    )]
+    workloads: Vec<String>,
+    /// Producer counts for the closed loop with small records.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,16,64")]
+    producers: Vec<usize>,
+    /// Record size for the closed loop and the sweep, in bytes.
+    #[arg(long, default_value_t = 1024)]
+    size: usize,
+    /// Record size for the bandwidth case, in bytes.
+    #[arg(long, default_value_t = 1 << 20)]
+    large_size: usize,
+    /// Producers for the bandwidth case.
+    #[arg(long, default_value_t = 4)]
+    large_producers: usize,
+    /// Seconds measured per run.
+    #[arg(long, default_value_t = 2.0)]
+    secs: f64,
+    /// Seconds of warm-up before each measured window.
+    #[arg(long, default_value_t = 0.5)]
+    warmup: f64,
+    /// Runs of every case (figures are medians; runs are interleaved
+    /// across systems).
+    #[arg(long, default_value_t = 3)]
+    reps: usize,
+    /// Latency SLA for the open-loop sweep: p99 must stay under it.
+    #[arg(long, default_value_t = 1.0)]
+    sla_ms: f64,
+    /// Seconds measured per sweep probe.
+    #[arg(long, default_value_t = 1.5)]
+    probe_secs: f64,
+    /// Bisection steps of the sweep once a passing rate is bracketed
+    /// (each narrows the bracket by a square root).
+    #[arg(long, default_value_t = 2)]
+    sweep_steps: usize,
+    /// Lowest rate the sweep tries, records/s.
+    #[arg(long, default_value_t = 50.0)]
+    sweep_min: f64,
+    /// The sweep walks down by halves from its starting rate (the system's
+    /// best closed-loop throughput) to at most this factor below it.
+    #[arg(long, default_value_t = 64.0)]
+    sweep_depth: f64,
+    /// Worker threads that send open-loop records.
+    #[arg(long, default_value_t = 128)]
+    open_workers: usize,
+    /// Log size for the recovery test (suffixes K, M, G: powers of 1024).
+    #[arg(long, default_value = "1G", value_parser = parse_bytes)]
+    recovery_bytes: u64,
+    /// Record size for the recovery log, in bytes.
+    #[arg(long, default_value_t = 1024)]
+    recovery_size: usize,
+    /// Timed passes of the recovery test.
+    #[arg(long, default_value_t = 3)]
+    recovery_reps: usize,
+    /// Size of the circular preallocated file of the hand-written
+    /// baselines (groupcommit, tokio-uring), MiB.
+    #[arg(long, default_value_t = 256)]
+    baseline_file_mib: u64,
+    /// Size of the device-floor file, MiB.
+    #[arg(long, default_value_t = 1024)]
+    floor_file_mib: u64,
+    /// Pause between runs so one system's leftovers (writeback, discards
+    /// of deleted files) do not land in the next one's window, ms.
+    #[arg(long, default_value_t = 300)]
+    settle_ms: u64,
+    /// Before each run, wait up to this long for the rest of the machine
+    /// to go quiet (under a quarter of a CPU busy), seconds. Either way
+    /// the table's `bg` column says how busy it was during the run.
+    #[arg(long, default_value_t = 2.0)]
+    quiet_wait_secs: f64,
+}
+
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (num, mult) = match s.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let m = match c.to_ascii_uppercase() {
+                'K' => 1u64 << 10,
+                'M' => 1 << 20,
+                'G' => 1 << 30,
+                _ => return Err(format!("unknown size suffix in {s:?}")),
+            };
+            (&s[..i], m)
+        }
+        _ => (s, 1),
+    };
+    let n: f64 = num.parse().map_err(|_| format!("not a size: {s:?}"))?;
+    if n <= 0.0 {
+        return Err("size must be positive".into());
+    }
+    Ok((n * mult as f64) as u64)
+}
+
+/// One closed-loop case: a record size and a number of producers.
+struct Case {
+    size: usize,
+    producers: usize,
+    systems: Vec<System>,
+    floor: System,
+}
+
+impl Case {
+    fn name(&self) -> String {
+        format!(
+            "closed loop · durable {} records · {} producer{}",
+            report::human_size(self.size),
+            self.producers,
+            if self.producers == 1 { "" } else { "s" }
+        )
+    }
+}
+
+/// State of one harness run.
+struct Run {
+    args: Args,
+    root: PathBuf,
+    next_dir: usize,
+    floor_file: Option<std::fs::File>,
+    payload_small: Vec<u8>,
+    payload_large: Vec<u8>,
+}
+
+impl Run {
+    fn fresh_dir(&mut self, tag: &str) -> io::Result<PathBuf> {
+        self.next_dir += 1;
+        let d = self.root.join(format!("m{:04}-{tag}", self.next_dir));
+        std::fs::create_dir(&d)?;
+        Ok(d)
+    }
+
+    fn payload(&self, size: usize) -> &[u8] {
+        if size == self.payload_small.len() {
+            &self.payload_small
+        } else {
+            &self.payload_large
+        }
+    }
+
+    fn window(&self) -> Window {
+        Window::after(
+            Duration::from_secs_f64(self.args.warmup),
+            Duration::from_secs_f64(self.args.secs),
+        )
+    }
+
+    fn settle(&self) {
+        let _ = std::process::Command::new("sync").status();
+        std::thread::sleep(Duration::from_millis(self.args.settle_ms));
+    }
+
+    fn quiet(&self) {
+        if self.args.quiet_wait_secs > 0.0 {
+            measure::wait_for_quiet(Duration::from_secs_f64(self.args.quiet_wait_secs));
+        }
+    }
+
+    fn baseline_bytes(&self) -> u64 {
+        self.args.baseline_file_mib << 20
+    }
+
+    fn floor_bytes(&self) -> u64 {
+        self.args.floor_file_mib << 20
+    }
+
+    /// The device-floor file, prepared on first use and kept for the run.
+    fn floor(&mut self) -> io::Result<&std::fs::File> {
+        if self.floor_file.is_none() {
+            progress::note(&format!(
+                "preparing the floor file ({} MiB, zero-written)",
+                self.args.floor_file_mib
+            ));
+            let p = files::prepare_zeroed(&self.root.join("floor"), self.floor_bytes())?;
+            if !p.direct {
+                progress::note("the filesystem refused O_DIRECT: the floor is buffered");
+            }
+            self.floor_file = Some(p.file);
+        }
+        Ok(self.floor_file.as_ref().expect("set above"))
+    }
+
+    /// One closed-loop run of `sys`.
+    fn closed(&mut self, sys: System, size: usize, producers: usize) -> io::Result<Raw> {
+        let fb = self.floor_bytes();
+        match sys {
+            System::FloorQd1 => {
+                let w = self.window();
+                floor::qd1(self.floor()?, fb, 4096, w)
+            }
+            System::FloorQd8 => {
+                let f = self.floor()?.try_clone()?;
+                floor::queued(f, fb, 4096, 8, self.window())
+            }
+            System::Floor1m => {
+                let f = self.floor()?.try_clone()?;
+                floor::queued(f, fb, 1 << 20, 4, self.window())
+            }
+            #[cfg(feature = "tokio-uring")]
+            System::TokioUring => {
+                let dir = self.fresh_dir(sys.name())?;
+                let path = dir.join("log");
+                drop(files::prepare_zeroed(&path, self.baseline_bytes())?);
+                let r = touring::closed(
+                    &path,
+                    self.baseline_bytes(),
+                    producers,
+                    self.payload(size),
+                    self.window(),
+                );
+                let _ = std::fs::remove_dir_all(&dir);
+                r
+            }
+            _ => {
+                let dir = self.fresh_dir(sys.name())?;
+                let ctx = OpenCtx {
+                    workers: producers,
+                    file_bytes: self.baseline_bytes(),
+                };
+                let log = systems::open(sys, &dir, &ctx)?;
+                let r = load::closed(log.as_ref(), producers, self.payload(size), self.window());
+                let c = log.close();
+                let _ = std::fs::remove_dir_all(&dir);
+                let r = r?;
+                c?;
+                Ok(r)
+            }
+        }
+    }
+}
+
+/// Run `f`, turning a panic (some peers panic on I/O errors) into an error.
+fn guarded<T>(f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| {
+        let msg = p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "panic".into());
+        Err(io::Error::other(format!("panicked: {msg}")))
+    })
+}
+
+fn run_case(run: &mut Run, case: &Case) -> CaseResult {
+    let reps = run.args.reps;
+    let mut results: Vec<SysResult> = case
+        .systems
+        .iter()
+        .map(|&s| SysResult {
+            system: s,
+            name: s.name(),
+            description: s.describe(),
+            reps: Vec::new(),
+            median: None,
+            curve: Vec::new(),
+            ops_vs_floor: None,
+            ops_vs_ringwal: None,
+            p99_vs_floor: None,
+            p99_vs_ringwal: None,
+            errors: Vec::new(),
+        })
+        .collect();
+    let mut hists: Vec<Vec<hdrhistogram::Histogram<u64>>> = vec![Vec::new(); case.systems.len()];
+    let n = case.systems.len();
+    for rep in 0..reps {
+        // Interleave: each repetition starts with a different system.
+        for k in 0..n {
+            let i = (k + rep) % n;
+            let sys = case.systems[i];
+            progress::begin(format!(
+                "{} · {} · run {}/{}",
+                case.name(),
+                sys.name(),
+                rep + 1,
+                reps
+            ));
+            run.quiet();
+            let res = guarded(|| run.closed(sys, case.size, case.producers));
+            progress::pause();
+            match res {
+                Ok(raw) => {
+                    results[i].reps.push(raw.sample());
+                    hists[i].push(raw.hist);
+                }
+                Err(e) => {
+                    progress::note(&format!("{} failed: {e}", sys.name()));
+                    results[i].errors.push(e.to_string());
+                }
+            }
+            run.settle();
+        }
+    }
+    for (r, h) in results.iter_mut().zip(hists) {
+        if !r.reps.is_empty() {
+            r.median = Some(measure::median(&r.reps));
+            r.curve = measure::curve(&measure::merge(h));
+        }
+    }
+    let mut c = CaseResult {
+        name: case.name(),
+        size: case.size,
+        producers: case.producers,
+        reference_floor: case.floor,
+        systems: results,
+    };
+    c.compute_ratios();
+    c
+}
+
+/// An open log (or prepared file) that sweep probes run against.
+enum Target {
+    Log(Box<dyn systems::Log>),
+    #[cfg(feature = "tokio-uring")]
+    Uring(PathBuf),
+}
+
+fn probe(run: &Run, t: &Target, rate: f64) -> io::Result<Raw> {
+    let a = &run.args;
+    let warm = Duration::from_secs_f64(0.25);
+    let secs = Duration::from_secs_f64(a.probe_secs);
+    let payload = run.payload(a.size);
+    match t {
+        Target::Log(log) => load::open(log.as_ref(), rate, a.open_workers, payload, warm, secs),
+        #[cfg(feature = "tokio-uring")]
+        Target::Uring(path) => touring::open(path, run.baseline_bytes(), rate, payload, warm, secs),
+    }
+}
+
+/// Bracket, then bisect in log space, the highest rate whose p99 stays
+/// under the SLA with nothing left behind.
+fn sweep_once(run: &mut Run, sys: System, hint: f64, rep: usize) -> io::Result<SweepRep> {
+    let a = run.args.clone();
+    let sla_us = (a.sla_ms * 1000.0).round() as u64;
+    let dir = run.fresh_dir(sys.name())?;
+    let target = match sys {
+        #[cfg(feature = "tokio-uring")]
+        System::TokioUring => {
+            let path = dir.join("log");
+            drop(files::prepare_zeroed(&path, run.baseline_bytes())?);
+            Target::Uring(path)
+        }
+        _ => Target::Log(systems::open(
+            sys,
+            &dir,
+            &OpenCtx {
+                workers: a.open_workers,
+                file_bytes: run.baseline_bytes(),
+            },
+        )?),
+    };
+    let mut probes: Vec<Probe> = Vec::new();
+    let try_rate = |run: &Run, rate: f64, probes: &mut Vec<Probe>| -> io::Result<bool> {
+        progress::begin(format!(
+            "open-loop sweep · {} · sweep {}/{} · {} records/s offered",
+            sys.name(),
+            rep + 1,
+            a.reps,
+            report::thousands(rate)
+        ));
+        run.quiet();
+        let raw = guarded(|| probe(run, &target, rate));
+        progress::pause();
+        let s = raw?.sample();
+        let pass = s.missed == 0 && s.p99_us < sla_us;
+        probes.push(Probe {
+            rate,
+            sample: s,
+            pass,
+        });
+        std::thread::sleep(Duration::from_millis(a.settle_ms));
+        Ok(pass)
+    };
+    // Latency is not monotonic in the rate on every device (an idle
+    // virtual disk can be slower than a busy one), so instead of bisecting
+    // from the bottom, walk down from the top by halves to the first rate
+    // that passes, then bisect between it and the failure just above.
+    let top = hint.max(a.sweep_min);
+    let mut above: Option<f64> = None;
+    let mut rate = top;
+    let mut best = None;
+    loop {
+        if try_rate(run, rate, &mut probes)? {
+            best = Some(rate);
+            break;
+        }
+        above = Some(rate);
+        if rate <= a.sweep_min || rate <= top / a.sweep_depth {
+            break;
+        }
+        rate = (rate / 2.0).max(a.sweep_min).max(top / a.sweep_depth);
+    }
+    let capped = best == Some(top);
+    if let (Some(mut lo), Some(mut hi)) = (best, above) {
+        for _ in 0..a.sweep_steps {
+            let mid = (lo * hi).sqrt();
+            if try_rate(run, mid, &mut probes)? {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        best = Some(lo);
+    }
+    let best = best.unwrap_or(0.0);
+    let closed = match target {
+        Target::Log(log) => log.close(),
+        #[cfg(feature = "tokio-uring")]
+        Target::Uring(_) => Ok(()),
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    closed?;
+    run.settle();
+    Ok(SweepRep {
+        best,
+        capped,
+        probes,
+        error: None,
+    })
+}
+
+fn run_sweeps(run: &mut Run, systems: &[System], cases: &[CaseResult]) -> Vec<SweepResult> {
+    let a = run.args.clone();
+    let sla_us = (a.sla_ms * 1000.0).round() as u64;
+    // Start each sweep at the system's best closed-loop throughput (what it
+    // can do with unlimited patience); 50k records/s when unmeasured.
+    let hint = |s: System| {
+        cases
+            .iter()
+            .filter(|c| c.size == a.size)
+            .filter_map(|c| c.median(s).map(|m| m.ops_per_s))
+            .fold(0.0f64, f64::max)
+    };
+    let mut out: Vec<SweepResult> = systems
+        .iter()
+        .map(|&s| SweepResult {
+            system: s,
+            name: s.name(),
+            size: a.size,
+            sla_us,
+            reps: Vec::new(),
+            median_best: None,
+            capped: false,
+        })
+        .collect();
+    for rep in 0..a.reps {
+        for k in 0..systems.len() {
+            let i = (k + rep) % systems.len();
+            let s = systems[i];
+            let h = match hint(s) {
+                x if x > 0.0 => x * 1.1,
+                _ => 50_000.0,
+            };
+            let r = guarded(|| sweep_once(run, s, h, rep)).unwrap_or_else(|e| {
+                progress::note(&format!("{} sweep failed: {e}", s.name()));
+                SweepRep {
+                    best: 0.0,
+                    capped: false,
+                    probes: Vec::new(),
+                    error: Some(e.to_string()),
+                }
+            });
+            out[i].reps.push(r);
+        }
+    }
+    for s in &mut out {
+        let mut ok: Vec<&SweepRep> = s.reps.iter().filter(|r| r.error.is_none()).collect();
+        if ok.is_empty() {
+            continue;
+        }
+        ok.sort_by(|a, b| a.best.total_cmp(&b.best));
+        let mid = ok[ok.len() / 2];
+        s.median_best = Some(mid.best);
+        s.capped = mid.capped;
+    }
+    out
+}
+
+fn run_recovery(run: &mut Run) -> io::Result<RecoveryResult> {
+    let a = run.args.clone();
+    let dir = run.fresh_dir("recovery")?;
+    progress::begin(format!(
+        "recovery · writing a {:.2} GB log of {}-byte records",
+        a.recovery_bytes as f64 / 1e9,
+        a.recovery_size
+    ));
+    let filled = recovery::fill(&dir, a.recovery_bytes, a.recovery_size)?;
+    progress::pause();
+    run.settle();
+    let mut passes = Vec::new();
+    let mut dropped = true;
+    for rep in 0..a.recovery_reps {
+        progress::begin(format!(
+            "recovery · raw read + open/replay · pass {}/{}",
+            rep + 1,
+            a.recovery_reps
+        ));
+        run.quiet();
+        let (p, d) = recovery::pass(&dir)?;
+        progress::pause();
+        dropped &= d;
+        passes.push(p);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let med = |f: &dyn Fn(&recovery::Pass) -> f64| {
+        let mut v: Vec<f64> = passes.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let log_bytes = filled.log_bytes as f64;
+    let raw_mb_s = med(&|p| p.raw_bytes as f64 / 1e6 / p.raw_secs);
+    let replay_mb_s = med(&|p| log_bytes / 1e6 / p.replay_secs);
+    Ok(RecoveryResult {
+        replay_payload_mb_s: med(&|p| p.replay_payload_bytes as f64 / 1e6 / p.replay_secs),
+        open_secs: med(&|p| p.open_secs),
+        replay_secs: med(&|p| p.replay_secs),
+        replay_vs_raw: replay_mb_s / raw_mb_s,
+        raw_mb_s,
+        replay_mb_s,
+        cache_dropped: dropped,
+        filled,
+        passes,
+    })
+}
+
+/// Systems to run, and those asked for that this build cannot run (name,
+/// reason).
+type Chosen = (Vec<System>, Vec<(String, String)>);
+
+fn choose_systems(a: &Args) -> Result<Chosen, String> {
+    let wanted: Vec<System> = if a.systems.is_empty() {
+        systems::ALL.to_vec()
+    } else {
+        a.systems
+            .iter()
+            .map(|n| System::from_name(n.trim()).ok_or_else(|| format!("unknown system {n:?}")))
+            .collect::<Result<_, _>>()?
+    };
+    let mut ok = Vec::new();
+    let mut missing = Vec::new();
+    for s in wanted {
+        match s.available() {
+            Ok(()) => ok.push(s),
+            Err(why) => missing.push((s.name().to_string(), why.to_string())),
+        }
+    }
+    Ok((ok, missing))
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match real_main(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            progress::pause();
+            eprintln!("harness: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn real_main(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let started = Instant::now();
+    for w in &args.workloads {
+        if !["closed", "large", "sweep", "recovery"].contains(&w.as_str()) {
+            return Err(format!("unknown workload {w:?}").into());
+        }
+    }
+    if args.reps == 0 || args.secs <= 0.0 || args.producers.contains(&0) {
+        return Err("--reps, --secs and every --producers value must be positive".into());
+    }
+    let (chosen, unavailable) = choose_systems(&args)?;
+    let base = args.dir.clone().unwrap_or_else(std::env::temp_dir);
+    let root = base.join(format!("ringwal-harness-{}", std::process::id()));
+    std::fs::create_dir_all(&root)?;
+    // Walrus finds its directory through the environment; set it while the
+    // process is still single-threaded.
+    std::env::set_var("WALRUS_DATA_DIR", &root);
+    std::env::set_var("WALRUS_QUIET", "1");
+    // Sleep-until-due is how the open loop keeps its schedule: ask for the
+    // tightest timer slack (inherited by every thread spawned from here)
+    // instead of the default 50 µs. Needs Linux 4.6+; ignored elsewhere.
+    let slack = std::fs::write("/proc/self/timerslack_ns", "1").is_ok();
+    std::fs::create_dir_all(&args.out)?;
+    progress::start();
+
+    let machine = Machine::probe(&root);
+    progress::note(&format!("machine: {}", machine.summary()));
+    progress::note(&format!("running in {}", root.display()));
+
+    let mut payload_small = vec![0u8; args.size];
+    floor::fill_random(&mut payload_small);
+    let mut payload_large = vec![0u8; args.large_size];
+    floor::fill_random(&mut payload_large);
+    let mut run = Run {
+        args: args.clone(),
+        root: root.clone(),
+        next_dir: 0,
+        floor_file: None,
+        payload_small,
+        payload_large,
+    };
+    let has = |w: &str| args.workloads.iter().any(|x| x == w);
+    let logs: Vec<System> = chosen.iter().copied().filter(|s| !s.is_floor()).collect();
+
+    let mut plan = Vec::new();
+    if has("closed") {
+        let mut ps = args.producers.clone();
+        ps.sort_unstable();
+        ps.dedup();
+        for p in ps {
+            let floor = if p == 1 {
+                System::FloorQd1
+            } else {
+                System::FloorQd8
+            };
+            let systems: Vec<System> = chosen
+                .iter()
+                .copied()
+                .filter(|s| !s.is_floor() || matches!(s, System::FloorQd1 | System::FloorQd8))
+                .collect();
+            plan.push(Case {
+                size: args.size,
+                producers: p,
+                systems,
+                floor,
+            });
+        }
+    }
+    if has("large") {
+        let systems: Vec<System> = chosen
+            .iter()
+            .copied()
+            .filter(|s| !s.is_floor() || *s == System::Floor1m)
+            .collect();
+        plan.push(Case {
+            size: args.large_size,
+            producers: args.large_producers,
+            systems,
+            floor: System::Floor1m,
+        });
+    }
+
+    let mut cases = Vec::new();
+    for case in &plan {
+        let c = run_case(&mut run, case);
+        // Show each case as soon as it is done.
+        progress::pause();
+        eprintln!("\n{}", report::case_table(&c));
+        cases.push(c);
+    }
+
+    let sweeps = if has("sweep") && !logs.is_empty() {
+        run_sweeps(&mut run, &logs, &cases)
+    } else {
+        Vec::new()
+    };
+
+    let (recovery, recovery_error) = if has("recovery") {
+        match guarded(|| run_recovery(&mut run)) {
+            Ok(r) => (Some(r), None),
+            Err(e) => {
+                progress::note(&format!("recovery failed: {e}"));
+                (None, Some(e.to_string()))
+            }
+        }
+    } else {
+        (None, None)
+    };
+    progress::pause();
+    drop(run);
+    let _ = std::fs::remove_dir_all(&root);
+
+    let mut rep = Report {
+        machine,
+        settings: settings(&args, slack),
+        systems: chosen.iter().map(|&s| (s, s.describe())).collect(),
+        unavailable,
+        cases,
+        sweeps,
+        recovery,
+        recovery_error,
+        targets: Vec::new(),
+        total_secs: started.elapsed().as_secs_f64(),
+    };
+    let max_p = args.producers.iter().copied().max().unwrap_or(1);
+    rep.compute_targets(args.size, max_p, (args.large_size, args.large_producers));
+    let table = rep.table();
+    println!("{table}");
+    std::fs::write(args.out.join("table.txt"), &table)?;
+    let json = serde_json::to_string_pretty(&rep)?;
+    std::fs::write(args.out.join("results.json"), json + "\n")?;
+    let svg = args.out.join("chart.svg");
+    if let Err(e) = chart::draw(&rep, &svg, args.size, max_p) {
+        eprintln!("harness: chart not drawn: {e}");
+    }
+    eprintln!(
+        "wrote {}, {} and {}",
+        args.out.join("table.txt").display(),
+        args.out.join("results.json").display(),
+        svg.display()
+    );
+    Ok(())
+}
+
+fn settings(a: &Args, tight_timer_slack: bool) -> Settings {
+    Settings {
+        tight_timer_slack,
+        reps: a.reps,
+        secs: a.secs,
+        warmup_secs: a.warmup,
+        sla_ms: a.sla_ms,
+        probe_secs: a.probe_secs,
+        open_workers: a.open_workers,
+        baseline_file_mib: a.baseline_file_mib,
+        floor_file_mib: a.floor_file_mib,
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_bytes;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_bytes("1G"), Ok(1 << 30));
+        assert_eq!(parse_bytes("512M"), Ok(512 << 20));
+        assert_eq!(parse_bytes("4096"), Ok(4096));
+        assert_eq!(parse_bytes("1.5k"), Ok(1536));
+        assert!(parse_bytes("x").is_err());
+        assert!(parse_bytes("3Q").is_err());
+    }
+}

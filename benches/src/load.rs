@@ -1,0 +1,218 @@
+//! Closed-loop and open-loop load for thread-driven logs.
+//!
+//! Closed loop: each producer appends one record, waits until it is
+//! durable, records the latency and repeats; throughput is what the system
+//! sustains with that many records outstanding.
+//!
+//! Open loop: records are due on a fixed schedule (one every 1/rate
+//! seconds) whatever the system does. A pool of worker threads takes the
+//! next due slot, sleeps until its time and appends; latency runs from the
+//! slot's *intended* time, so when the system stalls every record that
+//! should have been sent meanwhile is charged with the wait (no coordinated
+//! omission).
+
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+
+use crate::measure::{self, histogram, record, sleep_until, Raw, Window};
+use crate::progress;
+use crate::systems::Log;
+
+/// How long open-loop workers keep draining a backlog after the window
+/// closes before the rest is counted as missed.
+pub const GRACE: Duration = Duration::from_secs(1);
+
+struct Part {
+    hist: Histogram<u64>,
+    late: Histogram<u64>,
+    ops: u64,
+}
+
+impl Part {
+    fn new() -> Part {
+        Part {
+            hist: histogram(),
+            late: histogram(),
+            ops: 0,
+        }
+    }
+}
+
+fn join_parts(parts: Vec<io::Result<Part>>) -> io::Result<(Histogram<u64>, Histogram<u64>, u64)> {
+    let mut hists = Vec::new();
+    let mut lates = Vec::new();
+    let mut ops = 0;
+    for p in parts {
+        let p = p?;
+        ops += p.ops;
+        hists.push(p.hist);
+        lates.push(p.late);
+    }
+    Ok((measure::merge(hists), measure::merge(lates), ops))
+}
+
+/// `producers` threads, each appending `payload` and waiting, for the
+/// window `w`.
+pub fn closed(log: &dyn Log, producers: usize, payload: &[u8], w: Window) -> io::Result<Raw> {
+    let failed = AtomicBool::new(false);
+    let (parts, cpu) = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..producers)
+            .map(|p| {
+                let failed = &failed;
+                s.spawn(move || {
+                    let mut part = Part::new();
+                    loop {
+                        let t0 = Instant::now();
+                        if t0 >= w.end || failed.load(Ordering::Relaxed) {
+                            return Ok(part);
+                        }
+                        if let Err(e) = log.append(p, payload) {
+                            failed.store(true, Ordering::Relaxed);
+                            return Err(e);
+                        }
+                        let t1 = Instant::now();
+                        if w.counts(t0, t1) {
+                            record(&mut part.hist, t1 - t0);
+                            part.ops += 1;
+                        }
+                        progress::tick(1);
+                    }
+                })
+            })
+            .collect();
+        let cpu = w.cpu_during();
+        let parts: Vec<io::Result<Part>> = handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(io::Error::other("producer panicked")))
+            })
+            .collect();
+        (parts, cpu)
+    });
+    let (hist, _, ops) = join_parts(parts)?;
+    Ok(Raw {
+        ops,
+        bytes: ops * payload.len() as u64,
+        elapsed: w.len(),
+        cpu,
+        hist,
+        missed: 0,
+        note: log.note(),
+        late: None,
+    })
+}
+
+/// The open-loop schedule: slot `i` is due at `base + i / rate`; slots
+/// `first..last` fall inside the measured window.
+#[derive(Clone, Copy)]
+pub struct Schedule {
+    pub base: Instant,
+    pub rate: f64,
+    pub window: Window,
+    first: u64,
+    last: u64,
+}
+
+impl Schedule {
+    pub fn new(rate: f64, warmup: Duration, secs: Duration) -> Schedule {
+        let window = Window::after(warmup + Duration::from_millis(20), secs);
+        let base = window.start - warmup;
+        let slot = |t: Instant| ((t - base).as_secs_f64() * rate).ceil() as u64;
+        Schedule {
+            base,
+            rate,
+            window,
+            first: slot(window.start),
+            last: slot(window.end),
+        }
+    }
+
+    pub fn due(&self, i: u64) -> Instant {
+        self.base + Duration::from_secs_f64(i as f64 / self.rate)
+    }
+
+    /// Slots due inside the measured window.
+    pub fn expected(&self) -> u64 {
+        self.last - self.first
+    }
+
+    pub fn measured(&self, i: u64) -> bool {
+        (self.first..self.last).contains(&i)
+    }
+
+    /// Past the schedule: nothing more is due.
+    pub fn finished(&self, i: u64) -> bool {
+        i >= self.last
+    }
+}
+
+/// Open loop at `rate` records/s with `workers` threads.
+pub fn open(
+    log: &dyn Log,
+    rate: f64,
+    workers: usize,
+    payload: &[u8],
+    warmup: Duration,
+    secs: Duration,
+) -> io::Result<Raw> {
+    let sched = Schedule::new(rate, warmup, secs);
+    let next = AtomicU64::new(0);
+    let failed = AtomicBool::new(false);
+    let give_up = sched.window.end + GRACE;
+    let (parts, cpu) = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers)
+            .map(|wk| {
+                let (next, failed) = (&next, &failed);
+                s.spawn(move || {
+                    let mut part = Part::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let due = sched.due(i);
+                        if sched.finished(i)
+                            || Instant::now() >= give_up
+                            || failed.load(Ordering::Relaxed)
+                        {
+                            return Ok(part);
+                        }
+                        sleep_until(due);
+                        let sent = Instant::now();
+                        if let Err(e) = log.append(wk, payload) {
+                            failed.store(true, Ordering::Relaxed);
+                            return Err(e);
+                        }
+                        if sched.measured(i) {
+                            record(&mut part.late, sent - due);
+                            record(&mut part.hist, Instant::now() - due);
+                            part.ops += 1;
+                        }
+                        progress::tick(1);
+                    }
+                })
+            })
+            .collect();
+        let cpu = sched.window.cpu_during();
+        let parts: Vec<io::Result<Part>> = handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(io::Error::other("worker panicked")))
+            })
+            .collect();
+        (parts, cpu)
+    });
+    let (hist, late, ops) = join_parts(parts)?;
+    Ok(Raw {
+        ops,
+        bytes: ops * payload.len() as u64,
+        elapsed: sched.window.len(),
+        cpu,
+        hist,
+        missed: sched.expected().saturating_sub(ops),
+        note: log.note(),
+        late: Some(late),
+    })
+}
