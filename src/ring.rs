@@ -578,7 +578,13 @@ impl Ring {
         );
         self.sync_inflight = true;
         self.sync_covers = self.written;
-        self.seg.dirty = self.writes > 0;
+        // Clean only if every write is acknowledged: a write in flight, or
+        // done but not yet advanced (behind a barrier of a rolled-to
+        // segment), is not in `covers` and needs the next sync.
+        self.seg.dirty = self
+            .pending
+            .iter()
+            .any(|p| matches!(p.kind, Kind::Write { .. }));
         self.last_sync = Instant::now();
         self.sh.counters.syncs.fetch_add(1, Ordering::Relaxed);
         true
