@@ -3,16 +3,20 @@
 //! repeats; so throughput is what the log sustains with that many
 //! records outstanding, and latency is what each producer saw.
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crossbeam_channel::Receiver;
 use hdrhistogram::Histogram;
+use ringwal::channel::{AckResult, Channels, RecordSender};
 use ringwal::{Config, Level, Wal};
 
 use super::inspect::human_bytes;
-use super::{BackendArg, BenchArgs, CmdResult, Failure};
+use super::{ApiArg, BackendArg, BenchArgs, CmdResult, Failure};
 
 /// Highest latency the histograms track exactly (one hour, in µs); larger
 /// values are recorded as this.
@@ -86,6 +90,9 @@ pub(crate) fn run(a: BenchArgs) -> CmdResult {
             "--secs must be a number of seconds in (0, {MAX_SECS}]"
         )));
     }
+    if a.window == 0 {
+        return Err(Failure::msg("--window must be at least 1"));
+    }
     let level = a.level.level();
     let backend = a.backend.unwrap_or_else(BackendArg::platform_default);
 
@@ -105,23 +112,30 @@ pub(crate) fn run(a: BenchArgs) -> CmdResult {
         .max_inflight(a.inflight)
         .max_record_bytes(a.max_record);
     if level != Level::Durable {
-        builder = builder.default_level(Level::Written);
+        builder = builder
+            .default_level(Level::Written)
+            .sync_interval(a.sync_interval_ms.map(Duration::from_millis));
     }
     let (wal, _report) = Wal::open(dir, builder.build())?;
+    let wal = Arc::new(wal);
 
     println!(
-        "ringwal bench: backend={} sync={} inflight={} producers={} size={} B level={} secs={} dir={}",
+        "ringwal bench: backend={} sync={} inflight={} producers={} size={} B level={} api={} window={} secs={} dir={}",
         backend.name(),
         a.sync_method.name(),
         a.inflight,
         a.producers,
         a.size,
         a.level.name(),
+        a.api.name(),
+        if a.api == ApiArg::Channel { a.window } else { 1 },
         a.secs,
         dir.display()
     );
     let res = load(&wal, &a, level)?;
-    wal.close()?;
+    Arc::into_inner(wal)
+        .expect("the channel threads are joined")
+        .close()?;
 
     report(&a, backend, &res);
     if let Some(path) = &a.json {
@@ -132,7 +146,7 @@ pub(crate) fn run(a: BenchArgs) -> CmdResult {
 
 /// Drive the producers for the configured time, with a progress line on
 /// stderr every second, and merge what they measured.
-fn load(wal: &Wal, a: &BenchArgs, level: Level) -> Result<Results, Failure> {
+fn load(wal: &Arc<Wal>, a: &BenchArgs, level: Level) -> Result<Results, Failure> {
     let payload: Vec<u8> = (0..a.size).map(|i| (i % 251) as u8).collect();
     let stop = AtomicBool::new(false);
     let done = AtomicU64::new(0);
@@ -140,9 +154,23 @@ fn load(wal: &Wal, a: &BenchArgs, level: Level) -> Result<Results, Failure> {
     let run_for = Duration::from_secs_f64(a.secs);
     let start = Instant::now();
 
+    let channels = match a.api {
+        ApiArg::Append => None,
+        ApiArg::Channel => Some(Channels::spawn(
+            wal.clone(),
+            (a.producers * a.window).max(64),
+        )),
+    };
     let measured: Vec<Result<Measured, Failure>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..a.producers)
-            .map(|_| s.spawn(|| produce(wal, &payload, level, &stop, &done)))
+            .map(|_| match &channels {
+                None => s.spawn(|| produce(wal, &payload, level, &stop, &done)),
+                Some(ch) => {
+                    let (tx, acks) = ch.sender(level);
+                    let (payload, stop, done) = (&payload, &stop, &done);
+                    s.spawn(move || produce_channel(tx, acks, payload, a.window, stop, done))
+                }
+            })
             .collect();
         let deadline = start + run_for;
         let mut tick = start + Duration::from_secs(1);
@@ -174,6 +202,9 @@ fn load(wal: &Wal, a: &BenchArgs, level: Level) -> Result<Results, Failure> {
             .collect()
     });
     let elapsed = start.elapsed();
+    if let Some(ch) = channels {
+        ch.close()?;
+    }
 
     let mut hist = new_histogram()?;
     let mut records = 0;
@@ -224,6 +255,51 @@ fn produce(
         done.fetch_add(1, Ordering::Relaxed);
     }
     Ok(Measured { hist, records })
+}
+
+/// One collector thread on the channel API: keep `window` records
+/// outstanding, time each from send to acknowledgement. An error stops
+/// every producer.
+fn produce_channel(
+    tx: RecordSender,
+    acks: Receiver<AckResult>,
+    payload: &[u8],
+    window: usize,
+    stop: &AtomicBool,
+    done: &AtomicU64,
+) -> Result<Measured, Failure> {
+    let mut hist = new_histogram()?;
+    let mut records = 0;
+    let mut sent: VecDeque<Instant> = VecDeque::with_capacity(window);
+    let mut token = 0u64;
+    loop {
+        while sent.len() < window && !stop.load(Ordering::Relaxed) {
+            if tx.send(0, payload.to_vec(), token).is_err() {
+                stop.store(true, Ordering::Relaxed);
+                return Err(Failure::msg("the channel API shut down"));
+            }
+            sent.push_back(Instant::now());
+            token += 1;
+        }
+        let Some(t0) = sent.pop_front() else {
+            return Ok(Measured { hist, records });
+        };
+        match acks.recv() {
+            Ok(Ok(_)) => {}
+            Ok(Err(nack)) => {
+                stop.store(true, Ordering::Relaxed);
+                return Err(nack.error.into());
+            }
+            Err(_) => {
+                stop.store(true, Ordering::Relaxed);
+                return Err(Failure::msg("the channel API shut down"));
+            }
+        }
+        let us = u64::try_from(t0.elapsed().as_micros()).unwrap_or(u64::MAX);
+        hist.saturating_record(us.max(1));
+        records += 1;
+        done.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 impl Results {
@@ -298,6 +374,8 @@ fn write_json(path: &Path, a: &BenchArgs, backend: BackendArg, r: &Results) -> R
         "size": a.size,
         "level": a.level.name(),
         "backend": backend.name(),
+        "api": a.api.name(),
+        "window": if a.api == ApiArg::Channel { a.window } else { 1 },
         "writes": r.writes,
         "records_per_write": r.records_per_write(),
         "syncs": r.syncs,

@@ -142,6 +142,38 @@ pub(crate) struct BenchArgs {
     /// Largest record the log accepts, in bytes (raise it for --size above 1 MiB).
     #[arg(long, default_value_t = 1 << 20)]
     pub max_record: usize,
+    /// How producers append: `append` (call, then wait on the ticket) or
+    /// `channel` (each producer is a collector thread with a sender and an
+    /// acknowledgement receiver; latency is from send to acknowledgement).
+    #[arg(long, value_enum, default_value_t = ApiArg::Append)]
+    pub api: ApiArg,
+    /// With `--api channel`: records each producer keeps outstanding
+    /// (1 is closed loop, as with `append`).
+    #[arg(long, default_value_t = 1)]
+    pub window: usize,
+    /// Background sync interval in milliseconds for `--level written` (the
+    /// collector's setting: durability within this bound, off the ack path).
+    #[arg(long)]
+    pub sync_interval_ms: Option<u64>,
+}
+
+/// `--api` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ApiArg {
+    /// `Wal::append` and a blocking wait on the ticket.
+    Append,
+    /// `ringwal::channel`: send, and read acknowledgements off a channel.
+    Channel,
+}
+
+impl ApiArg {
+    /// The name as given on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            ApiArg::Append => "append",
+            ApiArg::Channel => "channel",
+        }
+    }
 }
 
 /// `--sync-method` values.
