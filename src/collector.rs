@@ -44,6 +44,27 @@
 //! 5. **Truncation is clamped** to the live coverage ([`Collector::covered`]),
 //!    so no argument to [`Collector::truncate`] can delete a tracked frame
 //!    that is still pending.
+//!
+//! # Durability as a collector needs it
+//!
+//! Acknowledge at `Written` and let the log sync in the background:
+//! `Config::builder().default_level(Level::Written).sync_interval(Some(d))`.
+//! A `Written` record survives a process crash (its write has completed);
+//! a power loss can take what was written since the last sync, so `d`
+//! bounds the exposure. The ring thread syncs on that interval only when
+//! something was written since its last sync (a quiet collector syncs
+//! nothing), and syncs a segment it rolls away from itself: no appender
+//! ever pays for a sync.
+//!
+//! What one sync costs, measured with `ringwal bench` (release build, one
+//! producer, 1 KiB records, three 3 s runs, on the 2-core development VM
+//! with a virtio disk and ext4, shared with other work, hence the ranges):
+//! each record acknowledged at `Durable` (one `RWF_DSYNC` write each) took
+//! 0.5–1.0 ms on average (p50 0.1 ms, p99 4–5 ms), with write + `fdatasync`
+//! 0.7–1.0 ms (p99 8 ms), against 0.1 ms at `Written` (p50 0.05 ms, p99
+//! 0.7–1.9 ms). So one sync costs about 0.4–0.9 ms on average, with a tail
+//! of 4–8 ms: paid once per interval in the background instead of once per
+//! acknowledgement.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;

@@ -25,10 +25,14 @@ fn cfg() -> Config {
 /// Receive `n` results, failing the test if the channel closes or stalls
 /// (a liveness guard, not a performance bound).
 fn take(rx: &crossbeam_channel::Receiver<AckResult>, n: usize) -> Vec<AckResult> {
+    take_what(rx, n, "")
+}
+
+fn take_what(rx: &crossbeam_channel::Receiver<AckResult>, n: usize, what: &str) -> Vec<AckResult> {
     (0..n)
         .map(|i| {
             rx.recv_timeout(Duration::from_secs(60))
-                .unwrap_or_else(|e| panic!("acknowledgement {i} of {n} never came: {e}"))
+                .unwrap_or_else(|e| panic!("{what}acknowledgement {i} of {n} never came: {e}"))
         })
         .collect()
 }
@@ -60,7 +64,10 @@ fn acks_arrive_in_order_at_each_senders_level() {
                     }
                 });
                 let mut last: Lsn = 0;
-                for (i, r) in take(&rx, n as usize).into_iter().enumerate() {
+                for (i, r) in take_what(&rx, n as usize, &format!("{level:?}: "))
+                    .into_iter()
+                    .enumerate()
+                {
                     let ack = r.expect("no record fails here");
                     assert_eq!(ack.token, i as u64, "acks out of send order");
                     assert_eq!(ack.level, level);
@@ -77,6 +84,8 @@ fn acks_arrive_in_order_at_each_senders_level() {
         }
     });
     channels.close().unwrap();
+    // Accepted acks come before the write: sync so the reader sees all.
+    wal.sync().unwrap();
     let records = common::read_all(&wal);
     assert_eq!(records.len(), 2000);
     Arc::into_inner(wal).unwrap().close().unwrap();
@@ -256,4 +265,40 @@ async fn ticket_futures_complete_on_tokio() {
         assert!(wal.durable_lsn() >= lsn);
     }
     assert_eq!(wal.next_lsn(), 32 * 21 + 1);
+}
+
+/// `ringwal bench --api channel` drives the channel API and says so.
+#[test]
+fn bench_runs_the_channel_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("bench.json");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ringwal"))
+        .args([
+            "bench",
+            "--secs",
+            "0.3",
+            "--producers",
+            "3",
+            "--level",
+            "written",
+        ])
+        .args([
+            "--sync-interval-ms",
+            "20",
+            "--api",
+            "channel",
+            "--window",
+            "4",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("api=channel window=4"), "{text}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(v["api"], "channel");
+    assert_eq!(v["window"], 4);
+    assert!(v["records_per_s"].as_f64().unwrap() > 0.0, "{v}");
 }
