@@ -67,11 +67,11 @@
 //! acknowledgement.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
+
+use ringwal_platform::{OpenHow, RealFs, VFile, Vfs};
 
 use crate::config::Level;
 use crate::error::{Error, Lsn, Result};
@@ -211,6 +211,7 @@ pub fn replay(
     mut f: impl FnMut(u16, Lsn, &[u8]) -> Result<()>,
 ) -> Result<Replayed> {
     scan_frames(
+        &RealFs,
         dir,
         node,
         format::MAX_PAYLOAD,
@@ -228,9 +229,10 @@ pub fn replay(
 /// Walk every data frame of `node` in `dir` with an LSN at most `upto`,
 /// oldest first; `visit` says whether it replayed the frame or skipped it.
 ///
-/// Reads with `std::fs` and the public [`format`] decoder only, so replay
+/// Reads through `vfs` with the public [`format`] decoder only, so replay
 /// depends on the documented on-disk format and nothing else.
 fn scan_frames(
+    vfs: &dyn Vfs,
     dir: &Path,
     node: u32,
     max_payload: usize,
@@ -238,11 +240,11 @@ fn scan_frames(
     mut visit: impl FnMut(u16, Lsn, &[u8]) -> Result<bool>,
 ) -> Result<Replayed> {
     let mut out = Replayed::default();
-    'segments: for (base, path) in list_segments(dir, node)? {
+    'segments: for (base, path) in list_segments(vfs, dir, node)? {
         if base > upto {
             break;
         }
-        let mut seg = match SegmentReader::open(&path, max_payload)? {
+        let mut seg = match SegmentReader::open(vfs, &path, max_payload)? {
             Some(s) if s.header().node == node && s.header().base_lsn == base => s,
             // A newest file whose header never became valid (a crash while
             // it was created), or a header contradicting its name.
@@ -292,23 +294,18 @@ fn scan_frames(
 
 /// `node`'s segment files in `dir`, ascending by base LSN. Other nodes'
 /// files, spares and unrelated files are ignored.
-fn list_segments(dir: &Path, node: u32) -> Result<Vec<(Lsn, PathBuf)>> {
+fn list_segments(vfs: &dyn Vfs, dir: &Path, node: u32) -> Result<Vec<(Lsn, PathBuf)>> {
     let mut out = Vec::new();
-    let rd = match std::fs::read_dir(dir) {
-        Ok(rd) => rd,
+    let names = match vfs.list(dir) {
+        Ok(names) => names,
         // No log yet (a crash before the first open finished): nothing to replay.
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
         Err(e) => return Err(Error::io(dir, e)),
     };
-    for entry in rd {
-        let entry = entry.map_err(|e| Error::io(dir, e))?;
-        let parsed = entry
-            .file_name()
-            .to_str()
-            .and_then(format::parse_segment_file_name);
-        if let Some((n, base)) = parsed {
+    for name in names {
+        if let Some((n, base)) = format::parse_segment_file_name(&name) {
             if n == node {
-                out.push((base, entry.path()));
+                out.push((base, dir.join(name)));
             }
         }
     }
@@ -323,7 +320,7 @@ const CHUNK: usize = 1 << 20;
 /// that every frame is handed out whole from one buffer.
 struct SegmentReader {
     path: PathBuf,
-    file: File,
+    file: VFile,
     header: Option<format::SegmentHeader>,
     len: u64,
     max_payload: usize,
@@ -333,9 +330,11 @@ struct SegmentReader {
 
 impl SegmentReader {
     /// Open `path` and decode its header; `None` if the header is not valid.
-    fn open(path: &Path, max_payload: usize) -> Result<Option<SegmentReader>> {
-        let file = File::open(path).map_err(|e| Error::io(path, e))?;
-        let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+    fn open(vfs: &dyn Vfs, path: &Path, max_payload: usize) -> Result<Option<SegmentReader>> {
+        let file = vfs
+            .open(path, OpenHow::default())
+            .map_err(|e| Error::io(path, e))?;
+        let len = file.size().map_err(|e| Error::io(path, e))?;
         let mut r = SegmentReader {
             path: path.to_path_buf(),
             file,
@@ -368,15 +367,11 @@ impl SegmentReader {
             return Ok(());
         }
         self.buf.resize(want.max(CHUNK), 0);
-        let mut done = 0;
-        while done < self.buf.len() {
-            match self.file.read_at(&mut self.buf[done..], off + done as u64) {
-                Ok(0) => break,
-                Ok(n) => done += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(Error::io(&self.path, e)),
-            }
-        }
+        // Short only at the end of the file.
+        let done = self
+            .file
+            .read_at(&mut self.buf, off)
+            .map_err(|e| Error::io(&self.path, e))?;
         self.buf.truncate(done);
         self.buf_start = off;
         Ok(())
@@ -686,6 +681,7 @@ impl Collector {
         let cfg = self.wal.config();
         let upto = self.start_next - 1;
         let out = scan_frames(
+            &*cfg.vfs,
             self.wal.dir(),
             cfg.node,
             cfg.max_record_bytes,
