@@ -67,6 +67,11 @@ use crate::wal::Wal;
 
 /// A log the channel API can append to: [`Wal`], or [`Collector`] (whose
 /// tracked streams then become pending as usual).
+///
+/// Through the channel a record's LSN arrives with its acknowledgement, in
+/// LSN order per sender but not across senders; a shard fed by several
+/// senders must sort its list before [`Collector::watermark_for`] (or be
+/// fed by [`Collector::append_then`], whose hook runs in LSN order).
 pub trait AppendLog: Send + Sync + 'static {
     /// Append one record; same contract as [`Wal::append`].
     fn append_record(&self, stream: u16, payload: &[u8]) -> Result<Ticket>;
