@@ -23,7 +23,8 @@
 //!    accepted whose CRC differs from the one a writer would compute;
 //! 3. an accepted frame borrows its payload from the buffer, occupies
 //!    `frame_len(len)` bytes, decodes identically from a buffer cut to
-//!    exactly that length, is `PastEnd` one byte shorter, is accepted
+//!    exactly that length, is `PastEnd` one byte shorter (`Truncated`
+//!    if that leaves less than a header), is accepted
 //!    under a limit of exactly its length and `TooLong` under one less;
 //! 4. a scan that steps frame to frame from offset 0, as recovery does,
 //!    always advances (at least one header, 8-aligned) and so ends.
@@ -160,9 +161,15 @@ fn check_accepted(buf: &[u8], salt: u64, limit: usize, f: &format::FrameRef<'_>)
         Decoded::Frame(*f),
         "decoding depends on bytes past the frame"
     );
+    let short = &buf[..f.len - 1];
+    let want_short = if short.len() < format::FRAME_HEADER {
+        Decoded::Invalid(InvalidFrame::Truncated)
+    } else {
+        Decoded::Invalid(InvalidFrame::PastEnd)
+    };
     assert_eq!(
-        format::decode_frame(&buf[..f.len - 1], salt, limit),
-        Decoded::Invalid(InvalidFrame::PastEnd),
+        format::decode_frame(short, salt, limit),
+        want_short,
         "a frame one byte short of its length"
     );
     // The limit is inclusive.

@@ -12,8 +12,10 @@
 //!              bit 3: append one record after the first open
 //!              bit 4: add a spare file          bit 5: add a node-2 segment
 //!              bit 6: add unrelated files       bit 7: add a stale lock file
-//! config  u8   bits 0-1: writes in flight {8 x 1 MiB (default), 1, 2, 4 x 4 KiB}
-//!              (changes the torn window: 8 MiB, 20 KiB, 40 KiB, 80 KiB)
+//! config  u8   bits 0-1: writes in flight x write size {8 x 4 KiB, 1 x 4 KiB,
+//!              2 x 4 KiB, 8 x 1 MiB (the default)}; the torn window is then
+//!              160 KiB, 20 KiB, 40 KiB, 8 MiB (a record of 8 KiB makes every
+//!              staging buffer 20 KiB)
 //! start   u8 (+u8/u64)  first base LSN: 1, small, any u64, near u64::MAX
 //! per file:
 //!   kind  u8   bits 0-1: content  0 raw bytes | 1 header + raw frame area
@@ -219,7 +221,7 @@ fn ops(c: &mut Cursor<'_>, a: &mut Area, mut next: u64, clean: &mut bool, recs: 
                         *clean = false;
                     } else {
                         recs.push(Rec { lsn, stream, kind, payload });
-                        next += 1;
+                        next = next.wrapping_add(1);
                     }
                 }
             }
@@ -284,7 +286,7 @@ fn ops(c: &mut Cursor<'_>, a: &mut Area, mut next: u64, clean: &mut bool, recs: 
                         let crc = spec::frame_crc(a.salt, f, plen);
                         f[..4].copy_from_slice(&crc.to_le_bytes());
                         recs.push(Rec { lsn, stream, kind: Kind::Data, payload });
-                        next += 1;
+                        next = next.wrapping_add(1);
                     }
                     2 => {
                         // Bad kind or non-zero reserved word, valid CRC.
@@ -317,11 +319,14 @@ pub fn build(data: &[u8]) -> Scenario {
     } else {
         RecoveryMode::Strict
     };
+    // Small writes keep open cheap (its staging buffers are allocated and
+    // zeroed every time); 8 in flight still give a torn window (160 KiB)
+    // wider than a segment, as the default configuration does.
     let (inflight, write_bytes) = match c.u8() & 3 {
-        0 => (8, 1 << 20),
+        0 => (8, format::BLOCK),
         1 => (1, format::BLOCK),
         2 => (2, format::BLOCK),
-        _ => (4, format::BLOCK),
+        _ => (8, 1 << 20),
     };
     let start = match c.u8() % 4 {
         0 => 1,
@@ -542,11 +547,172 @@ fn check_read(recs: &[Rec], rep: &ringwal::RecoveryReport) {
     }
 }
 
+/// Findings already reported and not yet fixed in the engine. While one is
+/// open the target tolerates exactly its signature, so a fuzzing run keeps
+/// looking for new problems instead of stopping at the known one every
+/// time. `RINGWAL_FUZZ_STRICT=F1,F4` stops tolerating those findings,
+/// `RINGWAL_FUZZ_STRICT=1` all of them (use it to check a fix; remove the
+/// entry once the engine is fixed). See `docs/fuzzing.md`.
+#[derive(Clone, Copy, Debug)]
+pub enum Known {
+    /// F1: a segment file shorter than its header's `segment_bytes` whose
+    /// frame area ends in fewer than 24 bytes: recovery zeroes those bytes
+    /// but leaves the file short, so every later open finds the same
+    /// `Truncated` header and cuts again (recovery is not idempotent).
+    ShortFileRecut,
+    /// F2: a blank newest file named past the last record + 1 makes strict
+    /// open fail with `Gap` (recovery.rs, end of `analyze`), but
+    /// `verify_with` re-scans after any problem with `scan_all`, which does
+    /// not repeat that check, and so reports the log consistent.
+    VerifyMissesBlankFloorGap,
+    /// F3: LSNs taken from file names or headers are trusted up to
+    /// `u64::MAX`; a log resumed at `u64::MAX` overflows `next_lsn += 1`
+    /// in `Wal::append_then` (wal.rs) on the first append.
+    LsnOverflow,
+    /// F4: in point-in-time mode, a blank newest file named past the last
+    /// record + 1 is discarded but its name still raises `next_lsn`
+    /// (recovery.rs, `recover`: `.max(a.floor_lsn)`), although `analyze`
+    /// flagged exactly that as a `Gap`. The next append then writes an LSN
+    /// that breaks the sequence inside the active segment, and the next
+    /// open finds the acknowledged record corrupt.
+    PitFloorSkipsLsns,
+    /// F5: a segment whose header and name say base LSN 0 underflows
+    /// `expect - 1` in `scan_segment` (recovery.rs) during verify and open.
+    /// LSNs near `u64::MAX` belong to the same class as F3 (unchecked
+    /// arithmetic on LSNs read from disk), so while F3/F5 are open the
+    /// target skips inputs with such a name or header LSN.
+    LsnEdge,
+    /// F6: a torn-tail cut zeroes only up to the torn window and leaves
+    /// non-zero bytes beyond it. Once appends move the end of the log
+    /// forward, those bytes fall inside the new window, and the next open
+    /// cuts again at the clean end ("end of written data" on a block
+    /// boundary) although nothing is torn.
+    ResidueBeyondWindow,
+    /// F7: when the valid prefix of the newest segment ends 8 or 16 bytes
+    /// before the segment's end, `cut_tail` (recovery.rs) seals it with a
+    /// padding frame of 4104 or 4112 bytes, writing past `segment_bytes`.
+    /// The file grows beyond what its header declares, and the next open
+    /// rejects the segment as corrupt (point-in-time mode sets it aside).
+    SealPastSegmentEnd,
+}
+
+fn seal_past_end(t: &ringwal::Truncation) -> bool {
+    let Ok(bytes) = std::fs::read(&t.file) else { return false };
+    let Ok(h) = SegmentHeader::decode(&bytes[..bytes.len().min(format::BLOCK)]) else {
+        return false;
+    };
+    let pad = format::padding_len(t.offset - t.offset % format::FRAME_ALIGN as u64) as u64;
+    t.offset + pad > h.segment_bytes && bytes.len() as u64 > h.segment_bytes
+}
+
+fn residue_recut(offset: u64, reason: &str) -> bool {
+    reason == "end of written data" && offset % format::BLOCK as u64 == 0
+}
+
+/// An LSN in the class of F3/F5: 0, or so close to `u64::MAX` that a few
+/// records overflow it.
+pub fn lsn_edge(lsn: u64) -> bool {
+    lsn == 0 || lsn > u64::MAX - (1 << 20)
+}
+
+fn has_lsn_edge(sc: &Scenario) -> bool {
+    sc.files.iter().any(|(name, bytes)| match format::parse_segment_file_name(name) {
+        Some((1, base)) => {
+            lsn_edge(base)
+                || SegmentHeader::decode(&bytes[..bytes.len().min(format::BLOCK)])
+                    .is_ok_and(|h| lsn_edge(h.base_lsn))
+        }
+        _ => false,
+    })
+}
+
+impl Known {
+    /// The finding's number in `docs/fuzzing.md`.
+    pub fn id(self) -> &'static str {
+        match self {
+            Known::ShortFileRecut => "F1",
+            Known::VerifyMissesBlankFloorGap => "F2",
+            Known::LsnOverflow => "F3",
+            Known::PitFloorSkipsLsns => "F4",
+            Known::LsnEdge => "F5",
+            Known::ResidueBeyondWindow => "F6",
+            Known::SealPastSegmentEnd => "F7",
+        }
+    }
+}
+
+/// Whether a known finding's signature is tolerated on this input:
+/// `matches`, unless `RINGWAL_FUZZ_STRICT` names the finding (`F3`, a
+/// comma-separated list, or `1` / `all` for every one).
+fn tolerated(which: Known, matches: bool) -> bool {
+    static STRICT: OnceLock<Vec<String>> = OnceLock::new();
+    let strict = STRICT.get_or_init(|| {
+        std::env::var("RINGWAL_FUZZ_STRICT")
+            .map(|v| v.split(',').map(|s| s.trim().to_ascii_uppercase()).collect())
+            .unwrap_or_default()
+    });
+    let named = strict.iter().any(|s| s == "1" || s == "ALL" || s == which.id())
+        || STRICT_HERE.with(|s| s.borrow().contains(&which.id()));
+    matches && !named
+}
+
+thread_local! {
+    static STRICT_HERE: std::cell::RefCell<Vec<&'static str>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Run [`check`] with the named findings not tolerated, on this thread only
+/// (for tests; the fuzz targets use `RINGWAL_FUZZ_STRICT`).
+pub fn check_strict(data: &[u8], ids: &[&'static str]) -> Outcome {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            STRICT_HERE.with(|s| s.borrow_mut().clear());
+        }
+    }
+    let _reset = Reset;
+    STRICT_HERE.with(|s| *s.borrow_mut() = ids.to_vec());
+    check(data)
+}
+
+fn short_file_recut(file: &Path, offset: u64, reason: &str) -> bool {
+    let len = std::fs::metadata(file).map_or(0, |m| m.len());
+    reason == "frame header truncated" && len.saturating_sub(offset) < format::FRAME_HEADER as u64
+}
+
+/// F4's signature: point-in-time recovery deleted an incomplete segment
+/// file named exactly `next`, and `next` is not where the surviving
+/// segments end.
+fn pit_floor_skip(dir: &Path, sc: &Scenario, rep: &ringwal::RecoveryReport, next: u64) -> bool {
+    if sc.mode != RecoveryMode::PointInTime {
+        return false;
+    }
+    let deleted_floor = rep.discarded.iter().any(|p| {
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let mut aside = p.clone().into_os_string();
+        aside.push(".corrupt");
+        format::parse_segment_file_name(name) == Some((1, next))
+            && !p.exists()
+            && !Path::new(&aside).exists()
+    });
+    let survivors = std::fs::read_dir(dir).map_or(0, |rd| {
+        rd.filter_map(|e| e.ok())
+            .filter(|e| {
+                let n = e.file_name();
+                let n = n.to_str().unwrap_or("");
+                matches!(format::parse_segment_file_name(n), Some((1, b)) if b < next)
+            })
+            .count()
+    });
+    deleted_floor && survivors > 0 && (rep.records == 0 || rep.last_lsn.wrapping_add(1) != next)
+}
+
 /// What the first open did, for tests that pin what a seed exercises.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Outcome {
     /// Open failed with this error (strict mode, damaged log).
     Failed(String),
+    /// Not run: the input is in the class of an open known finding.
+    Skipped,
     /// Open succeeded.
     Opened {
         records: u64,
@@ -558,6 +724,9 @@ pub enum Outcome {
 /// Build the scenario in a fresh temporary directory and run every oracle.
 pub fn check(data: &[u8]) -> Outcome {
     let sc = build(data);
+    if tolerated(Known::LsnEdge, has_lsn_edge(&sc)) {
+        return Outcome::Skipped;
+    }
     let dir = tempfile::Builder::new()
         .prefix("ringwal-fuzz-")
         .tempdir_in(tmp_root())
@@ -590,6 +759,10 @@ pub fn run(dir: &Path, sc: &Scenario) -> Outcome {
                 "open failed with neither Corrupt nor Gap: {e:?}"
             );
             let v = verified.expect("verify_with failed where open reported damage");
+            let floor_gap = matches!(&e, Error::Gap { file, .. } if v.incomplete.contains(file));
+            if v.is_consistent() && tolerated(Known::VerifyMissesBlankFloorGap, floor_gap) {
+                return Outcome::Failed(e.to_string());
+            }
             assert!(!v.is_consistent(), "verify_with consistent but open failed: {e}");
             assert_eq!(
                 v.problems[0].to_string(),
@@ -614,6 +787,13 @@ pub fn run(dir: &Path, sc: &Scenario) -> Outcome {
         );
     }
 
+    // F4 also raises the written watermark past the log's end, so the
+    // reader walks into whatever lies after it: nothing below is
+    // meaningful for such an input while F4 is open.
+    if tolerated(Known::PitFloorSkipsLsns, pit_floor_skip(dir, sc, &rep, wal.next_lsn())) {
+        let _ = wal.close();
+        return Outcome::Skipped;
+    }
     let mut recs = read_all(&wal);
     check_read(&recs, &rep);
     if let Some(want) = &sc.expected {
@@ -624,7 +804,8 @@ pub fn run(dir: &Path, sc: &Scenario) -> Outcome {
             want.iter().map(|r| r.lsn).collect::<Vec<_>>()
         );
     }
-    if sc.append {
+    let exhausted = tolerated(Known::LsnOverflow, wal.next_lsn() == u64::MAX);
+    if sc.append && !exhausted {
         let next = wal.next_lsn();
         if let Some(last) = recs.last() {
             assert!(next > last.lsn, "next LSN {next} not past recovered {}", last.lsn);
@@ -649,13 +830,21 @@ pub fn run(dir: &Path, sc: &Scenario) -> Outcome {
     let cfg2 = sc.config(RecoveryMode::Strict);
     let (wal, rep2) = match Wal::open(dir, cfg2.clone()) {
         Ok(x) => x,
-        Err(e) => panic!("second open failed: {e}"),
+        Err(e) => {
+            let known = rep.truncated.as_ref().is_some_and(seal_past_end);
+            if tolerated(Known::SealPastSegmentEnd, known) {
+                return Outcome::Failed(e.to_string());
+            }
+            panic!("second open failed: {e}")
+        }
     };
-    assert!(
-        rep2.truncated.is_none(),
-        "second recovery cut again: {:?}",
-        rep2.truncated
-    );
+    if let Some(t) = &rep2.truncated {
+        if !tolerated(Known::ShortFileRecut, short_file_recut(&t.file, t.offset, &t.reason))
+            && !tolerated(Known::ResidueBeyondWindow, residue_recut(t.offset, &t.reason))
+        {
+            panic!("second recovery cut again: {t:?}");
+        }
+    }
     let again = read_all(&wal);
     check_read(&again, &rep2);
     if again != recs {
@@ -669,7 +858,13 @@ pub fn run(dir: &Path, sc: &Scenario) -> Outcome {
 
     let v = ringwal::verify::verify_with(dir, &cfg2).expect("verify after a clean close");
     assert!(v.is_consistent(), "verify after a clean close: {:?}", v.problems);
-    assert!(v.torn_tail.is_none(), "torn tail after a clean close: {:?}", v.torn_tail);
+    if let Some(t) = &v.torn_tail {
+        if !tolerated(Known::ShortFileRecut, short_file_recut(&t.file, t.offset, &t.reason))
+            && !tolerated(Known::ResidueBeyondWindow, residue_recut(t.offset, &t.reason))
+        {
+            panic!("torn tail after a clean close: {t:?}");
+        }
+    }
     Outcome::Opened {
         records: rep.records,
         truncated: rep.truncated.is_some(),

@@ -208,6 +208,114 @@ pub fn recovery() -> Vec<(&'static str, Vec<u8>)> {
     seeds
 }
 
+/// A reproducer of a finding, built by hand to be as small and readable as
+/// the input layout allows (the `-tmin` files next to them are what
+/// `cargo fuzz tmin` made of the fuzzer's own crash inputs).
+pub struct Regression {
+    /// Finding id in docs/fuzzing.md; `RINGWAL_FUZZ_STRICT` takes these.
+    pub id: &'static str,
+    /// File name under `fuzz/regressions/recovery/`.
+    pub name: &'static str,
+    /// Findings to make strict so the input fails (F3 needs F5's filter
+    /// off as well, since it skips LSNs that close to `u64::MAX`).
+    pub strict: &'static [&'static str],
+    /// Part of the panic message the input produces while the finding is
+    /// open.
+    pub panics_with: &'static str,
+    pub input: Vec<u8>,
+}
+
+/// Hand-built `recovery` reproducers, one per finding.
+pub fn regressions() -> Vec<Regression> {
+    // F1: header + 6 zero bytes, a file shorter than the 64 KiB its header
+    // declares: content 1, deviation SHORT_FILE, file length 4102, no raw
+    // bytes.
+    let f1 = Rin::start(0, 0).u8(1 | 0x10).u8(16).u64(1).u16(4102).u16(0);
+    // F2: an empty segment at base 1 and a blank newest file named 3.
+    let f2 = Rin::start(1, 0).segment(2, 0).u8(3 | 1 << 2).u8(1).u64(0).u8(0);
+    // F3: a lone blank file named u64::MAX, then one append.
+    let f3 = Rin::default().u8(8).u8(0).u8(3).u8(0).u8(3).u64(0).u8(0);
+    // F4: point-in-time; records 1 and 2, a blank newest file named 1000,
+    // then one append (which gets LSN 1000 inside the segment of 1..2).
+    let f4 = Rin::start(1 | 4 | 8, 0)
+        .segment(4, 3)
+        .data(0, 10)
+        .data(0, 20)
+        .pad()
+        .u8(3 | 2 << 2)
+        .u64(1000)
+        .u64(0)
+        .u8(0);
+    // F5: a segment whose name and header say base LSN 0.
+    let f5 = Rin::default().u8(0).u8(0).u8(1).u8(0).segment(5, 0);
+    // F6: torn window 20 KiB; a record, 8 bytes of garbage (the torn
+    // tail), 24 KiB of zeros, 8 more bytes of garbage beyond the window;
+    // then one append.
+    let mut f6 = Rin::start(8, 1).segment(6, 15).data(0, 10).u8(4).u8(8).bytes(&[0xff; 8]);
+    for _ in 0..12 {
+        f6 = f6.u8(5).u8(255);
+    }
+    let f6 = f6.u8(4).u8(8).bytes(&[0xee; 8]);
+    // F7: valid frames filling the segment to 16 bytes before its end
+    // (7 frames of 8192 bytes and one of 4080), the last 16 bytes zero.
+    let mut f7 = Rin::start(0, 0).segment(7, 8);
+    for _ in 0..7 {
+        f7 = f7.u8(0x80).u8(220).u8(28);
+    }
+    let f7 = f7.u8(0x80).u8(109).u8(23);
+    vec![
+        Regression {
+            id: "F1",
+            name: "F1-short-file-recut",
+            strict: &["F1"],
+            panics_with: "second recovery cut again",
+            input: f1.0,
+        },
+        Regression {
+            id: "F2",
+            name: "F2-verify-misses-blank-floor-gap",
+            strict: &["F2"],
+            panics_with: "verify_with consistent but open failed",
+            input: f2.0,
+        },
+        Regression {
+            id: "F3",
+            name: "F3-lsn-overflow-on-append",
+            strict: &["F3", "F5"],
+            panics_with: "attempt to add with overflow",
+            input: f3.0,
+        },
+        Regression {
+            id: "F4",
+            name: "F4-point-in-time-floor-skips-lsns",
+            strict: &["F4"],
+            panics_with: "frame LSN 1000 where 3 was expected",
+            input: f4.0,
+        },
+        Regression {
+            id: "F5",
+            name: "F5-base-lsn-zero-underflow",
+            strict: &["F5"],
+            panics_with: "attempt to subtract with overflow",
+            input: f5.0,
+        },
+        Regression {
+            id: "F6",
+            name: "F6-residue-beyond-window-recut",
+            strict: &["F6"],
+            panics_with: "second recovery cut again",
+            input: f6.0,
+        },
+        Regression {
+            id: "F7",
+            name: "F7-seal-past-segment-end",
+            strict: &["F7"],
+            panics_with: "longer than the 65536 its header declares",
+            input: f7.0,
+        },
+    ]
+}
+
 /// Every seed, as (target, name, bytes).
 pub fn all() -> Vec<(&'static str, &'static str, Vec<u8>)> {
     let mut v = Vec::new();
@@ -278,6 +386,41 @@ mod tests {
         let extras = crate::recovery::build(&by_name["extra_files"]);
         assert!(extras.expected.is_some());
         assert!(extras.files.len() >= 6, "{:?}", extras.files.iter().map(|f| &f.0).collect::<Vec<_>>());
+    }
+
+    fn panic_message(e: &(dyn std::any::Any + Send)) -> String {
+        e.downcast_ref::<String>()
+            .cloned()
+            .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default()
+    }
+
+    /// Each hand-built reproducer is committed, is tolerated while its
+    /// finding is open (so fuzzing goes on past it), and fails the way the
+    /// finding says once made strict. When the engine fixes a finding, the
+    /// strict run stops panicking and this test says so: then delete the
+    /// finding's `Known` entry and make the reproducer a plain seed.
+    #[test]
+    fn regressions_reproduce_their_findings() {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("regressions").join("recovery");
+        let write = std::env::var_os("RINGWAL_FUZZ_WRITE_SEEDS").is_some();
+        for r in regressions() {
+            let path = dir.join(r.name);
+            if write {
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::write(&path, &r.input).unwrap();
+            }
+            assert!(std::fs::read(&path).unwrap_or_default() == r.input, "{} is stale", path.display());
+            let _ = crate::recovery::check(&r.input);
+            let got = std::panic::catch_unwind(|| crate::recovery::check_strict(&r.input, r.strict));
+            match got {
+                Ok(outcome) => panic!("{} no longer fails ({outcome:?}): fixed?", r.id),
+                Err(e) => {
+                    let msg = panic_message(&*e);
+                    assert!(msg.contains(r.panics_with), "{}: unexpected panic {msg:?}", r.id);
+                }
+            }
+        }
     }
 
     #[test]
