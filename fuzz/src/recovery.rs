@@ -594,6 +594,32 @@ pub enum Known {
     /// The file grows beyond what its header declares, and the next open
     /// rejects the segment as corrupt (point-in-time mode sets it aside).
     SealPastSegmentEnd,
+    /// F8: in point-in-time mode, the segment left newest after later ones
+    /// are set aside was judged by the older-segment rules (no torn
+    /// window), so its cut zeroes only to the next block boundary and
+    /// leaves whatever follows. After an append the next open judges it as
+    /// the newest segment and cuts again.
+    PitNewestJudgedAsOlder,
+}
+
+/// F8's signature: point-in-time recovery set a later segment aside, cut
+/// the one left newest, and the next open cuts that file again further on.
+fn pit_recut(
+    sc: &Scenario,
+    rep: &ringwal::RecoveryReport,
+    second: &ringwal::Truncation,
+) -> bool {
+    let set_aside = rep.discarded.iter().any(|p| {
+        let mut aside = p.clone().into_os_string();
+        aside.push(".corrupt");
+        Path::new(&aside).exists()
+    });
+    sc.mode == RecoveryMode::PointInTime
+        && set_aside
+        && rep
+            .truncated
+            .as_ref()
+            .is_some_and(|f| f.file == second.file && second.offset >= f.offset)
 }
 
 fn seal_past_end(t: &ringwal::Truncation) -> bool {
@@ -637,6 +663,7 @@ impl Known {
             Known::LsnEdge => "F5",
             Known::ResidueBeyondWindow => "F6",
             Known::SealPastSegmentEnd => "F7",
+            Known::PitNewestJudgedAsOlder => "F8",
         }
     }
 }
@@ -841,6 +868,7 @@ pub fn run(dir: &Path, sc: &Scenario) -> Outcome {
     if let Some(t) = &rep2.truncated {
         if !tolerated(Known::ShortFileRecut, short_file_recut(&t.file, t.offset, &t.reason))
             && !tolerated(Known::ResidueBeyondWindow, residue_recut(t.offset, &t.reason))
+            && !tolerated(Known::PitNewestJudgedAsOlder, pit_recut(sc, &rep, t))
         {
             panic!("second recovery cut again: {t:?}");
         }

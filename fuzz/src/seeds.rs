@@ -263,7 +263,37 @@ pub fn regressions() -> Vec<Regression> {
         f7 = f7.u8(0x80).u8(220).u8(28);
     }
     let f7 = f7.u8(0x80).u8(109).u8(23);
+    // F8: point-in-time; segment 1 holds records 1 and 2 ending mid-block,
+    // then zeros, then 8 bytes of garbage at 12288; a blank header at base
+    // 3 (corrupt, since it is not the newest) and a segment at 4 are set
+    // aside; then one append.
+    let f8 = Rin::start(2 | 4 | 8, 0)
+        .segment(8, 6)
+        .data(0, 10)
+        .data(0, 20)
+        .u8(5 | 0x80)
+        .u8(5)
+        .u8(255)
+        .u8(5)
+        .u8(255)
+        .u8(4)
+        .u8(8)
+        .bytes(&[0xff; 8])
+        .u8(3)
+        .u64(0)
+        .u8(0)
+        .u8(2 | 1 << 2)
+        .u8(0)
+        .u64(9)
+        .u8(0);
     vec![
+        Regression {
+            id: "F8",
+            name: "F8-point-in-time-newest-judged-as-older",
+            strict: &["F8"],
+            panics_with: "second recovery cut again",
+            input: f8.0,
+        },
         Regression {
             id: "F1",
             name: "F1-short-file-recut",
@@ -421,6 +451,44 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The fuzzer's own crash inputs (`-tmin`, `-fuzzer`) are tolerated
+    /// and fail once their finding is made strict, like the hand-built ones.
+    #[test]
+    fn fuzzer_reproducers_reproduce_their_findings() {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("regressions").join("recovery");
+        let mut seen = 0;
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let path = e.unwrap().path();
+            let name = path.file_name().unwrap().to_str().unwrap().to_string();
+            if !(name.ends_with("-tmin") || name.ends_with("-fuzzer")) {
+                continue;
+            }
+            seen += 1;
+            let input = std::fs::read(&path).unwrap();
+            let id: &'static str = regressions()
+                .into_iter()
+                .map(|r| r.id)
+                .find(|id| name.starts_with(&format!("{id}-")))
+                .unwrap_or_else(|| panic!("{name}: no finding id"));
+            // F3's inputs, and the fuzzer's F4 input (whose blank file is
+            // named within 2^20 of u64::MAX), also need F5's LSN filter off.
+            let near_max = id == "F3" || name == "F4-point-in-time-floor-skips-lsns-fuzzer";
+            let with_f5 = [id, "F5"];
+            let strict: &[&'static str] = if near_max { &with_f5 } else { &with_f5[..1] };
+            let _ = crate::recovery::check(&input);
+            let got = std::panic::catch_unwind(|| crate::recovery::check_strict(&input, strict));
+            assert!(got.is_err(), "{name} no longer fails when {id} is strict: fixed?");
+        }
+        assert!(seen >= 8, "only {seen} fuzzer reproducers");
+        // The harness bug the frame target found first: a 24-byte frame
+        // cut by one byte is Truncated, not PastEnd.
+        let frame = std::fs::read(
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("regressions/frame_decoder/harness-empty-frame-cut-short"),
+        )
+        .unwrap();
+        crate::frame::check(&frame);
     }
 
     #[test]
