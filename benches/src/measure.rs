@@ -1,6 +1,7 @@
 //! What one measurement produces, and how repeated measurements are
 //! summarised: latency histograms, process CPU time, medians.
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -44,55 +45,129 @@ pub fn process_cpu() -> Duration {
     }
 }
 
-/// CPU time all processes spent busy since boot (user, nice, system, irq,
-/// softirq and steal from `/proc/stat`): with [`process_cpu`], tells how
-/// much of the machine something other than the harness used.
-pub fn machine_busy() -> Duration {
+/// Busy clock ticks of the whole machine (user, nice, system and steal
+/// from `/proc/stat`; interrupts left out).
+fn machine_ticks() -> u64 {
     let Ok(text) = std::fs::read_to_string("/proc/stat") else {
-        return Duration::ZERO;
+        return 0;
     };
     let Some(line) = text.lines().find(|l| l.starts_with("cpu ")) else {
-        return Duration::ZERO;
+        return 0;
     };
     let v: Vec<u64> = line
         .split_whitespace()
         .skip(1)
-        .filter_map(|f| f.parse().ok())
+        .map(|f| f.parse().unwrap_or(0))
         .collect();
-    // user nice system idle iowait irq softirq steal ...
-    let busy: u64 = [0, 1, 2, 5, 6, 7].iter().filter_map(|&i| v.get(i)).sum();
-    Duration::from_secs_f64(busy as f64 / clock_ticks() as f64)
+    // user nice system idle iowait irq softirq steal
+    [0, 1, 2, 7].iter().filter_map(|&i| v.get(i)).sum()
 }
 
-/// CPU time used during a window: by this process, and by everything else
-/// on the machine (other processes, interrupts, the hypervisor's steal).
+/// Per process other than this one: kernel thread or not, its CPU ticks
+/// (user + system), and the bytes it caused to be written to storage.
+fn processes() -> HashMap<u32, (bool, u64, u64)> {
+    let me = std::process::id();
+    let mut out = HashMap::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        let Some(rest) = text.rfind(')').map(|i| &text[i + 1..]) else {
+            continue;
+        };
+        let f: Vec<u64> = rest
+            .split_whitespace()
+            .skip(1)
+            .map(|x| x.parse().unwrap_or(0))
+            .collect();
+        // After the state: ppid pgrp session tty tpgid flags minflt
+        // cminflt majflt cmajflt utime stime.
+        const PF_KTHREAD: u64 = 0x0020_0000;
+        if f.len() < 12 {
+            continue;
+        }
+        let written = std::fs::read_to_string(e.path().join("io"))
+            .ok()
+            .and_then(|io| {
+                io.lines()
+                    .find(|l| l.starts_with("write_bytes:"))
+                    .and_then(|l| l.split_whitespace().nth(1))
+                    .and_then(|v| v.parse().ok())
+            })
+            .unwrap_or(0);
+        out.insert(pid, (f[5] & PF_KTHREAD != 0, f[10] + f[11], written));
+    }
+    out
+}
+
+/// CPU used during a window by this process, and by the other user
+/// processes of the machine (the whole machine's busy time less ours and
+/// less kernel threads', some of which complete I/O for the system under
+/// test), with the bytes those others wrote to storage: the noise from
+/// outside the benchmark.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CpuUse {
     pub own: Duration,
     pub others: Duration,
+    pub others_written: u64,
 }
 
-impl CpuUse {
-    pub fn since(own0: Duration, all0: Duration) -> CpuUse {
-        let own = process_cpu().saturating_sub(own0);
-        let all = machine_busy().saturating_sub(all0);
+/// Readings at the start of a window.
+pub struct CpuMark {
+    own: Duration,
+    machine: u64,
+    procs: HashMap<u32, (bool, u64, u64)>,
+}
+
+impl CpuMark {
+    pub fn now() -> CpuMark {
+        CpuMark {
+            own: process_cpu(),
+            machine: machine_ticks(),
+            procs: processes(),
+        }
+    }
+
+    pub fn since(&self) -> CpuUse {
+        let own = process_cpu().saturating_sub(self.own);
+        let machine = machine_ticks().saturating_sub(self.machine);
+        let (mut kernel, mut written) = (0u64, 0u64);
+        for (pid, (kthread, t, w)) in processes() {
+            let (_, t0, w0) = self.procs.get(&pid).copied().unwrap_or((kthread, 0, 0));
+            if kthread {
+                kernel += t.saturating_sub(t0);
+            } else {
+                written += w.saturating_sub(w0);
+            }
+        }
+        let tick = 1.0 / clock_ticks() as f64;
+        let others = (machine.saturating_sub(kernel) as f64 * tick - own.as_secs_f64()).max(0.0);
         CpuUse {
             own,
-            others: all.saturating_sub(own),
+            others: Duration::from_secs_f64(others),
+            others_written: written,
         }
     }
 }
 
-/// Wait (at most `limit`) until the rest of the machine is nearly idle:
-/// under a quarter of a CPU busy over a 100 ms sample. Returns how busy it
-/// was at the last sample, in CPUs.
+/// Wait (at most `limit`) until the other processes on the machine are
+/// nearly idle: under a quarter of a CPU over a 200 ms sample. Returns how
+/// busy they were at the last sample, in CPUs.
 pub fn wait_for_quiet(limit: Duration) -> f64 {
     let give_up = Instant::now() + limit;
     loop {
-        let (own0, all0) = (process_cpu(), machine_busy());
-        std::thread::sleep(Duration::from_millis(100));
-        let u = CpuUse::since(own0, all0);
-        let busy = u.others.as_secs_f64() / 0.1;
+        let mark = CpuMark::now();
+        std::thread::sleep(Duration::from_millis(200));
+        let busy = mark.since().others.as_secs_f64() / 0.2;
         if busy < 0.25 || Instant::now() >= give_up {
             return busy;
         }
@@ -126,7 +201,7 @@ pub struct Raw {
     /// Length of the measured window.
     pub elapsed: Duration,
     /// CPU time spent during the window, by the harness process and by
-    /// the rest of the machine.
+    /// other user processes.
     pub cpu: CpuUse,
     /// Latency of each operation counted.
     pub hist: Histogram<u64>,
@@ -153,9 +228,11 @@ pub struct Sample {
     pub p999_us: u64,
     pub max_us: u64,
     pub cpu_us_per_op: f64,
-    /// CPUs kept busy by everything but the harness during the window
-    /// (other processes, interrupts, steal): noise from outside.
+    /// CPUs kept busy by other user processes during the window: noise
+    /// from outside the benchmark.
     pub background_cpus: f64,
+    /// MB/s those other processes wrote to storage meanwhile.
+    pub background_write_mb_s: f64,
     pub missed: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
@@ -189,6 +266,7 @@ impl Raw {
                 self.cpu.own.as_secs_f64() * 1e6 / self.ops as f64
             },
             background_cpus: self.cpu.others.as_secs_f64() / secs,
+            background_write_mb_s: self.cpu.others_written as f64 / 1e6 / secs,
             missed: self.missed,
             note: self.note.clone(),
             late_p99_us: self
@@ -232,6 +310,7 @@ pub fn median(samples: &[Sample]) -> Sample {
         max_us: u(|s| s.max_us),
         cpu_us_per_op: f(|s| s.cpu_us_per_op),
         background_cpus: f(|s| s.background_cpus),
+        background_write_mb_s: f(|s| s.background_write_mb_s),
         missed: u(|s| s.missed),
         note: mid.note.clone(),
         late_p99_us: mid.late_p99_us,
@@ -286,9 +365,9 @@ impl Window {
     /// them again: the CPU time used inside the window.
     pub fn cpu_during(&self) -> CpuUse {
         sleep_until(self.start);
-        let (own0, all0) = (process_cpu(), machine_busy());
+        let mark = CpuMark::now();
         sleep_until(self.end);
-        CpuUse::since(own0, all0)
+        mark.since()
     }
 }
 
