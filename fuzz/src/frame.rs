@@ -115,7 +115,10 @@ fn check_accepted(buf: &[u8], salt: u64, limit: usize, f: &format::FrameRef<'_>)
         std::ptr::eq(f.payload.as_ptr(), buf[format::FRAME_HEADER..].as_ptr()),
         "payload is not borrowed from offset 24 of the buffer"
     );
-    assert!(plen <= limit.min(format::MAX_PAYLOAD), "payload over the limit");
+    assert!(
+        plen <= limit.min(format::MAX_PAYLOAD),
+        "payload over the limit"
+    );
 
     // The never-accept-a-bad-CRC oracle: what would we have written?
     let mut out = vec![0xA5u8; f.len];
@@ -133,7 +136,10 @@ fn check_accepted(buf: &[u8], salt: u64, limit: usize, f: &format::FrameRef<'_>)
         // encode_frame: compare around the flags byte and the CRC, then
         // require the stored CRC to be the document's CRC of the input.
         assert!(out[4..19] == buf[4..19], "re-encoded header differs");
-        assert!(out[20..covered] == buf[20..covered], "re-encoded frame differs");
+        assert!(
+            out[20..covered] == buf[20..covered],
+            "re-encoded frame differs"
+        );
         let mut patched = out.clone();
         patched[19] = f.flags;
         let want_crc = spec::frame_crc(salt, &patched, plen);
@@ -149,8 +155,10 @@ fn check_accepted(buf: &[u8], salt: u64, limit: usize, f: &format::FrameRef<'_>)
     // Re-decoding what we wrote gives the same frame (flags aside).
     match format::decode_frame(&out, salt, limit) {
         Decoded::Frame(g) => {
-            assert_eq!((g.lsn, g.stream, g.kind, g.payload, g.len, g.flags),
-                       (f.lsn, f.stream, f.kind, f.payload, f.len, 0));
+            assert_eq!(
+                (g.lsn, g.stream, g.kind, g.payload, g.len, g.flags),
+                (f.lsn, f.stream, f.kind, f.payload, f.len, 0)
+            );
         }
         other => panic!("re-encoded frame does not decode: {other:?}"),
     }
@@ -200,7 +208,10 @@ fn check_scan_terminates(buf: &[u8], salt: u64, limit: usize) {
             _ => break,
         }
         steps += 1;
-        assert!(steps <= buf.len() / format::FRAME_HEADER + 1, "scan does not advance");
+        assert!(
+            steps <= buf.len() / format::FRAME_HEADER + 1,
+            "scan does not advance"
+        );
     }
     assert!(off <= buf.len(), "scan stepped past the buffer");
 }

@@ -80,7 +80,11 @@ pub fn check(data: &[u8]) {
         // Nothing past the first block is read.
         let mut longer = block[..format::BLOCK].to_vec();
         longer.extend_from_slice(&[0x5A; 17]);
-        assert_eq!(SegmentHeader::decode(&longer), got, "bytes past the block matter");
+        assert_eq!(
+            SegmentHeader::decode(&longer),
+            got,
+            "bytes past the block matter"
+        );
         assert_eq!(
             SegmentHeader::decode(&block[..format::BLOCK - 1]),
             Err(HeaderError::Short)
@@ -90,9 +94,19 @@ pub fn check(data: &[u8]) {
     let Ok(h) = got else { return };
     let mut out = vec![0xA5u8; format::BLOCK + 8];
     h.encode(&mut out);
-    assert!(out[64..format::BLOCK].iter().all(|&b| b == 0), "encode left 64..4096 dirty");
-    assert!(out[format::BLOCK..].iter().all(|&b| b == 0xA5), "encode wrote past the block");
-    assert_eq!(SegmentHeader::decode(&out), Ok(h), "re-encoded header does not decode");
+    assert!(
+        out[64..format::BLOCK].iter().all(|&b| b == 0),
+        "encode left 64..4096 dirty"
+    );
+    assert!(
+        out[format::BLOCK..].iter().all(|&b| b == 0xA5),
+        "encode wrote past the block"
+    );
+    assert_eq!(
+        SegmentHeader::decode(&out),
+        Ok(h),
+        "re-encoded header does not decode"
+    );
 
     let uninterpreted_zero =
         block[20..24].iter().all(|&b| b == 0) && block[56..64].iter().all(|&b| b == 0);

@@ -55,6 +55,10 @@ use ringwal::format::{self, Kind, SegmentHeader};
 use ringwal::{Backend, Config, DirectIo, Error, Level, RecoveryMode, Wal};
 
 use crate::cursor::Cursor;
+use crate::known::{
+    has_lsn_edge, pit_floor_skip, pit_recut, residue_recut, seal_past_end, short_file_recut,
+    tolerated, Known,
+};
 use crate::spec;
 
 /// Segment size the configuration asks for (the smallest allowed).
@@ -195,7 +199,13 @@ fn pattern(seed: u8, len: usize) -> Vec<u8> {
 
 /// Apply `n` structured ops to the frame area; push records a reader must
 /// see to `recs` while `clean` holds; returns the next expected LSN.
-fn ops(c: &mut Cursor<'_>, a: &mut Area, mut next: u64, clean: &mut bool, recs: &mut Vec<Rec>) -> u64 {
+fn ops(
+    c: &mut Cursor<'_>,
+    a: &mut Area,
+    mut next: u64,
+    clean: &mut bool,
+    recs: &mut Vec<Rec>,
+) -> u64 {
     let n = c.u8();
     for _ in 0..n {
         if c.is_empty() || a.pos >= a.end {
@@ -205,7 +215,11 @@ fn ops(c: &mut Cursor<'_>, a: &mut Area, mut next: u64, clean: &mut bool, recs: 
         match o % 8 {
             0..=2 => {
                 let base = c.u8() as usize;
-                let plen = if o & 0x80 != 0 { base * 37 + c.u8() as usize } else { base };
+                let plen = if o & 0x80 != 0 {
+                    base * 37 + c.u8() as usize
+                } else {
+                    base
+                };
                 let kind = DATA_KINDS[(o as usize >> 3) % DATA_KINDS.len()];
                 let lsn = if o & 0x40 != 0 {
                     next.wrapping_add(c.u8() as i8 as i64 as u64)
@@ -220,7 +234,12 @@ fn ops(c: &mut Cursor<'_>, a: &mut Area, mut next: u64, clean: &mut bool, recs: 
                     if lsn != next || plen > MAX_REC {
                         *clean = false;
                     } else {
-                        recs.push(Rec { lsn, stream, kind, payload });
+                        recs.push(Rec {
+                            lsn,
+                            stream,
+                            kind,
+                            payload,
+                        });
                         next = next.wrapping_add(1);
                     }
                 }
@@ -285,7 +304,12 @@ fn ops(c: &mut Cursor<'_>, a: &mut Area, mut next: u64, clean: &mut bool, recs: 
                         f[19] = 1 + c.u8() % 255;
                         let crc = spec::frame_crc(a.salt, f, plen);
                         f[..4].copy_from_slice(&crc.to_le_bytes());
-                        recs.push(Rec { lsn, stream, kind: Kind::Data, payload });
+                        recs.push(Rec {
+                            lsn,
+                            stream,
+                            kind: Kind::Data,
+                            payload,
+                        });
                         next = next.wrapping_add(1);
                     }
                     2 => {
@@ -353,7 +377,11 @@ pub fn build(data: &[u8]) -> Scenario {
         if (k >> 2) & 3 != 0 {
             clean = false;
         }
-        let dev = if k & 0x10 != 0 { Deviation(c.u8()) } else { Deviation(0) };
+        let dev = if k & 0x10 != 0 {
+            Deviation(c.u8())
+        } else {
+            Deviation(0)
+        };
         if dev.damaging() {
             clean = false;
         }
@@ -386,9 +414,7 @@ pub fn build(data: &[u8]) -> Scenario {
         if dev.has(Deviation::SHORT_FILE) {
             file_len = c.u16() as usize % (SEG as usize + 1);
         }
-        let odd_flags = dev
-            .has(Deviation::FLAGS)
-            .then(|| (c.u32() | 1, c.u64()));
+        let odd_flags = dev.has(Deviation::FLAGS).then(|| (c.u32() | 1, c.u64()));
 
         let mut bytes = match content {
             0 => {
@@ -405,7 +431,12 @@ pub fn build(data: &[u8]) -> Scenario {
                     buf[64..64 + junk.len()].copy_from_slice(junk);
                 }
                 let end = (header.segment_bytes.min(buf.len() as u64) as usize).max(format::BLOCK);
-                let mut area = Area { buf, pos: format::BLOCK, end, salt: header.salt };
+                let mut area = Area {
+                    buf,
+                    pos: format::BLOCK,
+                    end,
+                    salt: header.salt,
+                };
                 if content == 1 {
                     let n = c.u16() as usize;
                     let raw = c.take(n);
@@ -464,7 +495,10 @@ pub fn build(data: &[u8]) -> Scenario {
     }
     if flags & 0x40 != 0 {
         files.push(("notes.txt".into(), b"not a segment".to_vec()));
-        files.push((format!("{}.corrupt", format::segment_file_name(1, 1)), vec![0xEE; 64]));
+        files.push((
+            format!("{}.corrupt", format::segment_file_name(1, 1)),
+            vec![0xEE; 64],
+        ));
         files.push(("00001-1.wal".into(), vec![1; 8]));
     }
     if flags & 0x80 != 0 {
@@ -537,9 +571,17 @@ fn read_all(wal: &Wal) -> Vec<Rec> {
 }
 
 fn check_read(recs: &[Rec], rep: &ringwal::RecoveryReport) {
-    assert_eq!(recs.len() as u64, rep.records, "records read vs report.records");
+    assert_eq!(
+        recs.len() as u64,
+        rep.records,
+        "records read vs report.records"
+    );
     for w in recs.windows(2) {
-        assert_eq!(w[1].lsn, w[0].lsn.wrapping_add(1), "LSNs not dense and ascending");
+        assert_eq!(
+            w[1].lsn,
+            w[0].lsn.wrapping_add(1),
+            "LSNs not dense and ascending"
+        );
     }
     if let (Some(first), Some(last)) = (recs.first(), recs.last()) {
         assert_eq!(first.lsn, rep.first_lsn, "first LSN read vs report");
@@ -547,190 +589,10 @@ fn check_read(recs: &[Rec], rep: &ringwal::RecoveryReport) {
     }
 }
 
-/// Findings already reported and not yet fixed in the engine. While one is
-/// open the target tolerates exactly its signature, so a fuzzing run keeps
-/// looking for new problems instead of stopping at the known one every
-/// time. `RINGWAL_FUZZ_STRICT=F1,F4` stops tolerating those findings,
-/// `RINGWAL_FUZZ_STRICT=1` all of them (use it to check a fix; remove the
-/// entry once the engine is fixed). See `docs/fuzzing.md`.
-#[derive(Clone, Copy, Debug)]
-pub enum Known {
-    /// F1: a segment file shorter than its header's `segment_bytes` whose
-    /// frame area ends in fewer than 24 bytes: recovery zeroes those bytes
-    /// but leaves the file short, so every later open finds the same
-    /// `Truncated` header and cuts again (recovery is not idempotent).
-    ShortFileRecut,
-    /// F2: a blank newest file named past the last record + 1 makes strict
-    /// open fail with `Gap` (recovery.rs, end of `analyze`), but
-    /// `verify_with` re-scans after any problem with `scan_all`, which does
-    /// not repeat that check, and so reports the log consistent.
-    VerifyMissesBlankFloorGap,
-    /// F3: LSNs taken from file names or headers are trusted up to
-    /// `u64::MAX`; a log resumed at `u64::MAX` overflows `next_lsn += 1`
-    /// in `Wal::append_then` (wal.rs) on the first append.
-    LsnOverflow,
-    /// F4: in point-in-time mode, a blank newest file named past the last
-    /// record + 1 is discarded but its name still raises `next_lsn`
-    /// (recovery.rs, `recover`: `.max(a.floor_lsn)`), although `analyze`
-    /// flagged exactly that as a `Gap`. The next append then writes an LSN
-    /// that breaks the sequence inside the active segment, and the next
-    /// open finds the acknowledged record corrupt.
-    PitFloorSkipsLsns,
-    /// F5: a segment whose header and name say base LSN 0 underflows
-    /// `expect - 1` in `scan_segment` (recovery.rs) during verify and open.
-    /// LSNs near `u64::MAX` belong to the same class as F3 (unchecked
-    /// arithmetic on LSNs read from disk), so while F3/F5 are open the
-    /// target skips inputs with such a name or header LSN.
-    LsnEdge,
-    /// F6: a torn-tail cut zeroes only up to the torn window and leaves
-    /// non-zero bytes beyond it. Once appends move the end of the log
-    /// forward, those bytes fall inside the new window, and the next open
-    /// cuts again at the clean end ("end of written data" on a block
-    /// boundary) although nothing is torn.
-    ResidueBeyondWindow,
-    /// F7: when the valid prefix of the newest segment ends 8 or 16 bytes
-    /// before the segment's end, `cut_tail` (recovery.rs) seals it with a
-    /// padding frame of 4104 or 4112 bytes, writing past `segment_bytes`.
-    /// The file grows beyond what its header declares, and the next open
-    /// rejects the segment as corrupt (point-in-time mode sets it aside).
-    SealPastSegmentEnd,
-    /// F8: in point-in-time mode, the segment left newest after later ones
-    /// are set aside was judged by the older-segment rules (no torn
-    /// window), so its cut zeroes only to the next block boundary and
-    /// leaves whatever follows. After an append the next open judges it as
-    /// the newest segment and cuts again.
-    PitNewestJudgedAsOlder,
-}
-
-/// F8's signature: point-in-time recovery set a later segment aside, cut
-/// the one left newest, and the next open cuts that file again further on.
-fn pit_recut(
-    sc: &Scenario,
-    rep: &ringwal::RecoveryReport,
-    second: &ringwal::Truncation,
-) -> bool {
-    let set_aside = rep.discarded.iter().any(|p| {
-        let mut aside = p.clone().into_os_string();
-        aside.push(".corrupt");
-        Path::new(&aside).exists()
-    });
-    sc.mode == RecoveryMode::PointInTime
-        && set_aside
-        && rep
-            .truncated
-            .as_ref()
-            .is_some_and(|f| f.file == second.file && second.offset >= f.offset)
-}
-
-fn seal_past_end(t: &ringwal::Truncation) -> bool {
-    let Ok(bytes) = std::fs::read(&t.file) else { return false };
-    let Ok(h) = SegmentHeader::decode(&bytes[..bytes.len().min(format::BLOCK)]) else {
-        return false;
-    };
-    let pad = format::padding_len(t.offset - t.offset % format::FRAME_ALIGN as u64) as u64;
-    t.offset + pad > h.segment_bytes && bytes.len() as u64 > h.segment_bytes
-}
-
-fn residue_recut(offset: u64, reason: &str) -> bool {
-    reason == "end of written data" && offset % format::BLOCK as u64 == 0
-}
-
-/// An LSN in the class of F3/F5: 0, or so close to `u64::MAX` that a few
-/// records overflow it.
-pub fn lsn_edge(lsn: u64) -> bool {
-    lsn == 0 || lsn > u64::MAX - (1 << 20)
-}
-
-fn has_lsn_edge(sc: &Scenario) -> bool {
-    sc.files.iter().any(|(name, bytes)| match format::parse_segment_file_name(name) {
-        Some((1, base)) => {
-            lsn_edge(base)
-                || SegmentHeader::decode(&bytes[..bytes.len().min(format::BLOCK)])
-                    .is_ok_and(|h| lsn_edge(h.base_lsn))
-        }
-        _ => false,
-    })
-}
-
-impl Known {
-    /// The finding's number in `docs/fuzzing.md`.
-    pub fn id(self) -> &'static str {
-        match self {
-            Known::ShortFileRecut => "F1",
-            Known::VerifyMissesBlankFloorGap => "F2",
-            Known::LsnOverflow => "F3",
-            Known::PitFloorSkipsLsns => "F4",
-            Known::LsnEdge => "F5",
-            Known::ResidueBeyondWindow => "F6",
-            Known::SealPastSegmentEnd => "F7",
-            Known::PitNewestJudgedAsOlder => "F8",
-        }
-    }
-}
-
-/// Whether a known finding's signature is tolerated on this input:
-/// `matches`, unless `RINGWAL_FUZZ_STRICT` names the finding (`F3`, a
-/// comma-separated list, or `1` / `all` for every one).
-fn tolerated(which: Known, matches: bool) -> bool {
-    static STRICT: OnceLock<Vec<String>> = OnceLock::new();
-    let strict = STRICT.get_or_init(|| {
-        std::env::var("RINGWAL_FUZZ_STRICT")
-            .map(|v| v.split(',').map(|s| s.trim().to_ascii_uppercase()).collect())
-            .unwrap_or_default()
-    });
-    let named = strict.iter().any(|s| s == "1" || s == "ALL" || s == which.id())
-        || STRICT_HERE.with(|s| s.borrow().contains(&which.id()));
-    matches && !named
-}
-
-thread_local! {
-    static STRICT_HERE: std::cell::RefCell<Vec<&'static str>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
 /// Run [`check`] with the named findings not tolerated, on this thread only
 /// (for tests; the fuzz targets use `RINGWAL_FUZZ_STRICT`).
 pub fn check_strict(data: &[u8], ids: &[&'static str]) -> Outcome {
-    struct Reset;
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            STRICT_HERE.with(|s| s.borrow_mut().clear());
-        }
-    }
-    let _reset = Reset;
-    STRICT_HERE.with(|s| *s.borrow_mut() = ids.to_vec());
-    check(data)
-}
-
-fn short_file_recut(file: &Path, offset: u64, reason: &str) -> bool {
-    let len = std::fs::metadata(file).map_or(0, |m| m.len());
-    reason == "frame header truncated" && len.saturating_sub(offset) < format::FRAME_HEADER as u64
-}
-
-/// F4's signature: point-in-time recovery deleted an incomplete segment
-/// file named exactly `next`, and `next` is not where the surviving
-/// segments end.
-fn pit_floor_skip(dir: &Path, sc: &Scenario, rep: &ringwal::RecoveryReport, next: u64) -> bool {
-    if sc.mode != RecoveryMode::PointInTime {
-        return false;
-    }
-    let deleted_floor = rep.discarded.iter().any(|p| {
-        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        let mut aside = p.clone().into_os_string();
-        aside.push(".corrupt");
-        format::parse_segment_file_name(name) == Some((1, next))
-            && !p.exists()
-            && !Path::new(&aside).exists()
-    });
-    let survivors = std::fs::read_dir(dir).map_or(0, |rd| {
-        rd.filter_map(|e| e.ok())
-            .filter(|e| {
-                let n = e.file_name();
-                let n = n.to_str().unwrap_or("");
-                matches!(format::parse_segment_file_name(n), Some((1, b)) if b < next)
-            })
-            .count()
-    });
-    deleted_floor && survivors > 0 && (rep.records == 0 || rep.last_lsn.wrapping_add(1) != next)
+    crate::known::with_strict(ids, || check(data))
 }
 
 /// What the first open did, for tests that pin what a seed exercises.
@@ -771,7 +633,10 @@ pub fn run(dir: &Path, sc: &Scenario) -> Outcome {
 
     let before = snapshot(dir);
     let verified = ringwal::verify::verify_with(dir, &cfg);
-    assert!(snapshot(dir) == before, "verify_with modified the directory");
+    assert!(
+        snapshot(dir) == before,
+        "verify_with modified the directory"
+    );
 
     let (wal, rep) = match Wal::open(dir, cfg.clone()) {
         Ok(x) => x,
@@ -790,7 +655,10 @@ pub fn run(dir: &Path, sc: &Scenario) -> Outcome {
             if v.is_consistent() && tolerated(Known::VerifyMissesBlankFloorGap, floor_gap) {
                 return Outcome::Failed(e.to_string());
             }
-            assert!(!v.is_consistent(), "verify_with consistent but open failed: {e}");
+            assert!(
+                !v.is_consistent(),
+                "verify_with consistent but open failed: {e}"
+            );
             assert_eq!(
                 v.problems[0].to_string(),
                 e.to_string(),
@@ -817,7 +685,10 @@ pub fn run(dir: &Path, sc: &Scenario) -> Outcome {
     // F4 also raises the written watermark past the log's end, so the
     // reader walks into whatever lies after it: nothing below is
     // meaningful for such an input while F4 is open.
-    if tolerated(Known::PitFloorSkipsLsns, pit_floor_skip(dir, sc, &rep, wal.next_lsn())) {
+    if tolerated(
+        Known::PitFloorSkipsLsns,
+        pit_floor_skip(dir, sc, &rep, wal.next_lsn()),
+    ) {
         let _ = wal.close();
         return Outcome::Skipped;
     }
@@ -835,14 +706,21 @@ pub fn run(dir: &Path, sc: &Scenario) -> Outcome {
     if sc.append && !exhausted {
         let next = wal.next_lsn();
         if let Some(last) = recs.last() {
-            assert!(next > last.lsn, "next LSN {next} not past recovered {}", last.lsn);
+            assert!(
+                next > last.lsn,
+                "next LSN {next} not past recovered {}",
+                last.lsn
+            );
         }
         if sc.expected.is_some() {
             assert_eq!(next, sc.expected_next, "next LSN of a clean log");
         }
-        let t = wal.append(APPENDED_STREAM, APPENDED).expect("append after recovery");
+        let t = wal
+            .append(APPENDED_STREAM, APPENDED)
+            .expect("append after recovery");
         assert_eq!(t.lsn(), next, "append did not get next_lsn");
-        t.wait(Level::Durable).expect("durable append after recovery");
+        t.wait(Level::Durable)
+            .expect("durable append after recovery");
         recs.push(Rec {
             lsn: next,
             stream: APPENDED_STREAM,
@@ -866,9 +744,13 @@ pub fn run(dir: &Path, sc: &Scenario) -> Outcome {
         }
     };
     if let Some(t) = &rep2.truncated {
-        if !tolerated(Known::ShortFileRecut, short_file_recut(&t.file, t.offset, &t.reason))
-            && !tolerated(Known::ResidueBeyondWindow, residue_recut(t.offset, &t.reason))
-            && !tolerated(Known::PitNewestJudgedAsOlder, pit_recut(sc, &rep, t))
+        if !tolerated(
+            Known::ShortFileRecut,
+            short_file_recut(&t.file, t.offset, &t.reason),
+        ) && !tolerated(
+            Known::ResidueBeyondWindow,
+            residue_recut(t.offset, &t.reason),
+        ) && !tolerated(Known::PitNewestJudgedAsOlder, pit_recut(sc, &rep, t))
         {
             panic!("second recovery cut again: {t:?}");
         }
@@ -885,11 +767,19 @@ pub fn run(dir: &Path, sc: &Scenario) -> Outcome {
     wal.close().expect("close after the second open");
 
     let v = ringwal::verify::verify_with(dir, &cfg2).expect("verify after a clean close");
-    assert!(v.is_consistent(), "verify after a clean close: {:?}", v.problems);
+    assert!(
+        v.is_consistent(),
+        "verify after a clean close: {:?}",
+        v.problems
+    );
     if let Some(t) = &v.torn_tail {
-        if !tolerated(Known::ShortFileRecut, short_file_recut(&t.file, t.offset, &t.reason))
-            && !tolerated(Known::ResidueBeyondWindow, residue_recut(t.offset, &t.reason))
-        {
+        if !tolerated(
+            Known::ShortFileRecut,
+            short_file_recut(&t.file, t.offset, &t.reason),
+        ) && !tolerated(
+            Known::ResidueBeyondWindow,
+            residue_recut(t.offset, &t.reason),
+        ) {
             panic!("torn tail after a clean close: {t:?}");
         }
     }

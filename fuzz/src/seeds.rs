@@ -13,7 +13,7 @@ use ringwal::format::{self, Kind, SegmentHeader};
 
 use crate::{frame, header, spec};
 
-const SALT: u64 = 0x5eed_0f_f00d_cafe;
+const SALT: u64 = 0x005e_ed0f_f00d_cafe;
 
 fn frame_bytes(salt: u64, lsn: u64, stream: u16, kind: Kind, payload: &[u8]) -> Vec<u8> {
     let mut b = vec![0u8; format::frame_len(payload.len())];
@@ -27,7 +27,10 @@ pub fn frame_decoder() -> Vec<(&'static str, Vec<u8>)> {
     let mut padding = vec![0u8; 64];
     format::encode_padding(&mut padding, SALT, 64);
     let mut run = Vec::new();
-    for (i, p) in [&b"a"[..], b"bb", b"a longer payload of 31 bytes..."].iter().enumerate() {
+    for (i, p) in [&b"a"[..], b"bb", b"a longer payload of 31 bytes..."]
+        .iter()
+        .enumerate()
+    {
         run.extend(frame_bytes(SALT, 7 + i as u64, 1, Kind::Data, p));
     }
     run.extend(frame_bytes(SALT, 10, 0, Kind::TxBegin, &[]));
@@ -43,7 +46,15 @@ pub fn frame_decoder() -> Vec<(&'static str, Vec<u8>)> {
         ("zero", frame::input(0, 0, 0, &[0u8; 32])),
         ("flags", frame::input(0, SALT, 0, &flagged)),
         ("too_long", frame::input(3, SALT, 4, &data)),
-        ("tx_commit_small_limit", frame::input(2, 1, 16, &frame_bytes(1, 9, 0, Kind::TxCommit, b"16 bytes exactly"))),
+        (
+            "tx_commit_small_limit",
+            frame::input(
+                2,
+                1,
+                16,
+                &frame_bytes(1, 9, 0, Kind::TxCommit, b"16 bytes exactly"),
+            ),
+        ),
     ]
 }
 
@@ -232,7 +243,12 @@ pub fn regressions() -> Vec<Regression> {
     // bytes.
     let f1 = Rin::start(0, 0).u8(1 | 0x10).u8(16).u64(1).u16(4102).u16(0);
     // F2: an empty segment at base 1 and a blank newest file named 3.
-    let f2 = Rin::start(1, 0).segment(2, 0).u8(3 | 1 << 2).u8(1).u64(0).u8(0);
+    let f2 = Rin::start(1, 0)
+        .segment(2, 0)
+        .u8(3 | 1 << 2)
+        .u8(1)
+        .u64(0)
+        .u8(0);
     // F3: a lone blank file named u64::MAX, then one append.
     let f3 = Rin::default().u8(8).u8(0).u8(3).u8(0).u8(3).u64(0).u8(0);
     // F4: point-in-time; records 1 and 2, a blank newest file named 1000,
@@ -251,7 +267,12 @@ pub fn regressions() -> Vec<Regression> {
     // F6: torn window 20 KiB; a record, 8 bytes of garbage (the torn
     // tail), 24 KiB of zeros, 8 more bytes of garbage beyond the window;
     // then one append.
-    let mut f6 = Rin::start(8, 1).segment(6, 15).data(0, 10).u8(4).u8(8).bytes(&[0xff; 8]);
+    let mut f6 = Rin::start(8, 1)
+        .segment(6, 15)
+        .data(0, 10)
+        .u8(4)
+        .u8(8)
+        .bytes(&[0xff; 8]);
     for _ in 0..12 {
         f6 = f6.u8(5).u8(255);
     }
@@ -367,21 +388,31 @@ mod tests {
     use std::path::PathBuf;
 
     fn seed_dir(target: &str) -> PathBuf {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("seeds").join(target)
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("seeds")
+            .join(target)
     }
 
     #[test]
     fn seeds_are_committed_and_small() {
         let write = std::env::var_os("RINGWAL_FUZZ_WRITE_SEEDS").is_some();
         for (target, name, bytes) in all() {
-            assert!(bytes.len() < 8 << 10, "{target}/{name} is {} bytes", bytes.len());
+            assert!(
+                bytes.len() < 8 << 10,
+                "{target}/{name} is {} bytes",
+                bytes.len()
+            );
             let path = seed_dir(target).join(name);
             if write {
                 std::fs::create_dir_all(seed_dir(target)).unwrap();
                 std::fs::write(&path, &bytes).unwrap();
             }
             let on_disk = std::fs::read(&path).unwrap_or_default();
-            assert!(on_disk == bytes, "{} is stale; regenerate (see seeds.rs)", path.display());
+            assert!(
+                on_disk == bytes,
+                "{} is stale; regenerate (see seeds.rs)",
+                path.display()
+            );
         }
     }
 
@@ -415,7 +446,11 @@ mod tests {
         assert!(blank.append);
         let extras = crate::recovery::build(&by_name["extra_files"]);
         assert!(extras.expected.is_some());
-        assert!(extras.files.len() >= 6, "{:?}", extras.files.iter().map(|f| &f.0).collect::<Vec<_>>());
+        assert!(
+            extras.files.len() >= 6,
+            "{:?}",
+            extras.files.iter().map(|f| &f.0).collect::<Vec<_>>()
+        );
     }
 
     fn panic_message(e: &(dyn std::any::Any + Send)) -> String {
@@ -432,7 +467,9 @@ mod tests {
     /// finding's `Known` entry and make the reproducer a plain seed.
     #[test]
     fn regressions_reproduce_their_findings() {
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("regressions").join("recovery");
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("regressions")
+            .join("recovery");
         let write = std::env::var_os("RINGWAL_FUZZ_WRITE_SEEDS").is_some();
         for r in regressions() {
             let path = dir.join(r.name);
@@ -440,14 +477,23 @@ mod tests {
                 std::fs::create_dir_all(&dir).unwrap();
                 std::fs::write(&path, &r.input).unwrap();
             }
-            assert!(std::fs::read(&path).unwrap_or_default() == r.input, "{} is stale", path.display());
+            assert!(
+                std::fs::read(&path).unwrap_or_default() == r.input,
+                "{} is stale",
+                path.display()
+            );
             let _ = crate::recovery::check(&r.input);
-            let got = std::panic::catch_unwind(|| crate::recovery::check_strict(&r.input, r.strict));
+            let got =
+                std::panic::catch_unwind(|| crate::recovery::check_strict(&r.input, r.strict));
             match got {
                 Ok(outcome) => panic!("{} no longer fails ({outcome:?}): fixed?", r.id),
                 Err(e) => {
                     let msg = panic_message(&*e);
-                    assert!(msg.contains(r.panics_with), "{}: unexpected panic {msg:?}", r.id);
+                    assert!(
+                        msg.contains(r.panics_with),
+                        "{}: unexpected panic {msg:?}",
+                        r.id
+                    );
                 }
             }
         }
@@ -457,7 +503,9 @@ mod tests {
     /// and fail once their finding is made strict, like the hand-built ones.
     #[test]
     fn fuzzer_reproducers_reproduce_their_findings() {
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("regressions").join("recovery");
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("regressions")
+            .join("recovery");
         let mut seen = 0;
         for e in std::fs::read_dir(&dir).unwrap() {
             let path = e.unwrap().path();
@@ -479,13 +527,17 @@ mod tests {
             let strict: &[&'static str] = if near_max { &with_f5 } else { &with_f5[..1] };
             let _ = crate::recovery::check(&input);
             let got = std::panic::catch_unwind(|| crate::recovery::check_strict(&input, strict));
-            assert!(got.is_err(), "{name} no longer fails when {id} is strict: fixed?");
+            assert!(
+                got.is_err(),
+                "{name} no longer fails when {id} is strict: fixed?"
+            );
         }
         assert!(seen >= 8, "only {seen} fuzzer reproducers");
         // The harness bug the frame target found first: a 24-byte frame
         // cut by one byte is Truncated, not PastEnd.
         let frame = std::fs::read(
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("regressions/frame_decoder/harness-empty-frame-cut-short"),
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("regressions/frame_decoder/harness-empty-frame-cut-short"),
         )
         .unwrap();
         crate::frame::check(&frame);
@@ -494,7 +546,11 @@ mod tests {
     #[test]
     fn recovery_seeds_reach_their_paths() {
         use crate::recovery::Outcome;
-        let opened = |records, truncated, discarded| Outcome::Opened { records, truncated, discarded };
+        let opened = |records, truncated, discarded| Outcome::Opened {
+            records,
+            truncated,
+            discarded,
+        };
         for (name, bytes) in recovery() {
             let got = crate::recovery::check(&bytes);
             match name {
@@ -504,7 +560,10 @@ mod tests {
                 "point_in_time_flip" => assert_eq!(got, opened(4, true, 1)),
                 "extra_files" => assert_eq!(got, opened(1, false, 1)),
                 "corrupt_small_window" => {
-                    assert!(matches!(&got, Outcome::Failed(e) if e.contains("valid frames follow")), "{got:?}")
+                    assert!(
+                        matches!(&got, Outcome::Failed(e) if e.contains("valid frames follow")),
+                        "{got:?}"
+                    )
                 }
                 "raw_file" => assert_eq!(got, opened(0, false, 1)),
                 "raw_valid_segment" => assert_eq!(got, opened(1, false, 0)),
