@@ -11,7 +11,7 @@
 # OUT_DIR (default benches/results/<UTC time>) receives table.txt,
 # results.json and chart.svg; benches/results/latest points at it.
 # Flags after `--` go to the harness, e.g. `-- --dir /mnt/nvme --sla-ms 5`
-# (see `benches/target/release/harness --help`). About 15 minutes on a
+# (see `"$harness" --help`). About 15 minutes on a
 # 2-CPU VM. Run as root so the recovery test can drop the page cache.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,6 +37,7 @@ fi
 
 echo "bench: building the harness (release)" >&2
 cargo build --release --quiet --manifest-path benches/Cargo.toml
+harness=${CARGO_TARGET_DIR:-benches/target}/release/harness
 
 mkdir -p "$out"
 if [[ $(id -u) -ne 0 ]]; then
@@ -48,7 +49,7 @@ prio=()
 if [[ $(id -u) -eq 0 ]]; then
     prio=(nice -n -10)
 fi
-"${prio[@]}" benches/target/release/harness --out "$out" "$@"
+"${prio[@]}" "$harness" --out "$out" "$@"
 mkdir -p benches/results
 ln -sfn "$(cd "$out" && pwd)" benches/results/latest
 echo "bench: results in $out" >&2

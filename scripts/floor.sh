@@ -14,12 +14,17 @@ dir=${1:-/tmp}
 secs=${FLOOR_SECS:-3}
 
 cargo build --release --quiet --manifest-path benches/Cargo.toml
+harness=${CARGO_TARGET_DIR:-benches/target}/release/harness
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-benches/target/release/harness --dir "$dir" --out "$out" \
+if ! "$harness" --dir "$dir" --out "$out" \
     --systems floor-4k-qd1,floor-4k-qd8,floor-1m-qd4 \
     --workloads closed,large --producers 1 --secs "$secs" \
-    --floor-file-mib 1024 | sed -n '/^== closed/,/^$/p'
+    --floor-file-mib 1024 >"$out/stdout" 2>"$out/stderr"; then
+    cat "$out/stderr" >&2
+    exit 1
+fi
+sed -n '1,4p;/^== closed/,/^$/p' "$out/stdout"
 
 if ! command -v fio >/dev/null; then
     if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
@@ -44,7 +49,7 @@ job() { # name bs depth engine
         --rw=write --bs="$2" --direct=1 --sync=dsync --ioengine="$4" \
         --iodepth="$3" --time_based --runtime="$secs" \
         --percentile_list=50:99:99.9 2>&1 |
-        grep -E 'IOPS=|clat percentiles|50.00th|99.00th|99.90th' | sed 's/^ */   /'
+        grep -E 'IOPS=|clat percentiles|th=\[' | sed 's/^ */   /'
 }
 echo
 echo "== fio cross-check (same file layout, same sizes and depths) =="
