@@ -71,8 +71,10 @@ pub enum Known {
     PitNewestJudgedAsOlder,
 }
 
-/// F8's signature: point-in-time recovery set a later segment aside, cut
-/// the one left newest, and the next open cuts that file again further on.
+/// F8's signature: point-in-time recovery set a later segment aside, and
+/// the next open cuts the segment left newest (again, or for the first
+/// time: with no torn window an older segment's tail may not be cut at
+/// all).
 pub fn pit_recut(
     sc: &Scenario,
     rep: &ringwal::RecoveryReport,
@@ -88,7 +90,7 @@ pub fn pit_recut(
         && rep
             .truncated
             .as_ref()
-            .is_some_and(|f| f.file == second.file && second.offset >= f.offset)
+            .is_none_or(|f| f.file == second.file && second.offset >= f.offset)
 }
 
 pub fn seal_past_end(t: &ringwal::Truncation) -> bool {

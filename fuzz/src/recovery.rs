@@ -51,7 +51,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use ringwal::format::{self, Kind, SegmentHeader};
+use ringwal::format::{self, Kind};
 use ringwal::{Backend, Config, DirectIo, Error, Level, RecoveryMode, Wal};
 
 use crate::cursor::Cursor;
@@ -154,20 +154,6 @@ impl Deviation {
     fn damaging(self) -> bool {
         self.0 & !(Self::FLAGS | Self::HEADER_TAIL) != 0
     }
-}
-
-/// A header block with the fields chosen, optionally with non-zero
-/// uninterpreted fields (flags, 56..64) sealed with a valid CRC.
-fn header_block(h: &SegmentHeader, odd_flags: Option<(u32, u64)>) -> Vec<u8> {
-    let mut b = vec![0u8; format::BLOCK];
-    h.encode(&mut b);
-    if let Some((flags, tail)) = odd_flags {
-        b[20..24].copy_from_slice(&flags.to_le_bytes());
-        b[56..64].copy_from_slice(&tail.to_le_bytes());
-        let crc = spec::header_crc(&b);
-        b[12..16].copy_from_slice(&crc.to_le_bytes());
-    }
-    b
 }
 
 /// The frame area of one segment being built.
@@ -388,12 +374,13 @@ pub fn build(data: &[u8]) -> Scenario {
         let name = format::segment_file_name(1, base);
         let last = i + 1 == nfiles;
 
-        let mut header = SegmentHeader {
+        let mut header = spec::HeaderFields {
             node: 1,
             base_lsn: base,
             segment_bytes: SEG,
             salt: c.u64(),
             created_unix_ms: 1_700_000_000_000,
+            ..spec::HeaderFields::default()
         };
         if dev.has(Deviation::NODE) {
             header.node = 2;
@@ -414,7 +401,10 @@ pub fn build(data: &[u8]) -> Scenario {
         if dev.has(Deviation::SHORT_FILE) {
             file_len = c.u16() as usize % (SEG as usize + 1);
         }
-        let odd_flags = dev.has(Deviation::FLAGS).then(|| (c.u32() | 1, c.u64()));
+        if dev.has(Deviation::FLAGS) {
+            header.flags = c.u32() | 1;
+            header.word56 = c.u64();
+        }
 
         let mut bytes = match content {
             0 => {
@@ -425,7 +415,7 @@ pub fn build(data: &[u8]) -> Scenario {
             }
             1 | 2 => {
                 let mut buf = vec![0u8; file_len.max(format::BLOCK)];
-                buf[..format::BLOCK].copy_from_slice(&header_block(&header, odd_flags));
+                buf[..format::BLOCK].copy_from_slice(&spec::encode_header(&header));
                 if dev.has(Deviation::HEADER_TAIL) {
                     let junk = c.short_run();
                     buf[64..64 + junk.len()].copy_from_slice(junk);
@@ -481,14 +471,14 @@ pub fn build(data: &[u8]) -> Scenario {
     }
     if flags & 0x20 != 0 {
         let mut other = vec![0u8; format::BLOCK * 2];
-        let h = SegmentHeader {
+        let h = spec::HeaderFields {
             node: 2,
             base_lsn: 1,
             segment_bytes: SEG,
             salt: 9,
-            created_unix_ms: 0,
+            ..spec::HeaderFields::default()
         };
-        h.encode(&mut other);
+        other[..format::BLOCK].copy_from_slice(&spec::encode_header(&h));
         let junk = c.short_run();
         other[format::BLOCK..format::BLOCK + junk.len()].copy_from_slice(junk);
         files.push((format::segment_file_name(2, 1), other));

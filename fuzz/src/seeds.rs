@@ -9,7 +9,7 @@
 //! and `cargo test --lib` (in `fuzz/`) checks that the committed files
 //! match and that every seed passes its target's oracles.
 
-use ringwal::format::{self, Kind, SegmentHeader};
+use ringwal::format::{self, Kind};
 
 use crate::{frame, header, spec};
 
@@ -58,22 +58,17 @@ pub fn frame_decoder() -> Vec<(&'static str, Vec<u8>)> {
     ]
 }
 
-fn header_block(h: &SegmentHeader) -> Vec<u8> {
-    let mut b = vec![0u8; format::BLOCK];
-    h.encode(&mut b);
-    b
-}
-
 /// Seeds for `segment_header`.
 pub fn segment_header() -> Vec<(&'static str, Vec<u8>)> {
-    let h = SegmentHeader {
+    let h = spec::HeaderFields {
         node: 1,
         base_lsn: 1,
         segment_bytes: 64 << 10,
         salt: SALT,
         created_unix_ms: 1_700_000_000_000,
+        ..spec::HeaderFields::default()
     };
-    let valid = header_block(&h);
+    let valid = spec::encode_header(&h);
     let mut flagged = valid.clone();
     flagged[20] = 1;
     flagged[60] = 0x77;
@@ -201,14 +196,14 @@ pub fn recovery() -> Vec<(&'static str, Vec<u8>)> {
         ("raw_file", raw.0),
     ];
     // A raw file holding a whole valid segment header, for mutation.
-    let h = SegmentHeader {
+    let h = spec::HeaderFields {
         node: 1,
         base_lsn: 1,
         segment_bytes: 64 << 10,
         salt: 71,
-        created_unix_ms: 0,
+        ..spec::HeaderFields::default()
     };
-    let mut file = header_block(&h);
+    let mut file = spec::encode_header(&h);
     file.extend(frame_bytes(71, 1, 0, Kind::Data, b"record one"));
     let raw_header = Rin::start(0, 0)
         .u8(0)

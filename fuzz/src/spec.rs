@@ -113,6 +113,41 @@ pub fn decode_frame(buf: &[u8], salt: u64, configured_limit: usize) -> Frame {
     }
 }
 
+/// Every field of a v1 header block as §2.1 lays it out, including the
+/// flags word and bytes 56..64 that v1 writers leave zero. The generators
+/// build headers with [`encode_header`] rather than the engine's
+/// `SegmentHeader`, so they neither depend on the engine's encoder (which
+/// the `segment_header` target checks) nor on its struct's fields.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HeaderFields {
+    pub node: u32,
+    pub flags: u32,
+    pub base_lsn: u64,
+    pub segment_bytes: u64,
+    pub salt: u64,
+    pub created_unix_ms: u64,
+    /// Bytes 56..64: zero in v1, covered by the CRC.
+    pub word56: u64,
+}
+
+/// One header block (4096 bytes): magic, version 1, the fields, the CRC,
+/// zeros after byte 64.
+pub fn encode_header(f: &HeaderFields) -> Vec<u8> {
+    let mut b = vec![0u8; BLOCK];
+    b[..8].copy_from_slice(MAGIC);
+    b[8..12].copy_from_slice(&1u32.to_le_bytes());
+    b[16..20].copy_from_slice(&f.node.to_le_bytes());
+    b[20..24].copy_from_slice(&f.flags.to_le_bytes());
+    b[24..32].copy_from_slice(&f.base_lsn.to_le_bytes());
+    b[32..40].copy_from_slice(&f.segment_bytes.to_le_bytes());
+    b[40..48].copy_from_slice(&f.salt.to_le_bytes());
+    b[48..56].copy_from_slice(&f.created_unix_ms.to_le_bytes());
+    b[56..64].copy_from_slice(&f.word56.to_le_bytes());
+    let crc = header_crc(&b);
+    b[12..16].copy_from_slice(&crc.to_le_bytes());
+    b
+}
+
 /// Outcome of §2.1's validation table for a header block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Header {
@@ -165,6 +200,28 @@ mod tests {
     fn crc_check_value() {
         // The value docs/format.md §3.1 quotes for CRC-32/ISO-HDLC.
         assert_eq!(crc32fast::hash(b"123456789"), 0xCBF4_3926);
+    }
+
+    #[test]
+    fn encoded_header_validates() {
+        let f = HeaderFields {
+            node: 3,
+            base_lsn: 7,
+            segment_bytes: 1 << 16,
+            salt: 9,
+            ..HeaderFields::default()
+        };
+        let b = encode_header(&f);
+        assert_eq!(
+            decode_header(&b),
+            Header::Valid {
+                node: 3,
+                base_lsn: 7,
+                segment_bytes: 1 << 16,
+                salt: 9,
+                created_unix_ms: 0
+            }
+        );
     }
 
     #[test]
