@@ -57,6 +57,7 @@ const H_BASE_LSN: usize = 24;
 const H_SEGMENT_BYTES: usize = 32;
 const H_SALT: usize = 40;
 const H_CREATED: usize = 48;
+const H_TORN_WINDOW: usize = 56;
 const H_USED: usize = 64;
 
 // Frame header field offsets.
@@ -106,6 +107,10 @@ pub struct SegmentHeader {
     pub salt: u64,
     /// Creation time in milliseconds since the Unix epoch; informational only.
     pub created_unix_ms: u64,
+    /// The writer's torn window in bytes (writes in flight × largest
+    /// write), so recovery judges a tail by the writer's own bound even if
+    /// the next opener is configured differently. 0: not recorded.
+    pub torn_window: u64,
 }
 
 /// Why a segment header block was rejected.
@@ -154,6 +159,7 @@ impl SegmentHeader {
         put(b, H_SEGMENT_BYTES, &self.segment_bytes.to_le_bytes());
         put(b, H_SALT, &self.salt.to_le_bytes());
         put(b, H_CREATED, &self.created_unix_ms.to_le_bytes());
+        put(b, H_TORN_WINDOW, &self.torn_window.to_le_bytes());
         let crc = header_crc(b);
         put(b, H_CRC, &crc.to_le_bytes());
     }
@@ -191,6 +197,7 @@ impl SegmentHeader {
             segment_bytes: get_u64(b, H_SEGMENT_BYTES),
             salt: get_u64(b, H_SALT),
             created_unix_ms: get_u64(b, H_CREATED),
+            torn_window: get_u64(b, H_TORN_WINDOW),
         })
     }
 }
@@ -527,6 +534,7 @@ mod tests {
             segment_bytes: 64 << 20,
             salt: SALT,
             created_unix_ms: 1_700_000_000_123,
+            torn_window: 8 << 20,
         }
     }
 

@@ -254,7 +254,13 @@ pub(crate) fn scan_segment(
         return Ok(Some(state));
     };
 
-    let window = if newest { cfg.torn_window() } else { 0 };
+    // The writer recorded its own window; a reopen with a smaller config
+    // must not turn that writer's torn tail into corruption.
+    let window = if newest {
+        cfg.torn_window().max(h.torn_window)
+    } else {
+        0
+    };
     let window_end = (at + window)
         .next_multiple_of(format::BLOCK as u64)
         .min(scan.end());

@@ -49,6 +49,7 @@ struct Pending {
 
 struct Active {
     base: Lsn,
+    id: u64,
     file: VFile,
     /// Written (not durable) bytes since the last sync of this segment.
     dirty: bool,
@@ -67,6 +68,13 @@ struct Ring {
     durable: Lsn,
     sync_inflight: bool,
     sync_covers: Lsn,
+    /// Written mode: bytes written since the last completed sync, bytes
+    /// still in flight, and the bytes the sync in flight will cover. Kept
+    /// under the torn window, so a power loss can tear no more than
+    /// recovery is allowed to cut.
+    unsynced: u64,
+    inflight_bytes: u64,
+    syncing: u64,
     last_sync: Instant,
     spares: Receiver<Result<Spare>>,
     spare_req: Option<Sender<()>>,
@@ -120,6 +128,7 @@ pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
                 q,
                 seg: Active {
                     base: start.header.base_lsn,
+                    id: 0,
                     file: start.file,
                     dirty: false,
                 },
@@ -132,6 +141,9 @@ pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
                 durable: last,
                 sync_inflight: false,
                 sync_covers: last,
+                unsynced: 0,
+                inflight_bytes: 0,
+                syncing: 0,
                 last_sync: Instant::now(),
                 spares,
                 spare_req: Some(spare_req),
@@ -230,11 +242,13 @@ impl Ring {
 
     /// True once nothing is left to write or wait for.
     fn finished(&self) -> bool {
+        if self.failed {
+            // A held batch will never be written; only the kernel's
+            // outstanding operations must finish before buffers go away.
+            return self.pending.is_empty();
+        }
         if !self.pending.is_empty() || self.held.is_some() {
             return false;
-        }
-        if self.failed {
-            return true;
         }
         let r = self.sh.lock();
         if r.has_batch(true) {
@@ -248,8 +262,10 @@ impl Ring {
     /// Decide how to sleep: announce it so producers wake us, then re-check
     /// for work that arrived before the announcement was visible.
     fn idle_wait(&mut self) -> Wait {
-        let can_submit =
-            !self.failed && self.held.is_none() && self.writes < self.sh.cfg.max_inflight;
+        let can_submit = !self.failed
+            && self.held.is_none()
+            && self.writes < self.sh.cfg.max_inflight
+            && !self.over_budget();
         if can_submit {
             self.sh.ring_sleeping.store(true, Ordering::SeqCst);
             // Closing is not work by itself: with operations in flight the
@@ -291,10 +307,19 @@ impl Ring {
             }
             Kind::Sync { .. } => {
                 self.sync_inflight = false;
+                if c.result.is_ok() {
+                    self.unsynced -= self.syncing;
+                }
+                self.syncing = 0;
                 "sync"
             }
             Kind::Barrier => "segment install",
         };
+        if let Op::Write { len, .. } = &c.op {
+            if matches!(self.pending[idx].kind, Kind::Write { .. }) {
+                self.inflight_bytes -= *len as u64;
+            }
+        }
         if let Op::Write { buf, .. } = c.op {
             if buf.capacity() == self.sh.cfg.buffer_bytes() {
                 self.recycle(buf);
@@ -374,9 +399,16 @@ impl Ring {
 
     /// Submit batches while there is room in flight. Returns whether any
     /// work was started.
+    /// Written mode: one more full write would put more unsynced bytes on
+    /// the device than the torn window; wait for a sync first.
+    fn over_budget(&self) -> bool {
+        !self.sh.cfg.durable
+            && self.unsynced + self.sh.cfg.buffer_bytes() as u64 > self.sh.cfg.torn_window()
+    }
+
     fn submit_writes(&mut self) -> bool {
         let mut any = false;
-        while self.writes < self.sh.cfg.max_inflight {
+        while self.writes < self.sh.cfg.max_inflight && !self.over_budget() {
             let batch = match self.held.take() {
                 Some(b) => b,
                 None => match self.sh.lock().take_batch(self.partial_ok()) {
@@ -384,7 +416,7 @@ impl Ring {
                     None => break,
                 },
             };
-            if batch.seg_base != self.seg.base {
+            if batch.seg_id != self.seg.id {
                 match self.roll(batch) {
                     Ok(Some(b)) => self.held = Some(b),
                     Ok(None) => {}
@@ -410,6 +442,10 @@ impl Ring {
             (true, SyncMethod::WriteThenFdatasync) => WriteSync::ThenSync,
         };
         self.seg.dirty |= !durable;
+        if !durable {
+            self.unsynced += batch.len as u64;
+        }
+        self.inflight_bytes += batch.len as u64;
         let c = &self.sh.counters;
         c.writes.fetch_add(1, Ordering::Relaxed);
         c.write_bytes.fetch_add(batch.len as u64, Ordering::Relaxed);
@@ -451,6 +487,8 @@ impl Ring {
                 },
             );
             self.sync_inflight = true;
+            self.syncing = self.unsynced - self.inflight_bytes;
+            self.syncing = self.unsynced - self.inflight_bytes;
             self.sync_covers = self.written;
             self.seg.dirty = false;
             self.sh.counters.syncs.fetch_add(1, Ordering::Relaxed);
@@ -489,17 +527,21 @@ impl Ring {
                 data_only: false,
             },
         );
-        self.sh
-            .segments
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(SegmentFile {
-                base: batch.seg_base,
-                path,
-            });
+        let mut segs = self.sh.segments.lock().unwrap_or_else(|p| p.into_inner());
+        // A segment that never got a record can be rolled past with the
+        // same base; the rename above replaced its file atomically.
+        if segs.last().is_some_and(|s| s.base == batch.seg_base) {
+            segs.pop();
+        }
+        segs.push(SegmentFile {
+            base: batch.seg_base,
+            path,
+        });
+        drop(segs);
         self.sh.counters.rolls.fetch_add(1, Ordering::Relaxed);
         self.seg = Active {
             base: batch.seg_base,
+            id: batch.seg_id,
             file,
             dirty: false,
         };
@@ -551,6 +593,9 @@ impl Ring {
         if self.sh.closing.load(Ordering::SeqCst) && self.writes == 0 && self.held.is_none() {
             want = want.max(everything);
         }
+        if self.over_budget() {
+            want = want.max(everything);
+        }
         if want <= self.sync_covers {
             return None;
         }
@@ -577,6 +622,7 @@ impl Ring {
             },
         );
         self.sync_inflight = true;
+        self.syncing = self.unsynced - self.inflight_bytes;
         self.sync_covers = self.written;
         // Clean only if every write is acknowledged: a write in flight, or
         // done but not yet advanced (behind a barrier of a rolled-to

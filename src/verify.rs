@@ -571,8 +571,8 @@ impl Records {
     /// segments) is corruption, a bad frame in an older segment is
     /// corruption, anything else is the end of the data.
     fn segment_end(&mut self, at: u64, reason: String, was_zero: bool) -> Result<SegmentEnd> {
-        let window = self.torn_window;
         let seg = self.current.as_mut().expect("a segment is open");
+        let window = self.torn_window.max(seg.scan.header.torn_window);
         let end = seg.scan.end();
         if at >= end {
             return Ok(if seg.newest {

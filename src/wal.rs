@@ -25,6 +25,9 @@ pub(crate) struct Batch {
     pub len: usize,
     /// Segment (by base LSN) and offset the batch is written to.
     pub seg_base: Lsn,
+    /// Which segment of this log's life: bumped at every roll. The base
+    /// alone cannot tell segments apart when an empty one is replaced.
+    pub seg_id: u64,
     pub salt: u64,
     pub offset: u64,
     /// LSN of the last record in the batch (0: padding only).
@@ -36,6 +39,7 @@ pub(crate) struct Reservation {
     pub next_lsn: Lsn,
     /// The segment new frames go to, its salt, and where its next batch starts.
     pub seg_base: Lsn,
+    pub seg_id: u64,
     pub salt: u64,
     pub batch_start: u64,
     /// Size of the segment frames go to: its header's, which after a
@@ -165,10 +169,12 @@ impl Shared {
     }
 
     pub fn poisoned(&self, cause: Poison) {
-        self.acks.poison(cause.clone());
+        // The reservation first: a waiter woken by the poison must find
+        // every later append refused too.
         let mut r = self.lock();
-        r.poison.get_or_insert(cause);
+        r.poison.get_or_insert(cause.clone());
         drop(r);
+        self.acks.poison(cause);
         self.space.notify_all();
     }
 }
@@ -249,9 +255,17 @@ impl Wal {
             res: Mutex::new(Reservation {
                 next_lsn: rec.next_lsn,
                 seg_base: header.base_lsn,
+                seg_id: 0,
                 salt: header.salt,
                 batch_start: write_at,
-                seg_bytes: header.segment_bytes,
+                // A segment whose header records a narrower torn window than
+                // this writer's is not written to again: the first append
+                // rolls, so every segment's header bounds its own tail.
+                seg_bytes: if header.torn_window >= cfg.torn_window() {
+                    header.segment_bytes
+                } else {
+                    write_at
+                },
                 active: None,
                 ready: VecDeque::new(),
                 free: buffers,
@@ -352,6 +366,7 @@ impl Wal {
                 // Roll: the record opens the next segment, named by its LSN.
                 r.close_active();
                 r.seg_base = r.next_lsn;
+                r.seg_id += 1;
                 r.salt = rand::random();
                 r.batch_start = format::BLOCK as u64;
                 r.seg_bytes = cfg.segment_bytes;
@@ -363,6 +378,9 @@ impl Wal {
             {
                 r.close_active();
                 self.shared.kick();
+                // Closing padded the batch to a block boundary, which moves
+                // where this record would start: check the segment again.
+                continue;
             }
             if r.active.is_none() {
                 let Some(buf) = r.free.pop() else {
@@ -372,11 +390,13 @@ impl Wal {
                     r.waiting_for_space -= 1;
                     continue;
                 };
-                let (offset, seg_base, salt) = (r.batch_start, r.seg_base, r.salt);
+                let (offset, seg_base, seg_id, salt) =
+                    (r.batch_start, r.seg_base, r.seg_id, r.salt);
                 r.active = Some(Batch {
                     buf,
                     len: 0,
                     seg_base,
+                    seg_id,
                     salt,
                     offset,
                     last_lsn: 0,
@@ -593,6 +613,7 @@ pub(crate) fn new_header(cfg: &Config, base: Lsn) -> SegmentHeader {
         segment_bytes: cfg.segment_bytes,
         salt: rand::random(),
         created_unix_ms,
+        torn_window: cfg.torn_window(),
     }
 }
 

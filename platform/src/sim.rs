@@ -263,6 +263,12 @@ impl SimFs {
     /// same seed and faults (`crash_no` varies the tearing between crashes
     /// of one run).
     pub fn crash(&self, crash_no: u64) -> SimFs {
+        self.crash_into(crash_no, self.sh.faults.clone())
+    }
+
+    /// As [`crash`](Self::crash), but the surviving disk injects `faults`
+    /// from now on (say, none, to check that recovery succeeds).
+    pub fn crash_into(&self, crash_no: u64, faults: Faults) -> SimFs {
         let mut st = self.state();
         st.frozen = true;
         let seed = self.sh.seed;
@@ -332,7 +338,7 @@ impl SimFs {
         let dirs = st.dirs.clone();
         let next_id = st.next_id;
         drop(st);
-        let new = SimFs::new(seed, self.sh.faults.clone());
+        let new = SimFs::new(seed, faults);
         {
             let mut ns = new.state();
             ns.files = files;

@@ -1,0 +1,420 @@
+//! Crash simulation at scale on the sim backend.
+//!
+//! For each seed: a random workload (producers, record sizes up to the
+//! maximum, several streams, syncs, checkpoints, tiny segments so rolls are
+//! constant) runs on a simulated disk, which loses power at a random point;
+//! real recovery (`Wal::open`) then runs on what survived. After each crash:
+//! every record acknowledged `Durable` is there byte for byte, LSNs are
+//! dense and ordered, nothing that was never appended appears, a pure crash
+//! never makes open fail, and appends continue past every recovered LSN.
+//! A second family injects EIO and ENOSPC: every waiter then fails, nothing
+//! in doubt is acknowledged, a failed sync is never retried, and the next
+//! open recovers a consistent log.
+//!
+//! `RINGWAL_SIM_SEEDS=N` sets the number of seeds (default 500 for pure
+//! crashes, a fifth of that with faults); `RINGWAL_SIM_SEED=S` reruns one.
+//! A failure prints its seed and the disk's operation log.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use ringwal::{Config, Error, Level, Lsn, Wal};
+use ringwal_platform::sim::{Faults, SimFs};
+
+const DIR: &str = "/sim/log";
+const MAX_RECORD: usize = 6 << 10;
+
+fn seeds(default: u64) -> Vec<u64> {
+    if let Ok(s) = std::env::var("RINGWAL_SIM_SEED") {
+        return vec![s.parse().expect("RINGWAL_SIM_SEED must be a number")];
+    }
+    let n = std::env::var("RINGWAL_SIM_SEEDS").map_or(default, |v| {
+        v.parse().expect("RINGWAL_SIM_SEEDS must be a number")
+    });
+    (0..n).collect()
+}
+
+fn config(fs: &SimFs, rng: &mut StdRng) -> Config {
+    let level = if rng.gen_bool(0.5) {
+        Level::Durable
+    } else {
+        Level::Written
+    };
+    Config::builder()
+        .sim(fs)
+        .segment_bytes(64 << 10)
+        .max_record_bytes(MAX_RECORD)
+        .write_bytes(16 << 10)
+        .max_inflight(rng.gen_range(1..=4))
+        .default_level(level)
+        .build()
+}
+
+/// What the workload did, as the test knows it.
+#[derive(Default)]
+struct Ledger {
+    /// Every record appended (LSN → stream and payload), acknowledged or not.
+    appended: HashMap<Lsn, (u16, Vec<u8>)>,
+    /// LSNs acknowledged durable.
+    durable: Vec<Lsn>,
+    /// The log refused work (poisoned or full): every waiter after must fail.
+    failures: usize,
+}
+
+fn record(rng: &mut StdRng, lsn_hint: u64) -> Vec<u8> {
+    let len = if rng.gen_bool(0.05) {
+        MAX_RECORD
+    } else {
+        rng.gen_range(0..600)
+    };
+    let mut p = vec![0u8; len];
+    rng.fill(&mut p[..]);
+    if len >= 8 {
+        p[..8].copy_from_slice(&lsn_hint.to_le_bytes());
+    }
+    p
+}
+
+/// Producers append until `stop`, waiting on some tickets (durable), asking
+/// for syncs and checkpointing now and then.
+fn workload(
+    wal: &Arc<Wal>,
+    seed: u64,
+    producers: usize,
+    stop: &Arc<AtomicBool>,
+    ledger: &Arc<Mutex<Ledger>>,
+) {
+    std::thread::scope(|s| {
+        for p in 0..producers {
+            let (wal, stop, ledger) = (wal.clone(), stop.clone(), ledger.clone());
+            s.spawn(move || {
+                let mut rng = StdRng::seed_from_u64(seed ^ ((p as u64 + 1) * 0x9E37_79B9));
+                let mut pending = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    let payload = record(&mut rng, p as u64);
+                    let stream = rng.gen_range(0..4u16);
+                    let res = wal.append_then(stream, &payload, |lsn| {
+                        ledger
+                            .lock()
+                            .unwrap()
+                            .appended
+                            .insert(lsn, (stream, payload.clone()));
+                    });
+                    let ticket = match res {
+                        Ok(t) => t,
+                        Err(_) => {
+                            ledger.lock().unwrap().failures += 1;
+                            return;
+                        }
+                    };
+                    pending.push(ticket);
+                    if pending.len() >= rng.gen_range(1..16) {
+                        for t in pending.drain(..) {
+                            match t.wait(Level::Durable) {
+                                Ok(()) => ledger.lock().unwrap().durable.push(t.lsn()),
+                                Err(_) => {
+                                    ledger.lock().unwrap().failures += 1;
+                                    return;
+                                }
+                            }
+                        }
+                    }
+                    match rng.gen_range(0..200) {
+                        0 => {
+                            if wal.sync().is_err() {
+                                return;
+                            }
+                            let d = wal.durable_lsn();
+                            ledger.lock().unwrap().durable.push(d);
+                        }
+                        1 => {
+                            // Keep the last few segments: checkpoint well behind.
+                            let upto = wal.durable_lsn().saturating_sub(200);
+                            let _ = wal.checkpoint(upto);
+                        }
+                        _ => {}
+                    }
+                }
+            });
+        }
+    });
+}
+
+/// Open the survived disk and check it against the ledger. Returns the
+/// recovered log.
+fn check_recovery(seed: u64, fs: &SimFs, cfg: &Config, ledger: &Ledger, what: &str) -> (Wal, Lsn) {
+    let fail = |msg: String| -> ! {
+        let log = fs.op_log();
+        let keep = std::env::var("RINGWAL_SIM_LOG").map_or(60, |v| v.parse().unwrap_or(60));
+        let tail = &log[log.len().saturating_sub(keep)..];
+        panic!("seed {seed} ({what}): {msg}\nrerun: RINGWAL_SIM_SEED={seed}\nlast disk operations:\n{}", tail.join("\n"));
+    };
+    let (wal, report) = match Wal::open(DIR, cfg.clone()) {
+        Ok(x) => x,
+        Err(e) => fail(format!("open after a crash failed: {e}")),
+    };
+    let mut expect: Option<Lsn> = None;
+    let mut seen = 0u64;
+    let mut first = 0;
+    for rec in wal
+        .reader_from(0)
+        .unwrap_or_else(|e| fail(format!("reader: {e}")))
+    {
+        let rec = rec.unwrap_or_else(|e| fail(format!("read: {e}")));
+        if let Some(x) = expect {
+            if rec.lsn != x {
+                fail(format!("LSN {} where {x} was expected", rec.lsn));
+            }
+        } else {
+            first = rec.lsn;
+        }
+        expect = Some(rec.lsn + 1);
+        seen += 1;
+        match ledger.appended.get(&rec.lsn) {
+            Some((stream, payload)) if *stream == rec.stream && *payload == rec.payload => {}
+            Some(_) => fail(format!("record {} differs from what was appended", rec.lsn)),
+            None => fail(format!("record {} was never appended", rec.lsn)),
+        }
+    }
+    let last = expect.map_or(0, |x| x - 1);
+    let max_durable = ledger.durable.iter().copied().max().unwrap_or(0);
+    if max_durable > last {
+        fail(format!(
+            "LSN {max_durable} was acknowledged durable but recovery ends at {last}"
+        ));
+    }
+    if seen > 0 && first != wal.oldest_lsn() {
+        fail(format!(
+            "first record {first} but the oldest segment starts at {}",
+            wal.oldest_lsn()
+        ));
+    }
+    if report.last_lsn != last {
+        fail(format!(
+            "report says last LSN {} but reading found {last}",
+            report.last_lsn
+        ));
+    }
+    (wal, last)
+}
+
+fn crash_round(seed: u64, faults: Faults, rounds: u32) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut fs = SimFs::new(seed, faults);
+    let mut ledger = Ledger::default();
+    let mut appended_total: HashMap<Lsn, (u16, Vec<u8>)> = HashMap::new();
+    for round in 0..rounds {
+        let cfg = config(&fs, &mut rng);
+        let wal = match Wal::open(DIR, cfg.clone()) {
+            Ok((w, _)) => Arc::new(w),
+            // Only possible with injected faults (say, EIO or ENOSPC while
+            // creating the first segment); the log then never started.
+            Err(e) if round == 0 && fs_has_faults(&fs) => {
+                assert!(
+                    matches!(e, Error::Io { .. } | Error::NoSpace { .. }),
+                    "seed {seed}: {e}"
+                );
+                return;
+            }
+            Err(e) => panic!("seed {seed}: open failed on a fresh or recovered disk: {e}"),
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let shared = Arc::new(Mutex::new(std::mem::take(&mut ledger)));
+        let crash_at = fs.writes() + rng.gen_range(1..120);
+        let producers = rng.gen_range(1..=3);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let crashed = std::thread::scope(|s| {
+            let (w, st, sh) = (wal.clone(), stop.clone(), shared.clone());
+            s.spawn(move || {
+                workload(&w, seed ^ u64::from(round), producers, &st, &sh);
+                let _ = tx.send(());
+            });
+            // Lose power after the chosen number of disk writes (or when the
+            // workload gave up, poisoned by an injected fault).
+            while fs.writes() < crash_at && rx.try_recv().is_err() {
+                std::thread::yield_now();
+            }
+            // The survivor injects no faults: recovery itself must succeed.
+            let clean = Faults {
+                sector: if seed.is_multiple_of(2) { 512 } else { 4096 },
+                ..Faults::default()
+            };
+            let image = fs.crash_into(u64::from(round), clean);
+            stop.store(true, Ordering::Relaxed);
+            image
+        });
+        drop(wal);
+        ledger = Arc::try_unwrap(shared)
+            .ok()
+            .expect("workload threads joined")
+            .into_inner()
+            .unwrap();
+        check_no_retried_sync(seed, &fs);
+        for (k, v) in ledger.appended.drain() {
+            appended_total.insert(k, v);
+        }
+        ledger.appended = appended_total.clone();
+        fs = crashed;
+        let cfg = config(&fs, &mut rng);
+        let (wal, last) = check_recovery(seed, &fs, &cfg, &ledger, &format!("round {round}"));
+        // Appends continue past everything recovered.
+        let t = wal
+            .append(1, b"after recovery")
+            .unwrap_or_else(|e| panic!("seed {seed}: append after recovery: {e}"));
+        assert_eq!(t.lsn(), last + 1, "seed {seed}: LSN after recovery");
+        t.wait(Level::Durable)
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        appended_total.insert(t.lsn(), (1, b"after recovery".to_vec()));
+        ledger.appended = appended_total.clone();
+        ledger.durable.push(t.lsn());
+        wal.close()
+            .unwrap_or_else(|e| panic!("seed {seed}: close after recovery: {e}"));
+    }
+}
+
+fn fs_has_faults(fs: &SimFs) -> bool {
+    fs.op_log()
+        .iter()
+        .any(|l| l.ends_with("EIO") || l.ends_with("ENOSPC"))
+}
+
+/// After a sync of a file failed, that file is never synced again (Linux
+/// may have dropped its dirty pages; a second sync would prove nothing).
+fn check_no_retried_sync(seed: u64, fs: &SimFs) {
+    let log = fs.op_log();
+    for (i, line) in log.iter().enumerate() {
+        if let Some(rest) = line.strip_prefix("fdatasync #") {
+            if let Some(path) = rest
+                .strip_suffix(": EIO")
+                .and_then(|r| r.split_once(' ').map(|x| x.1))
+            {
+                let retried = log[i + 1..]
+                    .iter()
+                    .any(|l| l.starts_with("fdatasync #") && l.ends_with(path));
+                assert!(!retried, "seed {seed}: a failed sync of {path} was retried");
+            }
+        }
+    }
+}
+
+#[test]
+fn pure_crashes_lose_nothing_acknowledged() {
+    for seed in seeds(500) {
+        crash_round(
+            seed,
+            Faults {
+                sector: if seed % 2 == 0 { 512 } else { 4096 },
+                ..Faults::default()
+            },
+            2,
+        );
+    }
+}
+
+#[test]
+fn injected_faults_poison_and_recover() {
+    for seed in seeds(100) {
+        let faults = match seed % 4 {
+            0 => Faults {
+                write_eio: 0.02,
+                ..Faults::default()
+            },
+            1 => Faults {
+                sync_eio: 0.05,
+                ..Faults::default()
+            },
+            2 => Faults {
+                short_write: 0.02,
+                ..Faults::default()
+            },
+            _ => Faults {
+                capacity: Some(600 << 10),
+                ..Faults::default()
+            },
+        };
+        crash_round(seed + 1_000_000, faults, 1);
+    }
+}
+
+/// A waiter never sees success for a record whose write failed, the
+/// error says what happened, and the log refuses everything after.
+#[test]
+fn failed_write_poisons_every_waiter() {
+    // Writes 1-3 create the first segment and the spare; then one write
+    // per record, waited on one at a time, so the eighth write is a record's.
+    let fs = SimFs::new(
+        42,
+        Faults {
+            fail_write_at: Some(8),
+            ..Faults::default()
+        },
+    );
+    let cfg = Config::builder()
+        .sim(&fs)
+        .segment_bytes(64 << 10)
+        .max_record_bytes(MAX_RECORD)
+        .build();
+    let (wal, _) = Wal::open(DIR, cfg).unwrap();
+    let mut acked = 0;
+    let failed_lsn = loop {
+        let t = wal.append(0, &[7; 100]).unwrap();
+        match t.wait(Level::Durable) {
+            Ok(()) => acked = t.lsn(),
+            Err(e) => {
+                assert!(matches!(e, Error::Poisoned { .. }), "{e}");
+                break t.lsn();
+            }
+        }
+        assert!(acked < 20, "the injected failure never came");
+    };
+    assert_eq!(
+        wal.durable_lsn(),
+        acked,
+        "nothing after the failure is durable"
+    );
+    assert!(matches!(wal.append(0, b"x"), Err(Error::Poisoned { .. })));
+    assert!(matches!(wal.sync(), Err(Error::Poisoned { .. })));
+    drop(wal);
+    let image = fs.crash_into(0, Faults::default());
+    let cfg = Config::builder()
+        .sim(&image)
+        .segment_bytes(64 << 10)
+        .max_record_bytes(MAX_RECORD)
+        .build();
+    let (wal, rep) = Wal::open(DIR, cfg).unwrap();
+    assert_eq!(
+        rep.last_lsn, acked,
+        "the failed record ({failed_lsn}) never reached the disk"
+    );
+    assert_eq!(wal.next_lsn(), acked + 1);
+}
+
+/// A latent read error during recovery fails open with the file named,
+/// never a silent truncation.
+#[test]
+fn latent_read_error_fails_open_loudly() {
+    let fs = SimFs::new(9, Faults::default());
+    let cfg = Config::builder()
+        .sim(&fs)
+        .segment_bytes(64 << 10)
+        .max_record_bytes(MAX_RECORD)
+        .build();
+    let (wal, _) = Wal::open(DIR, cfg.clone()).unwrap();
+    for i in 0..50u8 {
+        wal.append(0, &[i; 200])
+            .unwrap()
+            .wait(Level::Durable)
+            .unwrap();
+    }
+    wal.close().unwrap();
+    let seg = Path::new(DIR).join(ringwal::format::segment_file_name(1, 1));
+    fs.inject_read_error(&seg, 4096 + 1000);
+    match Wal::open(DIR, cfg) {
+        Err(Error::Io { path, .. }) => assert_eq!(path, seg),
+        other => panic!("expected an I/O error naming the segment, got {other:?}"),
+    }
+}
