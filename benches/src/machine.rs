@@ -150,6 +150,10 @@ fn filesystem_of(dir: &Path) -> String {
 }
 
 fn commit() -> String {
+    // A copy without .git (e.g. `git archive` of a commit) can say which.
+    if let Ok(c) = std::env::var("RINGWAL_COMMIT") {
+        return c;
+    }
     let git = |args: &[&str]| {
         std::process::Command::new("git")
             .args(args)
