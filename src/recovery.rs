@@ -29,6 +29,10 @@ use std::time::{Duration, Instant};
 use crate::config::{Config, RecoveryMode};
 use crate::error::{Error, Lsn, Result};
 use crate::format::{self, Decoded, Kind, SegmentHeader};
+
+/// LSNs above this are damage: the counter has 2^62 values of headroom
+/// before it could wrap, which no real log reaches.
+const MAX_LSN: u64 = 1 << 62;
 use crate::scan::SegmentScan;
 use crate::segments::{self, SegmentFile};
 
@@ -176,6 +180,16 @@ pub(crate) fn scan_segment(
         }
     };
     let h = scan.header;
+    if h.base_lsn == 0 || h.base_lsn > MAX_LSN {
+        // LSN 0 means "none", and a base near u64::MAX would make the LSN
+        // counter wrap: both are damage, not something to resume from.
+        out.problems.push(Error::corrupt(
+            &f.path,
+            0,
+            format!("base LSN {} out of range", h.base_lsn),
+        ));
+        return Ok(None);
+    }
     if h.node != cfg.node || h.base_lsn != f.base {
         out.problems.push(Error::corrupt(
             &f.path,
@@ -343,7 +357,7 @@ pub(crate) fn recover(dir: &Path, cfg: &Config) -> Result<Recovered> {
         let mut write_at = last.valid_end;
         if let Some((at, reason, zero_to)) = last.torn.take() {
             let zeroed = cut_tail(&*cfg.vfs, &last.file.path, &last.header, at, zero_to)?;
-            write_at = at + format::padding_len(at) as u64;
+            write_at = (at + format::padding_len(at) as u64).min(last.header.segment_bytes);
             report.truncated = Some(Truncation {
                 file: last.file.path.clone(),
                 offset: at,
@@ -351,7 +365,8 @@ pub(crate) fn recover(dir: &Path, cfg: &Config) -> Result<Recovered> {
                 zeroed,
             });
         } else {
-            write_at += format::padding_len(write_at) as u64;
+            write_at =
+                (write_at + format::padding_len(write_at) as u64).min(last.header.segment_bytes);
         }
         active = Some((last.file.clone(), last.header, write_at));
     }
@@ -396,7 +411,12 @@ fn cut_tail(
         ..ringwal_platform::OpenHow::default()
     };
     let file = vfs.open(path, how).map_err(|e| Error::io(path, e))?;
-    let pad = format::padding_len(at);
+    // A seal that would run past the segment's end (a tail a few bytes
+    // short of it) is replaced by zeros to the end: the next append rolls.
+    let pad = match format::padding_len(at) {
+        p if at + p as u64 > header.segment_bytes => 0,
+        p => p,
+    };
     let sealed = at + pad as u64;
     let zero_to = zero_to.max(sealed).min(header.segment_bytes);
     let mut buf = vec![0u8; pad];

@@ -88,6 +88,12 @@ impl SegmentScan {
         }
         self.ensure(off, format::FRAME_HEADER)?;
         let rel = (off - self.buf_start) as usize;
+        // Fewer bytes than a frame header before the end, all zero: unused
+        // space (a tail sealed with zeros because no padding frame fits).
+        if self.end() - off < format::FRAME_HEADER as u64 && self.buf[rel..].iter().all(|&b| b == 0)
+        {
+            return Ok(Decoded::Zero);
+        }
         let mut need = format::FRAME_HEADER;
         if self.buf.len() >= rel + format::FRAME_HEADER {
             let len = u32::from_le_bytes(self.buf[rel + 4..rel + 8].try_into().expect("4 bytes"))
