@@ -242,7 +242,8 @@ fn ops(
                 let bytes = c.take(g);
                 let end = (a.pos + bytes.len()).min(a.end);
                 a.buf[a.pos..end].copy_from_slice(&bytes[..end - a.pos]);
-                if bytes.iter().any(|&b| b != 0) {
+                // Even all-zero bytes leave a gap that ends the data.
+                if !bytes.is_empty() {
                     *clean = false;
                 }
                 a.pos = (a.pos + bytes.len()).next_multiple_of(format::FRAME_ALIGN);
