@@ -66,6 +66,9 @@ struct Ring {
     held: Option<Batch>,
     written: Lsn,
     durable: Lsn,
+    /// The watermarks as last handed to `Acks` (see `run` for why they
+    /// can lag `written`/`durable` for a moment).
+    published: (Lsn, Lsn),
     sync_inflight: bool,
     sync_covers: Lsn,
     /// Written mode: bytes written since the last completed sync, bytes
@@ -139,6 +142,7 @@ pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
                 held: None,
                 written: last,
                 durable: last,
+                published: (last, last),
                 sync_inflight: false,
                 sync_covers: last,
                 unsynced: 0,
@@ -214,12 +218,30 @@ impl Ring {
     }
 
     fn run(&mut self) {
+        // With io_uring, the work the completions made room for goes to
+        // the device before anyone is woken: waking waiters costs this
+        // thread syscalls and, with more producers than CPUs, the CPU
+        // itself. The threaded queue performs its I/O inside `run`, so it
+        // publishes first, as a write there takes the whole device time.
+        let submit_first = self.q.kind() == QueueKind::Uring;
         loop {
             let mut progress = self.reap();
             self.advance();
+            if !submit_first {
+                self.publish();
+            }
             if !self.failed {
                 progress |= self.submit_writes();
                 progress |= self.maybe_sync();
+            }
+            if submit_first && self.unpublished() {
+                if progress {
+                    if let Err(e) = self.q.run(Wait::NoWait) {
+                        self.fail(Poison::Failed(format!("io_uring_enter failed: {e}")));
+                        break;
+                    }
+                }
+                self.publish();
             }
             let closed = self.sh.closing.load(Ordering::SeqCst);
             if (closed || self.failed) && self.finished() {
@@ -356,7 +378,8 @@ impl Ring {
         }
     }
 
-    /// Pop finished entries off the front and move the watermarks.
+    /// Pop finished entries off the front and move the watermarks (the
+    /// ring's own copy; `publish` hands them to the waiters).
     fn advance(&mut self) {
         if self.failed {
             // Keep draining so buffers return, but acknowledge nothing more.
@@ -381,11 +404,23 @@ impl Ring {
                 _ => {}
             }
         }
-        if (w, d) != (self.written, self.durable) {
-            self.written = w;
-            self.durable = d;
-            self.sh.acks.advance(w, d);
+        self.written = w;
+        self.durable = d;
+    }
+
+    /// Whether the watermarks moved further than the waiters were told.
+    fn unpublished(&self) -> bool {
+        (self.written, self.durable) != self.published
+    }
+
+    /// Tell the waiters how far the watermarks moved. Nothing is published
+    /// after a failure: the poison has already answered every waiter.
+    fn publish(&mut self) {
+        if self.failed || !self.unpublished() {
+            return;
         }
+        self.published = (self.written, self.durable);
+        self.sh.acks.advance(self.written, self.durable);
     }
 
     /// Whether a partly filled batch may be submitted now. Full batches go
