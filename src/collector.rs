@@ -684,7 +684,7 @@ impl Collector {
             &*cfg.vfs,
             self.wal.dir(),
             cfg.node,
-            cfg.max_record_bytes,
+            format::MAX_PAYLOAD,
             upto,
             |stream, lsn, payload| {
                 let take = self

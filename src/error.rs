@@ -65,6 +65,17 @@ pub enum Error {
         /// The file being written or created.
         path: PathBuf,
     },
+    /// The log has used every LSN up to [`MAX_LSN`](crate::format::MAX_LSN).
+    /// No real log gets here; a log that does was resumed from a damaged
+    /// name or header. Nothing was appended; start a new log.
+    #[error(
+        "LSN space exhausted: the next LSN {next} is past the limit {}",
+        crate::format::MAX_LSN
+    )]
+    LsnExhausted {
+        /// The LSN that would have been assigned.
+        next: Lsn,
+    },
     /// A configuration value is out of range.
     #[error("invalid configuration: {0}")]
     InvalidConfig(String),

@@ -28,11 +28,8 @@ use std::time::{Duration, Instant};
 
 use crate::config::{Config, RecoveryMode};
 use crate::error::{Error, Lsn, Result};
-use crate::format::{self, Decoded, Kind, SegmentHeader};
+use crate::format::{self, Decoded, Kind, SegmentHeader, MAX_LSN};
 
-/// LSNs above this are damage: the counter has 2^62 values of headroom
-/// before it could wrap, which no real log reaches.
-const MAX_LSN: u64 = 1 << 62;
 use crate::scan::SegmentScan;
 use crate::segments::{self, SegmentFile};
 
@@ -104,6 +101,76 @@ pub(crate) struct Analysis {
     pub bytes_scanned: u64,
 }
 
+impl Analysis {
+    /// Judge the blank files popped off the end of the listing, after the
+    /// segments before them have been scanned.
+    ///
+    /// A crash mid-roll leaves the blank file named exactly one past the
+    /// last record (the ring rolls only after the old segment is
+    /// complete), and that name is where the log resumes when no segment
+    /// survives. A blank file named further out is not that crash, and a
+    /// name outside `1..=MAX_LSN` is no name the writer can produce:
+    /// resuming at either would skip LSNs or run the counter out.
+    pub(crate) fn judge_incomplete(&mut self) {
+        self.floor_lsn = 0;
+        let mut floor_file = None;
+        for path in &self.incomplete {
+            let base = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(format::parse_segment_file_name)
+                .map_or(0, |(_, base)| base);
+            if base == 0 || base > MAX_LSN {
+                self.problems.push(Error::corrupt(
+                    path,
+                    0,
+                    format!("blank segment named with base LSN {base}, out of range"),
+                ));
+            } else if base > self.floor_lsn {
+                self.floor_lsn = base;
+                floor_file = Some(path.clone());
+            }
+        }
+        if let (Some(last), Some(path)) = (self.segments.last(), floor_file) {
+            let expected = last.last_lsn + 1;
+            if self.floor_lsn > expected {
+                self.problems.push(Error::Gap {
+                    file: path,
+                    expected,
+                    found: self.floor_lsn,
+                });
+            }
+        }
+    }
+
+    /// Point-in-time mode: the segment left newest was judged as an older
+    /// one (no torn window, no residue rule). Whatever follows its valid
+    /// prefix belongs to the part of the log that was set aside, so it is
+    /// cut and zeroed like a torn tail; otherwise a later open, judging the
+    /// segment as newest, would cut again or find stale frames.
+    fn clear_after_recovery_point(&mut self, cfg: &Config) -> Result<()> {
+        let Some(last) = self.segments.last_mut() else {
+            return Ok(());
+        };
+        if last.torn.is_some() {
+            return Ok(());
+        }
+        let Ok(mut scan) = SegmentScan::open(&*cfg.vfs, &last.file.path, format::MAX_PAYLOAD)?
+        else {
+            return Ok(());
+        };
+        let end = scan.end();
+        if scan.first_nonzero(last.valid_end, end)?.is_some() {
+            last.torn = Some((
+                last.valid_end,
+                "bytes after the point-in-time recovery point".into(),
+                end,
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Scan `dir` for `cfg.node`'s log without modifying anything.
 pub(crate) fn analyze(dir: &Path, cfg: &Config) -> Result<Analysis> {
     let listing = segments::list(&*cfg.vfs, dir, cfg.node)?;
@@ -113,15 +180,19 @@ pub(crate) fn analyze(dir: &Path, cfg: &Config) -> Result<Analysis> {
     };
     let mut files = listing.segments;
 
+    // Scans accept every frame the format allows (`MAX_PAYLOAD`), not just
+    // the configured maximum: that limits appends, and a log written under
+    // a larger one, or padded with frames larger than a small one, must
+    // recover whole.
+
     // Incomplete newest files: a crash between rename and a durable header.
     while let Some(last) = files.last() {
-        match SegmentScan::open(&*cfg.vfs, &last.path, cfg.max_record_bytes)? {
+        match SegmentScan::open(&*cfg.vfs, &last.path, format::MAX_PAYLOAD)? {
             // Only a header that never reached the disk marks a crash
             // mid-create. A damaged but present header is corruption: the
             // segment may hold acknowledged records.
             Err((format::HeaderError::Blank | format::HeaderError::Short, _)) => {
                 let f = files.pop().expect("last exists");
-                out.floor_lsn = out.floor_lsn.max(f.base);
                 out.incomplete.push(f.path);
             }
             _ => break,
@@ -145,19 +216,9 @@ pub(crate) fn analyze(dir: &Path, cfg: &Config) -> Result<Analysis> {
             None => {}
         }
     }
-    // A crash mid-roll leaves the blank file named exactly one past the
-    // last record (the ring rolls only after the old segment is complete).
-    // A blank file named further out is not that crash, and resuming at
-    // its name would skip LSNs.
-    if let (Some(last), Some(path)) = (out.segments.last(), out.incomplete.first()) {
-        let expected = last.last_lsn + 1;
-        if out.floor_lsn > expected {
-            out.problems.push(Error::Gap {
-                file: path.clone(),
-                expected,
-                found: out.floor_lsn,
-            });
-        }
+    out.judge_incomplete();
+    if cfg.recovery == RecoveryMode::PointInTime && !out.set_aside.is_empty() {
+        out.clear_after_recovery_point(cfg)?;
     }
     Ok(out)
 }
@@ -171,7 +232,7 @@ pub(crate) fn scan_segment(
     prev_last: Option<Lsn>,
     out: &mut Analysis,
 ) -> Result<Option<SegmentState>> {
-    let mut scan = match SegmentScan::open(&*cfg.vfs, &f.path, cfg.max_record_bytes)? {
+    let mut scan = match SegmentScan::open(&*cfg.vfs, &f.path, format::MAX_PAYLOAD)? {
         Ok(s) => s,
         Err((e, _)) => {
             out.problems
@@ -310,8 +371,19 @@ pub(crate) fn scan_segment(
     // block-boundary search does not look, and a later torn write must not
     // be able to resurrect them.
     let residue = newest && was_zero && scan.first_nonzero(at, window_end)?.is_some();
-    if !was_zero || within.is_some() || residue || at % format::BLOCK as u64 != 0 {
-        state.torn = Some((at, reason, window_end));
+    // A zero tail too short to hold a seal is not a torn write: the writer
+    // fills a segment to its end in whole blocks, so such a segment is
+    // simply full (nothing behind it to cut, and cutting would recur on
+    // every open).
+    let full = was_zero
+        && at + format::padding_len(at) as u64 > h.segment_bytes
+        && scan.first_nonzero(at, scan.end())?.is_none();
+    if !full && (!was_zero || within.is_some() || residue || at % format::BLOCK as u64 != 0) {
+        // Zero to the end of the frame area, not just the window: by now
+        // nothing after `at` is data, and bytes left beyond the window
+        // would be judged again (and cut again) once appends move the
+        // window over them.
+        state.torn = Some((at, reason, scan.end()));
     }
     Ok(Some(state))
 }
@@ -381,12 +453,15 @@ pub(crate) fn recover(dir: &Path, cfg: &Config) -> Result<Recovered> {
         report.first_lsn = 0;
         report.last_lsn = 0;
     }
-    let next_lsn = a
-        .segments
-        .last()
-        .map_or(1, |s| s.last_lsn + 1)
-        .max(a.floor_lsn)
-        .max(1);
+    // A surviving segment fixes where the log resumes: its last LSN + 1.
+    // The name of a discarded blank file counts only when no segment
+    // survives (in strict mode a disagreement is a `Gap` above; in
+    // point-in-time mode following the name would put a sequence break
+    // inside the active segment).
+    let next_lsn = match a.segments.last() {
+        Some(s) => s.last_lsn + 1,
+        None => a.floor_lsn.max(1),
+    };
     report.elapsed = start.elapsed();
     Ok(Recovered {
         report,

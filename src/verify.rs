@@ -51,9 +51,9 @@ pub struct TornTail {
     pub offset: u64,
     /// Why the bytes at `offset` were rejected.
     pub reason: String,
-    /// End of the region recovery would zero (the torn window, clipped to
-    /// the segment).
-    pub window_end: u64,
+    /// End of the region recovery would zero: the end of the segment's
+    /// frame area (its declared size, or the file's length if shorter).
+    pub zero_to: u64,
 }
 
 /// What [`verify`] found for one node. Building it never modifies a file.
@@ -167,6 +167,7 @@ fn verify_once(dir: &Path, cfg: &Config) -> Result<VerifyReport> {
             ..Analysis::default()
         };
         scan_all(&files, cfg, &mut a)?;
+        a.judge_incomplete();
     }
     a.incomplete.sort();
     let newest = segments::list(&*cfg.vfs, dir, cfg.node)?
@@ -180,14 +181,12 @@ fn verify_once(dir: &Path, cfg: &Config) -> Result<VerifyReport> {
         .last()
         .filter(|s| Some(&s.file.path) == newest.as_ref())
         .and_then(|s| {
-            s.torn
-                .as_ref()
-                .map(|(offset, reason, window_end)| TornTail {
-                    file: s.file.path.clone(),
-                    offset: *offset,
-                    reason: reason.clone(),
-                    window_end: *window_end,
-                })
+            s.torn.as_ref().map(|(offset, reason, zero_to)| TornTail {
+                file: s.file.path.clone(),
+                offset: *offset,
+                reason: reason.clone(),
+                zero_to: *zero_to,
+            })
         });
     let segments = a
         .segments
@@ -243,7 +242,7 @@ fn scan_all(files: &[SegmentFile], cfg: &Config, a: &mut Analysis) -> Result<()>
 /// recovery applies to the newest files; any other bad header is damage.
 fn is_incomplete(path: &Path, cfg: &Config) -> Result<bool> {
     Ok(matches!(
-        SegmentScan::open(&*cfg.vfs, path, cfg.max_record_bytes)?,
+        SegmentScan::open(&*cfg.vfs, path, format::MAX_PAYLOAD)?,
         Err((HeaderError::Blank | HeaderError::Short, _))
     ))
 }
@@ -323,7 +322,7 @@ pub fn stat(dir: &Path, node: u32) -> Result<NodeStat> {
             incomplete += 1;
             continue;
         }
-        if let Ok(mut scan) = SegmentScan::open(&*cfg.vfs, &last.path, cfg.max_record_bytes)? {
+        if let Ok(mut scan) = SegmentScan::open(&*cfg.vfs, &last.path, format::MAX_PAYLOAD)? {
             newest_last = Some(valid_prefix_last(&mut scan)?);
         }
         break;
@@ -474,7 +473,7 @@ pub fn records_with(dir: &Path, cfg: &Config, from: Lsn) -> Result<Records> {
         current: None,
         expect: None,
         from,
-        max_payload: cfg.max_record_bytes,
+        max_payload: format::MAX_PAYLOAD,
         vfs: cfg.vfs.clone(),
         torn_window: cfg.torn_window(),
         done: false,

@@ -357,6 +357,9 @@ impl Wal {
             if r.closed {
                 return Err(Error::Closed);
             }
+            if r.next_lsn > format::MAX_LSN {
+                return Err(Error::LsnExhausted { next: r.next_lsn });
+            }
             let end = r
                 .active
                 .as_ref()
@@ -515,7 +518,11 @@ impl Wal {
             segs,
             from,
             upto,
-            self.shared.cfg.max_record_bytes,
+            // The read side accepts every frame the format allows: the
+            // configured maximum limits appends, and a log written under a
+            // larger one (or padded with frames larger than a small one)
+            // must read back whole.
+            format::MAX_PAYLOAD,
         )
     }
 

@@ -3,7 +3,7 @@
 //! refuse them or repair them without writing outside the segment.
 
 use ringwal::format::{self, Kind, SegmentHeader};
-use ringwal::{Config, Error, Level, Wal};
+use ringwal::{Config, Error, Level, RecoveryMode, Wal};
 
 const SEG: u64 = 64 << 10;
 const SALT: u64 = 0x5eed_5eed_5eed_5eed;
@@ -84,4 +84,250 @@ fn a_tail_just_short_of_the_end_is_sealed_inside_the_segment() {
         got,
         vec![payloads[0].clone(), payloads[1].clone(), b"next".to_vec()]
     );
+}
+
+/// A header-only ("blank") file, as a crash between creating a segment and
+/// writing its header leaves it.
+fn blank(dir: &std::path::Path, base: u64) -> std::path::PathBuf {
+    let path = dir.join(format::segment_file_name(1, base));
+    std::fs::write(&path, vec![0u8; format::BLOCK]).unwrap();
+    path
+}
+
+fn payloads_of(wal: &Wal) -> Vec<(u64, Vec<u8>)> {
+    wal.reader_from(0)
+        .unwrap()
+        .map(|r| r.map(|r| (r.lsn, r.payload)).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_blank_file_named_out_of_lsn_range_is_corruption_not_a_place_to_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = blank(dir.path(), u64::MAX);
+    match Wal::open(dir.path(), cfg()) {
+        Err(Error::Corrupt { file, .. }) => assert_eq!(file, path),
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    let v = ringwal::verify::verify_with(dir.path(), &cfg()).unwrap();
+    assert!(!v.is_consistent(), "verify must agree with open: {v:?}");
+
+    // Point-in-time discards it and starts the log at 1.
+    let pit = Config::builder()
+        .segment_bytes(SEG)
+        .max_record_bytes(32 << 10)
+        .recovery(RecoveryMode::PointInTime)
+        .build();
+    let (wal, rep) = Wal::open(dir.path(), pit).unwrap();
+    assert_eq!(rep.discarded, vec![path]);
+    let t = wal.append(0, b"first").unwrap();
+    assert_eq!(t.lsn(), 1);
+    t.wait(Level::Durable).unwrap();
+    wal.close().unwrap();
+}
+
+#[test]
+fn appends_stop_at_the_lsn_limit_instead_of_wrapping() {
+    let dir = tempfile::tempdir().unwrap();
+    segment(dir.path(), format::MAX_LSN, &[b"last".to_vec()], &[]);
+    let (wal, rep) = Wal::open(dir.path(), cfg()).unwrap();
+    assert_eq!(rep.last_lsn, format::MAX_LSN);
+    match wal.append(0, b"one too many") {
+        Err(Error::LsnExhausted { next }) => assert_eq!(next, format::MAX_LSN + 1),
+        other => panic!("expected LsnExhausted, got {other:?}"),
+    }
+    // Nothing was reserved: the log is still whole and reopens as it was.
+    wal.close().unwrap();
+    let (wal, rep) = Wal::open(dir.path(), cfg()).unwrap();
+    assert_eq!((rep.records, rep.last_lsn), (1, format::MAX_LSN));
+    wal.close().unwrap();
+}
+
+/// A blank newest file named past the last record + 1 is not a crash
+/// mid-roll. Strict open and verify both call it a gap; point-in-time
+/// recovery discards it and resumes right after the last record, never at
+/// the blank file's name (which would break the LSN sequence inside the
+/// active segment and lose the next acknowledged record on reopen).
+#[test]
+fn a_blank_file_past_the_end_is_a_gap_and_never_where_the_log_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let recs = vec![b"one".to_vec(), b"two".to_vec()];
+    segment(dir.path(), 1, &recs, &[]);
+    let far = blank(dir.path(), 1000);
+    match Wal::open(dir.path(), cfg()) {
+        Err(Error::Gap {
+            file,
+            expected,
+            found,
+        }) => assert_eq!((file, expected, found), (far.clone(), 3, 1000)),
+        other => panic!("expected Gap, got {other:?}"),
+    }
+    let v = ringwal::verify::verify_with(dir.path(), &cfg()).unwrap();
+    assert!(
+        matches!(v.problems.as_slice(), [Error::Gap { found: 1000, .. }]),
+        "verify must report the same gap: {:?}",
+        v.problems
+    );
+
+    let pit = Config::builder()
+        .segment_bytes(SEG)
+        .max_record_bytes(32 << 10)
+        .recovery(RecoveryMode::PointInTime)
+        .build();
+    let (wal, _) = Wal::open(dir.path(), pit).unwrap();
+    assert_eq!(wal.next_lsn(), 3);
+    let t = wal.append(0, b"three").unwrap();
+    assert_eq!(t.lsn(), 3);
+    t.wait(Level::Durable).unwrap();
+    wal.close().unwrap();
+    let (wal, rep) = Wal::open(dir.path(), cfg()).unwrap();
+    assert!(rep.truncated.is_none(), "{rep:?}");
+    assert_eq!(
+        payloads_of(&wal),
+        vec![
+            (1, recs[0].clone()),
+            (2, recs[1].clone()),
+            (3, b"three".to_vec())
+        ]
+    );
+    wal.close().unwrap();
+}
+
+/// After a cut nothing non-zero is left behind the seal, even beyond the
+/// torn window: otherwise a later open, its window moved forward by new
+/// appends, finds the leftovers and cuts again.
+#[test]
+fn a_cut_clears_the_rest_of_the_segment_so_recovery_is_idempotent() {
+    let small = || {
+        Config::builder()
+            .segment_bytes(SEG)
+            .max_record_bytes(1024)
+            .write_bytes(4096)
+            .max_inflight(2)
+            .build()
+    };
+    let window = small().torn_window();
+    assert!(window < SEG / 2, "the test needs room beyond the window");
+    let dir = tempfile::tempdir().unwrap();
+    let path = segment(dir.path(), 1, &[b"kept".to_vec()], &[0xff; 8]);
+    let far = (SEG - 4096) as usize;
+    {
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[far..far + 8].fill(0xee);
+        std::fs::write(&path, bytes).unwrap();
+    }
+    let (wal, rep) = Wal::open(dir.path(), small()).unwrap();
+    let cut = rep.truncated.clone().expect("the garbage is a torn tail");
+    assert_eq!(
+        cut.offset,
+        format::BLOCK as u64 + format::frame_len(4) as u64
+    );
+    let bytes = std::fs::read(&path).unwrap();
+    let sealed = (cut.offset as usize).next_multiple_of(format::BLOCK);
+    assert!(
+        bytes[sealed..].iter().all(|&b| b == 0),
+        "bytes left after the seal"
+    );
+    // Enough appends (one block each) to carry the window past `far`.
+    for i in 0..12u8 {
+        wal.append(0, &[i + 1; 100])
+            .unwrap()
+            .wait(Level::Durable)
+            .unwrap();
+    }
+    wal.close().unwrap();
+    let (wal, rep) = Wal::open(dir.path(), small()).unwrap();
+    assert!(rep.truncated.is_none(), "cut again: {rep:?}");
+    assert_eq!(rep.records, 13);
+    wal.close().unwrap();
+}
+
+/// Frames that end a few bytes short of the segment's end, followed by
+/// zeros, are a full segment: nothing to cut, and the next append rolls.
+#[test]
+fn a_zero_tail_too_short_for_a_frame_is_a_full_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    // 4096 + 30712 + 30712 = 65520: 16 zero bytes remain.
+    let payloads = vec![vec![1u8; 30688], vec![2u8; 30688]];
+    segment(dir.path(), 1, &payloads, &[]);
+    for round in 0..2 {
+        let (wal, rep) = Wal::open(dir.path(), cfg()).unwrap();
+        assert!(rep.truncated.is_none(), "round {round}: {rep:?}");
+        let t = wal.append(0, &[round + 3; 10]).unwrap();
+        t.wait(Level::Durable).unwrap();
+        assert_eq!(t.lsn(), 3 + round as u64);
+        wal.close().unwrap();
+    }
+    assert!(dir.path().join(format::segment_file_name(1, 3)).exists());
+}
+
+/// Point-in-time: the segment left newest after later ones are set aside
+/// keeps nothing past its valid prefix, so the next open (which judges it
+/// as the newest) finds nothing to cut.
+#[test]
+fn point_in_time_clears_the_segment_it_resumes_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let recs = vec![b"one".to_vec(), b"two".to_vec()];
+    let first = segment(dir.path(), 1, &recs, &[]);
+    {
+        // Stale bytes beyond the end of data, on no block boundary.
+        let mut bytes = std::fs::read(&first).unwrap();
+        bytes[3 * format::BLOCK + 100..3 * format::BLOCK + 108].fill(0xff);
+        std::fs::write(&first, bytes).unwrap();
+    }
+    // A blank file that is not the newest is corrupt: the recovery point.
+    blank(dir.path(), 3);
+    segment(dir.path(), 4, &[b"four".to_vec()], &[]);
+    let pit = Config::builder()
+        .segment_bytes(SEG)
+        .max_record_bytes(32 << 10)
+        .recovery(RecoveryMode::PointInTime)
+        .build();
+    let (wal, rep) = Wal::open(dir.path(), pit).unwrap();
+    assert_eq!(rep.discarded.len(), 2, "{rep:?}");
+    assert!(
+        rep.truncated.is_some(),
+        "stale bytes must be cleared: {rep:?}"
+    );
+    let t = wal.append(0, b"three").unwrap();
+    assert_eq!(t.lsn(), 3);
+    t.wait(Level::Durable).unwrap();
+    wal.close().unwrap();
+    let (wal, rep) = Wal::open(dir.path(), cfg()).unwrap();
+    assert!(rep.truncated.is_none(), "cut again: {rep:?}");
+    assert_eq!(payloads_of(&wal).len(), 3);
+    wal.close().unwrap();
+}
+
+/// The configured record limit bounds appends only. A log whose limit is
+/// below a block (its batches end in padding frames larger than any
+/// record), or one reopened with a smaller limit than it was written
+/// with, must recover every acknowledged record.
+#[test]
+fn the_record_limit_never_hides_written_frames() {
+    let with_max = |max: usize| {
+        Config::builder()
+            .segment_bytes(SEG)
+            .max_record_bytes(max)
+            .build()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (wal, _) = Wal::open(dir.path(), with_max(8 << 10)).unwrap();
+    let mut want = Vec::new();
+    // Durable one at a time: every batch ends mid-block and is padded.
+    for i in 0..40u64 {
+        let body = vec![i as u8 + 1; if i % 5 == 0 { 6000 } else { 300 }];
+        let t = wal.append(0, &body).unwrap();
+        t.wait(Level::Durable).unwrap();
+        want.push((t.lsn(), body));
+    }
+    wal.close().unwrap();
+    for max in [512, 8 << 10] {
+        let (wal, rep) = Wal::open(dir.path(), with_max(max)).unwrap();
+        assert!(rep.truncated.is_none(), "max {max}: {rep:?}");
+        assert_eq!(payloads_of(&wal), want, "max {max}");
+        let v = ringwal::verify::verify_with(dir.path(), &with_max(max)).unwrap();
+        assert!(v.is_consistent(), "max {max}: {:?}", v.problems);
+        wal.close().unwrap();
+    }
 }

@@ -12,7 +12,6 @@
 pub mod cursor;
 pub mod frame;
 pub mod header;
-pub mod known;
 pub mod recovery;
 pub mod seeds;
 pub mod spec;

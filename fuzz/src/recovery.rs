@@ -55,10 +55,6 @@ use ringwal::format::{self, Kind};
 use ringwal::{Backend, Config, DirectIo, Error, Level, RecoveryMode, Wal};
 
 use crate::cursor::Cursor;
-use crate::known::{
-    has_lsn_edge, pit_floor_skip, pit_recut, residue_recut, seal_past_end, short_file_recut,
-    tolerated, Known,
-};
 use crate::spec;
 
 /// Segment size the configuration asks for (the smallest allowed).
@@ -580,19 +576,11 @@ fn check_read(recs: &[Rec], rep: &ringwal::RecoveryReport) {
     }
 }
 
-/// Run [`check`] with the named findings not tolerated, on this thread only
-/// (for tests; the fuzz targets use `RINGWAL_FUZZ_STRICT`).
-pub fn check_strict(data: &[u8], ids: &[&'static str]) -> Outcome {
-    crate::known::with_strict(ids, || check(data))
-}
-
 /// What the first open did, for tests that pin what a seed exercises.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Outcome {
     /// Open failed with this error (strict mode, damaged log).
     Failed(String),
-    /// Not run: the input is in the class of an open known finding.
-    Skipped,
     /// Open succeeded.
     Opened {
         records: u64,
@@ -604,9 +592,6 @@ pub enum Outcome {
 /// Build the scenario in a fresh temporary directory and run every oracle.
 pub fn check(data: &[u8]) -> Outcome {
     let sc = build(data);
-    if tolerated(Known::LsnEdge, has_lsn_edge(&sc)) {
-        return Outcome::Skipped;
-    }
     let dir = tempfile::Builder::new()
         .prefix("ringwal-fuzz-")
         .tempdir_in(tmp_root())
@@ -642,10 +627,6 @@ pub fn run(dir: &Path, sc: &Scenario) -> Outcome {
                 "open failed with neither Corrupt nor Gap: {e:?}"
             );
             let v = verified.expect("verify_with failed where open reported damage");
-            let floor_gap = matches!(&e, Error::Gap { file, .. } if v.incomplete.contains(file));
-            if v.is_consistent() && tolerated(Known::VerifyMissesBlankFloorGap, floor_gap) {
-                return Outcome::Failed(e.to_string());
-            }
             assert!(
                 !v.is_consistent(),
                 "verify_with consistent but open failed: {e}"
@@ -673,16 +654,6 @@ pub fn run(dir: &Path, sc: &Scenario) -> Outcome {
         );
     }
 
-    // F4 also raises the written watermark past the log's end, so the
-    // reader walks into whatever lies after it: nothing below is
-    // meaningful for such an input while F4 is open.
-    if tolerated(
-        Known::PitFloorSkipsLsns,
-        pit_floor_skip(dir, sc, &rep, wal.next_lsn()),
-    ) {
-        let _ = wal.close();
-        return Outcome::Skipped;
-    }
     let mut recs = read_all(&wal);
     check_read(&recs, &rep);
     if let Some(want) = &sc.expected {
@@ -693,7 +664,15 @@ pub fn run(dir: &Path, sc: &Scenario) -> Outcome {
             want.iter().map(|r| r.lsn).collect::<Vec<_>>()
         );
     }
-    let exhausted = tolerated(Known::LsnOverflow, wal.next_lsn() == u64::MAX);
+    // A log resumed past the LSN limit (only damage gets there) must
+    // refuse appends rather than wrap.
+    let exhausted = wal.next_lsn() > format::MAX_LSN;
+    if sc.append && exhausted {
+        let e = wal
+            .append(APPENDED_STREAM, APPENDED)
+            .expect_err("append past the LSN limit succeeded");
+        assert!(matches!(e, Error::LsnExhausted { .. }), "{e:?}");
+    }
     if sc.append && !exhausted {
         let next = wal.next_lsn();
         if let Some(last) = recs.last() {
@@ -726,25 +705,10 @@ pub fn run(dir: &Path, sc: &Scenario) -> Outcome {
     let cfg2 = sc.config(RecoveryMode::Strict);
     let (wal, rep2) = match Wal::open(dir, cfg2.clone()) {
         Ok(x) => x,
-        Err(e) => {
-            let known = rep.truncated.as_ref().is_some_and(seal_past_end);
-            if tolerated(Known::SealPastSegmentEnd, known) {
-                return Outcome::Failed(e.to_string());
-            }
-            panic!("second open failed: {e}")
-        }
+        Err(e) => panic!("second open failed: {e}"),
     };
     if let Some(t) = &rep2.truncated {
-        if !tolerated(
-            Known::ShortFileRecut,
-            short_file_recut(&t.file, t.offset, &t.reason),
-        ) && !tolerated(
-            Known::ResidueBeyondWindow,
-            residue_recut(t.offset, &t.reason),
-        ) && !tolerated(Known::PitNewestJudgedAsOlder, pit_recut(sc, &rep, t))
-        {
-            panic!("second recovery cut again: {t:?}");
-        }
+        panic!("second recovery cut again: {t:?}");
     }
     let again = read_all(&wal);
     check_read(&again, &rep2);
@@ -764,15 +728,7 @@ pub fn run(dir: &Path, sc: &Scenario) -> Outcome {
         v.problems
     );
     if let Some(t) = &v.torn_tail {
-        if !tolerated(
-            Known::ShortFileRecut,
-            short_file_recut(&t.file, t.offset, &t.reason),
-        ) && !tolerated(
-            Known::ResidueBeyondWindow,
-            residue_recut(t.offset, &t.reason),
-        ) {
-            panic!("torn tail after a clean close: {t:?}");
-        }
+        panic!("torn tail after a clean close: {t:?}");
     }
     Outcome::Opened {
         records: rep.records,

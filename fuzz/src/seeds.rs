@@ -222,12 +222,6 @@ pub struct Regression {
     pub id: &'static str,
     /// File name under `fuzz/regressions/recovery/`.
     pub name: &'static str,
-    /// Findings to make strict so the input fails (F3 needs F5's filter
-    /// off as well, since it skips LSNs that close to `u64::MAX`).
-    pub strict: &'static [&'static str],
-    /// Part of the panic message the input produces while the finding is
-    /// open.
-    pub panics_with: &'static str,
     pub input: Vec<u8>,
 }
 
@@ -306,57 +300,41 @@ pub fn regressions() -> Vec<Regression> {
         Regression {
             id: "F8",
             name: "F8-point-in-time-newest-judged-as-older",
-            strict: &["F8"],
-            panics_with: "second recovery cut again",
             input: f8.0,
         },
         Regression {
             id: "F1",
             name: "F1-short-file-recut",
-            strict: &["F1"],
-            panics_with: "second recovery cut again",
             input: f1.0,
         },
         Regression {
             id: "F2",
             name: "F2-verify-misses-blank-floor-gap",
-            strict: &["F2"],
-            panics_with: "verify_with consistent but open failed",
             input: f2.0,
         },
         Regression {
             id: "F3",
             name: "F3-lsn-overflow-on-append",
-            strict: &["F3", "F5"],
-            panics_with: "attempt to add with overflow",
             input: f3.0,
         },
         Regression {
             id: "F4",
             name: "F4-point-in-time-floor-skips-lsns",
-            strict: &["F4"],
-            panics_with: "frame LSN 1000 where 3 was expected",
             input: f4.0,
         },
         Regression {
             id: "F5",
             name: "F5-base-lsn-zero-underflow",
-            strict: &["F5"],
-            panics_with: "attempt to subtract with overflow",
             input: f5.0,
         },
         Regression {
             id: "F6",
             name: "F6-residue-beyond-window-recut",
-            strict: &["F6"],
-            panics_with: "second recovery cut again",
             input: f6.0,
         },
         Regression {
             id: "F7",
             name: "F7-seal-past-segment-end",
-            strict: &["F7"],
-            panics_with: "longer than the 65536 its header declares",
             input: f7.0,
         },
     ]
@@ -455,19 +433,10 @@ mod tests {
             .unwrap_or_default()
     }
 
-    /// Each hand-built reproducer is committed, is tolerated while its
-    /// finding is open (so fuzzing goes on past it), and fails the way the
-    /// finding says once made strict. When the engine fixes a finding, the
-    /// strict run stops panicking and this test says so: then delete the
-    /// finding's `Known` entry and make the reproducer a plain seed.
-    // Written against the engine of 3884449..c7c6e6d, where every
-    // reproducer fails when strict. Commit 13703ee fixed F1 and F5 and
-    // changed how F3, F6, F7 and F8 show (F3 now hangs in
-    // `Ticket::wait`); see "Status at eed04a6" in docs/fuzzing.md. Run with
-    // `--ignored` once `known.rs` matches the engine again.
-    #[ignore = "findings changed shape in 13703ee; see docs/fuzzing.md"]
+    /// Each hand-built reproducer is committed and now passes every
+    /// oracle: the findings are fixed, and these inputs keep them fixed.
     #[test]
-    fn regressions_reproduce_their_findings() {
+    fn regressions_stay_fixed() {
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("regressions")
             .join("recovery");
@@ -483,33 +452,17 @@ mod tests {
                 "{} is stale",
                 path.display()
             );
-            let _ = crate::recovery::check(&r.input);
-            let got =
-                std::panic::catch_unwind(|| crate::recovery::check_strict(&r.input, r.strict));
-            match got {
-                Ok(outcome) => panic!("{} no longer fails ({outcome:?}): fixed?", r.id),
-                Err(e) => {
-                    let msg = panic_message(&*e);
-                    assert!(
-                        msg.contains(r.panics_with),
-                        "{}: unexpected panic {msg:?}",
-                        r.id
-                    );
-                }
+            let got = std::panic::catch_unwind(|| crate::recovery::check(&r.input));
+            if let Err(e) = got {
+                panic!("{} fails again: {}", r.id, panic_message(&*e));
             }
         }
     }
 
-    /// The fuzzer's own crash inputs (`-tmin`, `-fuzzer`) are tolerated
-    /// and fail once their finding is made strict, like the hand-built ones.
-    // Written against the engine of 3884449..c7c6e6d, where every
-    // reproducer fails when strict. Commit 13703ee fixed F1 and F5 and
-    // changed how F3, F6, F7 and F8 show (F3 now hangs in
-    // `Ticket::wait`); see "Status at eed04a6" in docs/fuzzing.md. Run with
-    // `--ignored` once `known.rs` matches the engine again.
-    #[ignore = "findings changed shape in 13703ee; see docs/fuzzing.md"]
+    /// The fuzzer's own crash inputs (`-tmin`, `-fuzzer`) and the harness
+    /// bugs it found pass every oracle too.
     #[test]
-    fn fuzzer_reproducers_reproduce_their_findings() {
+    fn fuzzer_reproducers_stay_fixed() {
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("regressions")
             .join("recovery");
@@ -517,34 +470,18 @@ mod tests {
         for e in std::fs::read_dir(&dir).unwrap() {
             let path = e.unwrap().path();
             let name = path.file_name().unwrap().to_str().unwrap().to_string();
-            if name.starts_with("harness-") {
-                // A bug the fuzzer found in this crate, now fixed: must pass.
-                let _ = crate::recovery::check(&std::fs::read(&path).unwrap());
-                continue;
-            }
-            if !(name.ends_with("-tmin") || name.ends_with("-fuzzer")) {
+            let fuzzer_made = name.ends_with("-tmin") || name.ends_with("-fuzzer");
+            if !(fuzzer_made || name.starts_with("harness-")) {
                 continue;
             }
             seen += 1;
             let input = std::fs::read(&path).unwrap();
-            let id: &'static str = regressions()
-                .into_iter()
-                .map(|r| r.id)
-                .find(|id| name.starts_with(&format!("{id}-")))
-                .unwrap_or_else(|| panic!("{name}: no finding id"));
-            // F3's inputs, and the fuzzer's F4 input (whose blank file is
-            // named within 2^20 of u64::MAX), also need F5's LSN filter off.
-            let near_max = id == "F3" || name == "F4-point-in-time-floor-skips-lsns-fuzzer";
-            let with_f5 = [id, "F5"];
-            let strict: &[&'static str] = if near_max { &with_f5 } else { &with_f5[..1] };
-            let _ = crate::recovery::check(&input);
-            let got = std::panic::catch_unwind(|| crate::recovery::check_strict(&input, strict));
-            assert!(
-                got.is_err(),
-                "{name} no longer fails when {id} is strict: fixed?"
-            );
+            let got = std::panic::catch_unwind(|| crate::recovery::check(&input));
+            if let Err(e) = got {
+                panic!("{name} fails again: {}", panic_message(&*e));
+            }
         }
-        assert!(seen >= 8, "only {seen} fuzzer reproducers");
+        assert!(seen >= 9, "only {seen} fuzzer reproducers");
         // The harness bug the frame target found first: a 24-byte frame
         // cut by one byte is Truncated, not PastEnd.
         let frame = std::fs::read(
