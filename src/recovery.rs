@@ -7,6 +7,7 @@
 //! | finding                                              | newest segment          | older segment |
 //! |------------------------------------------------------|-------------------------|---------------|
 //! | header blank (never written) or shorter than a block | discard the file        | `Corrupt`     |
+//! | blank, but named outside `1..=MAX_LSN` or past last+1| `Corrupt` / `Gap`       | `Corrupt`     |
 //! | header present but invalid (magic, version, CRC)     | `Corrupt`               | `Corrupt`     |
 //! | header node/base contradicts the file name           | `Corrupt`               | `Corrupt`     |
 //! | base LSN is not previous last LSN + 1                | `Gap`                   | `Gap`         |
@@ -16,12 +17,18 @@
 //! | bad frame at P, nothing valid beyond the window      | torn tail: truncate at P| `Corrupt`     |
 //! | zero frame at P, valid frames within the window      | torn tail: truncate at P| `Corrupt`     |
 //! | zero frame at P, nothing valid after it              | clean end               | clean end     |
+//! | zeros from P to the end, too few for a frame         | full segment            | full segment  |
 //!
+//! A cut seals the prefix and zeroes everything after it to the end of the
+//! segment, so a second open finds nothing to cut. The next LSN is the
+//! last surviving record's + 1; a discarded blank file's name is used only
+//! when no segment survives.
 //! Older segments get no torn window because the ring drains (and, in
 //! written mode, syncs) a segment before writing the next one, so a crash
 //! can only ever tear the newest. In `PointInTime` mode the first `Corrupt`
-//! or `Gap` becomes a truncation point instead, and every later segment is
-//! set aside.
+//! or `Gap` becomes a truncation point instead, every later segment is
+//! set aside, and whatever follows the valid prefix of the segment left
+//! newest is cut like a torn tail.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
