@@ -206,7 +206,9 @@ impl ConfigBuilder {
         self
     }
     /// Segment file size in bytes, a multiple of 4 KiB. Default 64 MiB.
-    /// Each segment is preallocated and zero-written once, off the write path.
+    /// Each segment is preallocated off the write path, and zero-written
+    /// once too unless the log's writes are large (then writing every byte
+    /// twice would cost more than the unwritten extents do).
     pub fn segment_bytes(mut self, bytes: u64) -> Self {
         self.cfg.segment_bytes = bytes;
         self

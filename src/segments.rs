@@ -76,20 +76,37 @@ pub(crate) fn open_file(
     }
 }
 
-/// A preallocated, zero-written file under a temporary name, ready to
-/// become the next segment.
+/// A preallocated file under a temporary name, ready to become the next
+/// segment. Its blocks read back as zeros whether or not they were
+/// zero-written, so recovery sees the same clean end either way.
 #[derive(Debug)]
 pub(crate) struct Spare {
     pub path: PathBuf,
     pub file: VFile,
 }
 
+/// How a spare's blocks are prepared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fill {
+    /// Write zeros over every block, so later writes are overwrites of
+    /// written extents: an `RWF_DSYNC` write or `fdatasync` then flushes
+    /// data only, with no extent conversion (a journal commit on ext4 and
+    /// XFS) per flush. What small, flush-bound writes need.
+    Zeros,
+    /// Preallocate only. The first write to each extent converts it, which
+    /// costs the flush a metadata commit; for large writes that is cheaper
+    /// than writing every byte twice (the zeros, then the data), which
+    /// halves the device's bandwidth for the log.
+    Allocate,
+}
+
 /// Create a spare of `bytes` bytes: preallocate, write zeros over all of
-/// it (so later writes are overwrites of written extents, which need no
-/// metadata commit per sync), and fdatasync.
+/// it when `fill` says so, and fdatasync (which also makes the allocation
+/// itself durable).
 ///
-/// Cost: writes `bytes` bytes; runs on the preparer thread or at open,
-/// never on the append path.
+/// Cost: one `fallocate` and one `fdatasync`, plus writing `bytes` bytes
+/// with [`Fill::Zeros`]; runs on the preparer thread or at open, never on
+/// the append path.
 pub(crate) fn prepare_spare(
     vfs: &dyn Vfs,
     dir: &Path,
@@ -97,6 +114,7 @@ pub(crate) fn prepare_spare(
     seq: u64,
     bytes: u64,
     policy: DirectIo,
+    fill: Fill,
 ) -> Result<Spare> {
     let path = dir.join(format::spare_file_name(node, seq));
     let (file, _) = open_file(vfs, &path, true, policy)?;
@@ -105,13 +123,15 @@ pub(crate) fn prepare_spare(
         Error::io(&path, e)
     };
     file.preallocate(bytes).map_err(fail)?;
-    let zeros = AlignedBuf::new(1 << 20);
-    let mut off = 0u64;
-    while off < bytes {
-        let n = ((bytes - off) as usize).min(zeros.capacity());
-        file.write_at(&zeros.as_slice()[..n], off, false)
-            .map_err(fail)?;
-        off += n as u64;
+    if fill == Fill::Zeros {
+        let zeros = AlignedBuf::new(1 << 20);
+        let mut off = 0u64;
+        while off < bytes {
+            let n = ((bytes - off) as usize).min(zeros.capacity());
+            file.write_at(&zeros.as_slice()[..n], off, false)
+                .map_err(fail)?;
+            off += n as u64;
+        }
     }
     file.sync_data().map_err(fail)?;
     Ok(Spare { path, file })

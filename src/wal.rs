@@ -602,6 +602,7 @@ fn create_first_segment(
         0,
         cfg.segment_bytes,
         cfg.direct_io,
+        segments::Fill::Zeros,
     )?;
     let header = new_header(cfg, base);
     let path = dir.join(format::segment_file_name(cfg.node, base));
