@@ -31,6 +31,8 @@ pub(crate) struct RingStart {
     pub shared: Arc<Shared>,
     pub file: VFile,
     pub header: SegmentHeader,
+    /// Where the next write to that segment goes.
+    pub write_at: u64,
 }
 
 enum Kind {
@@ -53,6 +55,11 @@ struct Active {
     file: VFile,
     /// Written (not durable) bytes since the last sync of this segment.
     dirty: bool,
+    /// End of the last write (where the next batch would go), the file's
+    /// size, and whether the zero block that seals it has been written.
+    end: u64,
+    size: u64,
+    sealed: bool,
 }
 
 struct Ring {
@@ -146,6 +153,9 @@ pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
                     id: 0,
                     file: start.file,
                     dirty: false,
+                    end: start.write_at,
+                    size: start.header.segment_bytes,
+                    sealed: false,
                 },
                 dir,
                 pending: VecDeque::new(),
@@ -192,20 +202,33 @@ fn spawn_preparer(sh: &Arc<Shared>) -> (Sender<Fill>, Receiver<Result<Spare>>, J
     let (out_tx, out_rx) = crossbeam_channel::bounded::<Result<Spare>>(1);
     let dir = sh.dir.clone();
     let cfg = sh.cfg.clone();
+    let pool = sh.recycled.clone();
     let h = std::thread::Builder::new()
         .name(format!("ringwal-prep-{}", cfg.node))
         .spawn(move || {
             let mut seq = 1u64;
             while let Ok(fill) = req_rx.recv() {
-                let s = segments::prepare_spare(
-                    &*cfg.vfs,
-                    &dir,
-                    cfg.node,
-                    seq,
-                    cfg.segment_bytes,
-                    cfg.direct_io,
-                    fill,
-                );
+                let reuse = pool.lock().unwrap_or_else(|p| p.into_inner()).pop();
+                let recycled = reuse.and_then(|path| {
+                    let s =
+                        segments::recycle_spare(&*cfg.vfs, &path, cfg.segment_bytes, cfg.direct_io);
+                    if s.is_err() {
+                        let _ = cfg.vfs.remove_file(&path);
+                    }
+                    s.ok()
+                });
+                let s = match recycled {
+                    Some(spare) => Ok(spare),
+                    None => segments::prepare_spare(
+                        &*cfg.vfs,
+                        &dir,
+                        cfg.node,
+                        seq,
+                        cfg.segment_bytes,
+                        cfg.direct_io,
+                        fill,
+                    ),
+                };
                 seq += 1;
                 if out_tx.send(s).is_err() {
                     break;
@@ -497,6 +520,7 @@ impl Ring {
             self.unsynced += batch.len as u64;
         }
         self.inflight_bytes += batch.len as u64;
+        self.seg.end = batch.offset + batch.len as u64;
         let c = &self.sh.counters;
         c.writes.fetch_add(1, Ordering::Relaxed);
         c.write_bytes.fetch_add(batch.len as u64, Ordering::Relaxed);
@@ -544,6 +568,27 @@ impl Ring {
             self.seg.dirty = false;
             self.sh.counters.syncs.fetch_add(1, Ordering::Relaxed);
             return Ok(Some(batch));
+        }
+        if !self.seg.sealed {
+            // The segment may be a recycled file with an earlier life's
+            // frames past its end. A zero block right after the last batch
+            // ends it for recovery, which reads older segments strictly
+            // (anything but a zero frame after the data is corruption).
+            // Durable before the next segment gets its first write.
+            self.seg.sealed = true;
+            if self.seg.end + format::BLOCK as u64 <= self.seg.size {
+                self.push(
+                    Kind::Barrier,
+                    Op::Write {
+                        file: self.seg.file.clone(),
+                        buf: AlignedBuf::new(format::BLOCK),
+                        len: format::BLOCK,
+                        offset: self.seg.end,
+                        sync: WriteSync::Dsync,
+                    },
+                );
+                return Ok(Some(batch));
+            }
         }
         let spare = self.take_spare()?;
         let header = SegmentHeader {
@@ -595,6 +640,9 @@ impl Ring {
             id: batch.seg_id,
             file,
             dirty: false,
+            end: format::BLOCK as u64,
+            size: self.sh.cfg.segment_bytes,
+            sealed: false,
         };
         self.write(batch);
         Ok(None)
@@ -717,6 +765,10 @@ impl Ring {
         }
         if let Some(h) = self.preparer.take() {
             let _ = h.join();
+        }
+        let pool = std::mem::take(&mut *self.sh.recycled.lock().unwrap_or_else(|p| p.into_inner()));
+        for path in pool {
+            let _ = self.sh.cfg.vfs.remove_file(&path);
         }
     }
 }

@@ -136,3 +136,44 @@ pub(crate) fn prepare_spare(
     file.sync_data().map_err(fail)?;
     Ok(Spare { path, file })
 }
+
+/// Offset added to a checkpointed segment's base LSN to name it as a
+/// recycled spare: above every LSN, so it never collides with the
+/// preparer's own sequence numbers.
+pub(crate) const RECYCLED_SEQ: u64 = 1 << 62;
+
+/// Turn a recycled file (a checkpointed segment already renamed to a spare
+/// name, durably) into a spare of `bytes` bytes: blank its header block,
+/// durably. Its other blocks keep the previous life's frames, which were
+/// sealed with another salt and so never validate in the next one.
+///
+/// Blanking comes first because installing writes the new header and
+/// renames concurrently: a crash that keeps the rename but not the header
+/// must leave a blank header (an incomplete newest file, discarded), never
+/// the old one, whose name would contradict the new file name.
+///
+/// Cost: one durable 4 KiB write, instead of writing the whole
+/// segment. Fails (and the caller makes a fresh spare instead) when the
+/// file is not `bytes` long.
+pub(crate) fn recycle_spare(
+    vfs: &dyn Vfs,
+    path: &Path,
+    bytes: u64,
+    policy: DirectIo,
+) -> Result<Spare> {
+    let (file, _) = open_file(vfs, path, false, policy)?;
+    let io = |e| Error::io(path, e);
+    let size = file.size().map_err(io)?;
+    if size != bytes {
+        return Err(Error::io(
+            path,
+            std::io::Error::other(format!("recycled file is {size} bytes, not {bytes}")),
+        ));
+    }
+    let blank = AlignedBuf::new(format::BLOCK);
+    file.write_at(blank.as_slice(), 0, true).map_err(io)?;
+    Ok(Spare {
+        path: path.to_path_buf(),
+        file,
+    })
+}

@@ -19,6 +19,11 @@ use crate::ring::{self, RingStart};
 use crate::segments::{self, SegmentFile};
 use crate::ticket::Ticket;
 
+/// Checkpointed segments kept for reuse as spares (see [`Wal::checkpoint`]).
+/// Four: enough to cover the rolls between two checkpoints of a log that
+/// checkpoints often, and at most four segments of disk held back.
+pub(crate) const RECYCLE_KEEP: usize = 4;
+
 /// A batch of frames bound for one write: whole blocks once closed.
 pub(crate) struct Batch {
     pub buf: AlignedBuf,
@@ -132,6 +137,9 @@ pub(crate) struct Shared {
     pub sync_wanted: AtomicU64,
     pub next_lsn: AtomicU64,
     pub segments: Mutex<Vec<SegmentFile>>,
+    /// Checkpointed segments renamed to spare names (durably), waiting for
+    /// the preparer to reuse them; see `Wal::checkpoint`.
+    pub recycled: Arc<Mutex<Vec<PathBuf>>>,
     pub counters: Counters,
 }
 
@@ -281,6 +289,7 @@ impl Wal {
             sync_wanted: AtomicU64::new(0),
             next_lsn: AtomicU64::new(rec.next_lsn),
             segments: Mutex::new(rec.segments),
+            recycled: Arc::default(),
             counters: Counters::default(),
             dir: dir.clone(),
             cfg,
@@ -289,6 +298,7 @@ impl Wal {
             shared: shared.clone(),
             file,
             header,
+            write_at,
         })?;
         Ok((
             Wal {
@@ -530,32 +540,58 @@ impl Wal {
     /// `up_to`, oldest first, then fsync the directory. The active segment
     /// is never deleted. Returns how many segments were removed.
     ///
+    /// Up to four removed segments are renamed to spare names
+    /// instead of unlinked, and the next rolls reuse them: their blocks are
+    /// already written, so a new segment costs neither zero-writing nor
+    /// unwritten extents. A recycled file holds its previous life's frames
+    /// under another salt, which never validate; recovery treats them as
+    /// it treats any bytes past the end of the data.
+    ///
     /// Pass only an LSN your own snapshot covers: the log cannot know what
-    /// you still need. Cost: one unlink per segment plus one directory sync.
+    /// you still need. Cost: one unlink or rename per segment plus one
+    /// directory sync.
     pub fn checkpoint(&self, up_to: Lsn) -> Result<usize> {
         self.check_poison()?;
-        let mut segs = self
-            .shared
-            .segments
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let sh = &self.shared;
+        let mut segs = sh.segments.lock().unwrap_or_else(|p| p.into_inner());
+        let room = if sh.closing.load(Ordering::SeqCst) {
+            0
+        } else {
+            let pool = sh.recycled.lock().unwrap_or_else(|p| p.into_inner());
+            RECYCLE_KEEP.saturating_sub(pool.len())
+        };
         let mut removed = 0;
+        let mut recycled = Vec::new();
         while segs.len() > 1 && segs[1].base - 1 <= up_to {
             let s = segs.remove(0);
-            self.shared
-                .cfg
-                .vfs
-                .remove_file(&s.path)
-                .map_err(|e| Error::io(&s.path, e))?;
+            if recycled.len() < room {
+                let seq = segments::RECYCLED_SEQ + s.base;
+                let to = sh.dir.join(format::spare_file_name(sh.cfg.node, seq));
+                sh.cfg
+                    .vfs
+                    .rename(&s.path, &to)
+                    .map_err(|e| Error::io(&s.path, e))?;
+                recycled.push(to);
+            } else {
+                sh.cfg
+                    .vfs
+                    .remove_file(&s.path)
+                    .map_err(|e| Error::io(&s.path, e))?;
+            }
             removed += 1;
         }
         drop(segs);
         if removed > 0 {
-            self.shared
-                .cfg
+            sh.cfg
                 .vfs
-                .sync_dir(&self.shared.dir)
-                .map_err(|e| Error::io(&self.shared.dir, e))?;
+                .sync_dir(&sh.dir)
+                .map_err(|e| Error::io(&sh.dir, e))?;
+        }
+        // Only now that the renames are durable may the files be changed:
+        // before, a crash could bring back the old name over new contents.
+        if !recycled.is_empty() {
+            let mut pool = sh.recycled.lock().unwrap_or_else(|p| p.into_inner());
+            pool.extend(recycled);
         }
         Ok(removed)
     }
