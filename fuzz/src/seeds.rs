@@ -218,7 +218,7 @@ pub fn recovery() -> Vec<(&'static str, Vec<u8>)> {
 /// the input layout allows (the `-tmin` files next to them are what
 /// `cargo fuzz tmin` made of the fuzzer's own crash inputs).
 pub struct Regression {
-    /// Finding id in docs/fuzzing.md; `RINGWAL_FUZZ_STRICT` takes these.
+    /// Finding id in docs/fuzzing.md.
     pub id: &'static str,
     /// File name under `fuzz/regressions/recovery/`.
     pub name: &'static str,
