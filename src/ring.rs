@@ -60,6 +60,8 @@ struct Active {
     end: u64,
     size: u64,
     sealed: bool,
+    /// A recycled file, whose bytes past `end` may be an earlier life's.
+    recycled: bool,
 }
 
 struct Ring {
@@ -156,6 +158,10 @@ pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
                     end: start.write_at,
                     size: start.header.segment_bytes,
                     sealed: false,
+                    // Unknown after a reopen; recovery then zeroed the
+                    // window behind any torn tail, and at worst the next
+                    // open cuts stale bytes as one.
+                    recycled: false,
                 },
                 dir,
                 pending: VecDeque::new(),
@@ -284,6 +290,7 @@ impl Ring {
             }
             let closed = self.sh.closing.load(Ordering::SeqCst);
             if (closed || self.failed) && self.finished() {
+                self.clear_window();
                 break;
             }
             let wait = if progress {
@@ -299,6 +306,32 @@ impl Ring {
             self.sh.ring_sleeping.store(false, Ordering::SeqCst);
         }
         self.stop_preparer();
+    }
+
+    /// On a clean close in a recycled segment: zero the torn window past
+    /// the end, durably, so the next open finds a clean end (a zero frame
+    /// with nothing but zeros behind it for as far as a crash could have
+    /// written) instead of stale bytes it would cut as a torn tail. A
+    /// failure poisons, as any failed write does; no record is at risk,
+    /// since everything before `end` is already durable.
+    fn clear_window(&mut self) {
+        if self.failed || !self.seg.recycled {
+            return;
+        }
+        let to = (self.seg.end + self.sh.cfg.torn_window())
+            .next_multiple_of(format::BLOCK as u64)
+            .min(self.seg.size);
+        let zeros = AlignedBuf::new(1 << 20);
+        let mut off = self.seg.end;
+        while off < to {
+            let n = ((to - off) as usize).min(zeros.capacity());
+            if let Err(e) = self.seg.file.write_at(&zeros.as_slice()[..n], off, true) {
+                let err = Error::io(self.seg_path(), e);
+                self.fail(Poison::from_error("zeroing the tail at close failed", err));
+                return;
+            }
+            off += n as u64;
+        }
     }
 
     /// True once nothing is left to write or wait for.
@@ -600,7 +633,7 @@ impl Ring {
             .dir
             .join(format::segment_file_name(self.sh.cfg.node, batch.seg_base));
         let block = install_header_buf(&header);
-        let file = spare.file;
+        let (file, recycled) = (spare.file, spare.recycled);
         self.push(
             Kind::Barrier,
             Op::Write {
@@ -643,6 +676,7 @@ impl Ring {
             end: format::BLOCK as u64,
             size: self.sh.cfg.segment_bytes,
             sealed: false,
+            recycled,
         };
         self.write(batch);
         Ok(None)

@@ -83,6 +83,8 @@ pub(crate) fn open_file(
 pub(crate) struct Spare {
     pub path: PathBuf,
     pub file: VFile,
+    /// A reused file: bytes past whatever gets written may be stale.
+    pub recycled: bool,
 }
 
 /// How a spare's blocks are prepared.
@@ -134,7 +136,11 @@ pub(crate) fn prepare_spare(
         }
     }
     file.sync_data().map_err(fail)?;
-    Ok(Spare { path, file })
+    Ok(Spare {
+        path,
+        file,
+        recycled: false,
+    })
 }
 
 /// Offset added to a checkpointed segment's base LSN to name it as a
@@ -175,5 +181,6 @@ pub(crate) fn recycle_spare(
     Ok(Spare {
         path: path.to_path_buf(),
         file,
+        recycled: true,
     })
 }
