@@ -5,14 +5,16 @@
 //! reader thread collects the acknowledgements, and the child is killed
 //! (`Child::kill`, SIGKILL) at a random point. After every kill the log is
 //! opened with the library and read in full: every acknowledged record must
-//! be there with exactly its bytes at its LSN, LSNs must be dense from 1,
+//! be there with exactly its bytes at its LSN, LSNs must be dense (from 1,
+//! or from the oldest record a checkpoint kept),
 //! every record must be a line that was sent, and nothing recovered by an
 //! earlier iteration may change.
 //!
 //! Two children: the `ringwal append` CLI (default configuration, hence the
 //! default backend only), and this test binary itself re-executed as a
 //! library-level writer, which runs both backends with small segments so
-//! that kills also land in segment rolls.
+//! that kills also land in segment rolls, and in one loop checkpoints
+//! behind itself so that rolls reuse recycled segments.
 
 mod common;
 
@@ -35,6 +37,9 @@ const LIBRARY_KILLS: usize = 16;
 const CHILD_DIR: &str = "RINGWAL_CRASH_CHILD_DIR";
 const CHILD_BACKEND: &str = "RINGWAL_CRASH_CHILD_BACKEND";
 const CHILD_LEVEL: &str = "RINGWAL_CRASH_CHILD_LEVEL";
+/// When set to N, the child checkpoints everything but its last N
+/// acknowledged records as it goes, so rolls reuse recycled segments.
+const CHILD_KEEP: &str = "RINGWAL_CRASH_CHILD_KEEP";
 
 /// How long a child may take to acknowledge its first record before the
 /// test gives up on it. A liveness guard against a broken child, not a
@@ -185,18 +190,41 @@ fn tagged<'a>(line: &'a str, tag: &'a str) -> impl Iterator<Item = u64> + 'a {
     })
 }
 
+/// What earlier iterations recovered: the payloads of LSNs `first..`.
+#[derive(Clone, Debug)]
+struct Known {
+    first: u64,
+    payloads: Vec<Vec<u8>>,
+}
+
+impl Known {
+    fn empty() -> Known {
+        Known {
+            first: 1,
+            payloads: Vec::new(),
+        }
+    }
+
+    /// The LSN the next life's first append gets.
+    fn next(&self) -> u64 {
+        self.first + self.payloads.len() as u64
+    }
+}
+
 /// Open the log after a kill and check it against everything known:
-/// `known` (payloads of LSN 1.. recovered by earlier iterations) and this
-/// life. Returns the payloads now on disk.
+/// `known` (what earlier iterations recovered) and this life. Records at or
+/// below `checkpointed` may have been checkpointed away; every other one
+/// must be there. Returns what is now on disk.
 fn check_after_kill(
     dir: &Path,
     cfg: Config,
-    known: &[Vec<u8>],
+    known: &Known,
     life: &Life,
     iteration: usize,
-) -> Vec<Vec<u8>> {
+    checkpointed: u64,
+) -> Known {
     let what = format!("iteration {iteration}");
-    let first = known.len() as u64 + 1;
+    let first = known.next();
     if let Some(start) = life.start {
         assert_eq!(start, first, "{what}: the child resumed at the wrong LSN");
     }
@@ -205,25 +233,34 @@ fn check_after_kill(
     let recs = read_all(&wal);
     wal.close().unwrap();
 
-    // Dense from 1, and everything recovered before is unchanged.
+    // Dense from the oldest record kept, which only a checkpoint moves past
+    // LSN 1, and never past what the child asked to drop.
+    let oldest = recs.first().map_or(first, |r| r.lsn);
     for (i, r) in recs.iter().enumerate() {
-        assert_eq!(r.lsn, i as u64 + 1, "{what}: LSNs must be dense from 1");
+        assert_eq!(r.lsn, oldest + i as u64, "{what}: LSNs must be dense");
     }
     assert!(
-        recs.len() >= known.len(),
-        "{what}: {} records on disk, but {} were recovered before",
-        recs.len(),
-        known.len()
+        oldest >= known.first && oldest <= known.first.max(checkpointed + 1),
+        "{what}: oldest LSN {oldest}, but earlier lives kept {} and only LSNs up to {checkpointed} were checkpointed",
+        known.first
     );
-    for (r, want) in recs.iter().zip(known) {
+    let end = oldest + recs.len() as u64;
+    assert!(
+        end >= first,
+        "{what}: the log ends at LSN {}, but LSN {} was recovered before",
+        end - 1,
+        first - 1
+    );
+    // Everything recovered before is unchanged.
+    for r in recs.iter().take_while(|r| r.lsn < first) {
         assert!(
-            r.payload == *want,
+            r.payload == known.payloads[(r.lsn - known.first) as usize],
             "{what}: LSN {} changed since the last recovery",
             r.lsn
         );
     }
     // Nothing invented: every new record is the line sent for its LSN.
-    for r in &recs[known.len()..] {
+    for r in recs.iter().filter(|r| r.lsn >= first) {
         let k = (r.lsn - first) as usize;
         let sent = life.sent.get(k).unwrap_or_else(|| {
             panic!(
@@ -252,10 +289,17 @@ fn check_after_kill(
             "{what}: acknowledged LSN {lsn} was never assigned in this life (first {first}, {} lines sent)",
             life.sent.len()
         );
-        let r = recs.get(lsn as usize - 1).unwrap_or_else(|| {
+        if lsn < oldest {
+            assert!(
+                lsn <= checkpointed,
+                "{what}: acknowledged LSN {lsn} is gone, below the oldest kept {oldest}"
+            );
+            continue;
+        }
+        let r = recs.get((lsn - oldest) as usize).unwrap_or_else(|| {
             panic!(
                 "{what}: acknowledged LSN {lsn} is lost: the log ends at {} ({report:?})",
-                recs.len()
+                end - 1
             )
         });
         assert!(
@@ -264,19 +308,22 @@ fn check_after_kill(
         );
     }
     eprintln!(
-        "{what}: killed {} ms after {}; sent {}, acknowledged {}, recovered {} new (log ends at {}){}",
+        "{what}: killed {} ms after {}; sent {}, acknowledged {}, recovered {} new (log holds {oldest}..{}){}",
         life.delay_ms,
         if life.after_first_ack { "the first ack" } else { "spawn" },
         life.sent.len(),
         acked.len(),
-        recs.len() - known.len(),
-        recs.len(),
+        end - first,
+        end - 1,
         match &report.truncated {
             Some(t) => format!(", cut a torn tail at {} ({})", t.offset, t.reason),
             None => String::new(),
         }
     );
-    recs.into_iter().map(|r| r.payload).collect()
+    Known {
+        first: oldest,
+        payloads: recs.into_iter().map(|r| r.payload).collect(),
+    }
 }
 
 /// Run `kills` lives of the child `command` makes, checking after each.
@@ -286,23 +333,36 @@ fn crash_loop(
     cfg: &Config,
     format: AckFormat,
     kills: usize,
+    keep: Option<u64>,
     command: impl Fn() -> Command,
 ) {
     // One loop at a time: every loop both spawns children and holds logs
     // open in this process (see `common::SPAWNING`).
     let _spawning = spawning_processes();
     let mut rng = seeded_rng(what);
-    let mut known: Vec<Vec<u8>> = Vec::new();
+    let mut known = Known::empty();
     let mut total_acked = 0;
+    let mut checkpointed = 0;
     for iteration in 0..kills {
         let life = one_life(command(), format, iteration, &mut rng);
         total_acked += life.acked.len();
-        known = check_after_kill(dir, cfg.clone(), &known, &life, iteration);
+        // The child checkpoints only behind an acknowledgement it printed.
+        if let (Some(k), Some(&top)) = (keep, life.acked.iter().max()) {
+            checkpointed = checkpointed.max(top.saturating_sub(k));
+        }
+        known = check_after_kill(dir, cfg.clone(), &known, &life, iteration, checkpointed);
     }
     assert!(total_acked > 0, "{what}: nothing was ever acknowledged");
+    if keep.is_some() {
+        assert!(
+            known.first > 1,
+            "{what}: the checkpoints never removed a segment"
+        );
+    }
     eprintln!(
-        "{what}: {kills} kills, {total_acked} acknowledged records, {} records on disk",
-        known.len()
+        "{what}: {kills} kills, {total_acked} acknowledged records, LSNs {}..{} on disk",
+        known.first,
+        known.next() - 1
     );
 }
 
@@ -332,6 +392,7 @@ fn cli_crash_loop(what: &str, root: &Path, kills: usize) {
         &Config::default(),
         AckFormat::Plain,
         kills,
+        None,
         || {
             let mut c = Command::new(env!("CARGO_BIN_EXE_ringwal"));
             c.arg("append").arg(&dir);
@@ -364,20 +425,28 @@ fn cli_append_survives_sigkill_on_xfs() {
 
 #[test]
 fn library_writer_survives_sigkill() {
-    library_crash_loop(Level::Durable, kills(LIBRARY_KILLS));
+    library_crash_loop(Level::Durable, kills(LIBRARY_KILLS), None);
+}
+
+/// The same with a writer that checkpoints all but its last 200 records
+/// as it goes: segments are deleted and recycled under the kills, and
+/// nothing acknowledged above the checkpoints may go missing.
+#[test]
+fn checkpointing_writer_survives_sigkill() {
+    library_crash_loop(Level::Durable, kills(LIBRARY_KILLS), Some(200));
 }
 
 /// `Written` promises survival of a process crash (not of a power loss),
 /// and a SIGKILL is exactly that: the page cache keeps what was written.
 #[test]
 fn library_writer_in_written_mode_survives_sigkill() {
-    library_crash_loop(Level::Written, kills(LIBRARY_KILLS / 2));
+    library_crash_loop(Level::Written, kills(LIBRARY_KILLS / 2), None);
 }
 
 /// Kill this binary re-executed as a library writer that acknowledges at
 /// `level`, with both backends. (Not `for_each_backend`: the loop takes
 /// the spawning lock exclusively.)
-fn library_crash_loop(level: Level, kills: usize) {
+fn library_crash_loop(level: Level, kills: usize, keep: Option<u64>) {
     for backend in BACKENDS {
         let root = temp_root();
         let dir = root.path().join("log");
@@ -388,6 +457,7 @@ fn library_crash_loop(level: Level, kills: usize) {
             &cfg(backend),
             AckFormat::Tagged,
             kills,
+            keep,
             || {
                 let mut c = Command::new(&exe);
                 c.args([
@@ -400,6 +470,9 @@ fn library_crash_loop(level: Level, kills: usize) {
                 .env(CHILD_DIR, &dir)
                 .env(CHILD_BACKEND, format!("{backend:?}"))
                 .env(CHILD_LEVEL, format!("{level:?}"));
+                if let Some(k) = keep {
+                    c.env(CHILD_KEEP, k.to_string());
+                }
                 c
             },
         );
@@ -429,6 +502,9 @@ fn crash_child_entry_point() {
         Ok("Written") => Level::Written,
         other => panic!("{CHILD_LEVEL}={other:?}"),
     };
+    let keep: Option<u64> = std::env::var(CHILD_KEEP)
+        .ok()
+        .map(|v| v.parse().expect("child: keep count"));
     let config = small(backend).default_level(level).build();
     let (wal, _) = Wal::open(&dir, config).expect("child: open");
     let out = std::io::stdout();
@@ -461,6 +537,11 @@ fn crash_child_entry_point() {
         for ticket in rx {
             ticket.wait(level).expect("child: wait");
             emit(format!("@ack:{};\n", ticket.lsn()));
+            // Only behind an acknowledgement already printed, so the test
+            // knows every LSN the log may drop.
+            if let Some(k) = keep.filter(|&k| ticket.lsn() % 32 == 0 && ticket.lsn() > k) {
+                wal.checkpoint(ticket.lsn() - k).expect("child: checkpoint");
+            }
         }
     });
     wal.close().expect("child: close");
