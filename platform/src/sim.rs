@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::vfs::{FileIo, OpenHow, VFile, Vfs};
+use crate::vfs::{Advice, FileIo, OpenHow, VFile, Vfs};
 
 /// What to inject, and how a crash tears writes.
 #[derive(Clone, Debug, PartialEq)]
@@ -556,6 +556,13 @@ impl FileIo for SimFile {
 
     fn raw_fd(&self) -> Option<RawFd> {
         None
+    }
+
+    // A hint has nothing to act on in memory. It is not an operation of
+    // the simulated disk either: counting it would shift every later
+    // fault a seed injects.
+    fn advise(&self, _offset: u64, _len: u64, _advice: Advice) -> io::Result<()> {
+        Ok(())
     }
 }
 

@@ -38,6 +38,24 @@ pub trait FileIo: Send + Sync + Debug {
     fn try_lock(&self) -> io::Result<bool>;
     /// The descriptor, for io_uring; `None` for simulated files.
     fn raw_fd(&self) -> Option<RawFd>;
+    /// Tell the kernel how `[offset, offset + len)` is about to be read
+    /// (`len` 0: to the end of the file), so it can read ahead of the
+    /// caller. A hint only: it never changes what a read returns, and
+    /// simulated files ignore it. See [`file::advise`] for the cost.
+    fn advise(&self, offset: u64, len: u64, advice: Advice) -> io::Result<()>;
+}
+
+/// How a range of a file is about to be read, for [`FileIo::advise`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Advice {
+    /// Front to back: the kernel may use a larger readahead window.
+    Sequential,
+    /// Soon: the kernel starts reading the range into the page cache now
+    /// and returns without waiting for it. Linux fills the cache this way
+    /// with single pages rather than the large folios of its own
+    /// readahead, which makes reading them back cost more CPU; prefer
+    /// `Sequential` for a file read front to back.
+    WillNeed,
 }
 
 /// A shared handle to an open file.
@@ -120,6 +138,9 @@ impl FileIo for File {
     }
     fn raw_fd(&self) -> Option<RawFd> {
         Some(self.as_raw_fd())
+    }
+    fn advise(&self, offset: u64, len: u64, advice: Advice) -> io::Result<()> {
+        file::advise(self, offset, len, advice)
     }
 }
 
