@@ -1,6 +1,6 @@
 //! Reading records back in LSN order across segments.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use ringwal_platform::Vfs;
@@ -103,7 +103,6 @@ impl Reader {
                 return Ok(None);
             }
             let (scan, off) = self.current.as_mut().expect("opened above");
-            let path: PathBuf = scan.path.clone();
             let at = *off;
             match scan.frame_at(at)? {
                 Decoded::Frame(f) => {
@@ -112,10 +111,11 @@ impl Reader {
                         continue;
                     }
                     if f.lsn != self.expect {
+                        let (lsn, expect) = (f.lsn, self.expect);
                         return Err(Error::corrupt(
-                            path,
+                            &scan.path,
                             at,
-                            format!("frame LSN {} where {} was expected", f.lsn, self.expect),
+                            format!("frame LSN {lsn} where {expect} was expected"),
                         ));
                     }
                     self.expect += 1;
@@ -136,7 +136,7 @@ impl Reader {
                         self.current = None;
                         continue;
                     }
-                    return Err(Error::corrupt(path, at, why.to_string()));
+                    return Err(Error::corrupt(&scan.path, at, why.to_string()));
                 }
             }
         }

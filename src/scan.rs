@@ -3,8 +3,17 @@
 //! Reads go through the page cache in large chunks (no O_DIRECT: readers
 //! run beside a writer and benefit from readahead), and a frame is always
 //! handed out whole from one contiguous buffer.
+//!
+//! A scan reads each segment front to back and checks every byte between
+//! two reads, so the device must keep working while this thread checks:
+//! each segment is marked sequential, which doubles the kernel's
+//! readahead window for it. The reads stay synchronous and in this
+//! thread, where the chunk just copied is still in this CPU's cache when
+//! it is checked: a read-ahead thread handing chunks over cost more CPU in
+//! cross-CPU copies than it saved by overlapping, and `WillNeed` hints
+//! leave a page cache that is slower to read back (see `Advice`).
 
-use ringwal_platform::{OpenHow, VFile, Vfs};
+use ringwal_platform::{Advice, OpenHow, VFile, Vfs};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -43,6 +52,8 @@ impl SegmentScan {
             Ok(h) => h,
             Err(e) => return Ok(Err((e, file_len))),
         };
+        // Only a hint: a file that refuses it reads the same, just slower.
+        let _ = file.advise(0, 0, Advice::Sequential);
         Ok(Ok(SegmentScan {
             path: path.to_path_buf(),
             header,
