@@ -137,13 +137,22 @@ pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
                 Backend::Threaded => QueueKind::Threaded,
             };
             let depth = start.shared.cfg.max_inflight + 4;
-            let q = match new_queue(kind, depth, start.shared.notifier.clone()) {
+            let mut q = match new_queue(kind, depth, start.shared.notifier.clone()) {
                 Ok(q) => q,
                 Err(e) => {
                     let _ = ready_tx.send(Err(e));
                     return;
                 }
             };
+            // Every staging buffer is in the pool now (nothing can append
+            // before `open` returns): register them all, so no write pins
+            // its pages (with 1 MiB writes that pinning was a tenth of the
+            // ring thread's time). Best effort; plain writes otherwise.
+            {
+                let r = start.shared.lock();
+                let bufs: Vec<&AlignedBuf> = r.free.iter().collect();
+                q.register_buffers(&bufs);
+            }
             let _ = ready_tx.send(Ok(()));
             let (spare_req, spares, preparer) = spawn_preparer(&start.shared);
             let last = start.shared.acks.written();

@@ -1,5 +1,6 @@
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 use crate::BLOCK;
 
@@ -10,16 +11,42 @@ use crate::BLOCK;
 /// whole number of blocks so a write of any block-aligned prefix stays in
 /// bounds.
 ///
-/// Cost: one allocation (and one zeroing pass) at construction; nothing
+/// Cost: two allocations (the buffer, zeroed, and a reference count that
+/// lets a queue keep registered memory alive) at construction; nothing
 /// afterwards. The engine allocates these once and recycles them, so the
 /// append path never allocates.
 pub struct AlignedBuf {
     ptr: NonNull<u8>,
     cap: usize,
+    /// Owns the allocation. Only this `AlignedBuf` ever touches the bytes;
+    /// other holders (a queue that registered the buffer with the kernel)
+    /// only keep the memory from being freed while the kernel may use it.
+    alloc: Arc<Allocation>,
 }
 
-// SAFETY: AlignedBuf uniquely owns its allocation, like Vec<u8>; moving it
-// between threads moves that ownership.
+/// A heap allocation freed when the last holder lets go.
+pub(crate) struct Allocation {
+    ptr: NonNull<u8>,
+    layout: Layout,
+}
+
+// SAFETY: an Allocation is a pointer and a layout; holders other than the
+// owning AlignedBuf never dereference it, and freeing from any thread is
+// allowed by the global allocator.
+unsafe impl Send for Allocation {}
+// SAFETY: as above: shared references never touch the bytes.
+unsafe impl Sync for Allocation {}
+
+impl Drop for Allocation {
+    fn drop(&mut self) {
+        // SAFETY: ptr was allocated with exactly this layout in
+        // `AlignedBuf::new`, and this is the last holder.
+        unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+    }
+}
+
+// SAFETY: AlignedBuf is the only user of its allocation's bytes, like a
+// Vec<u8>; moving it between threads moves that exclusive use.
 unsafe impl Send for AlignedBuf {}
 // SAFETY: shared access only hands out `&[u8]`, which is Sync for u8.
 unsafe impl Sync for AlignedBuf {}
@@ -35,7 +62,17 @@ impl AlignedBuf {
         // SAFETY: layout has a non-zero size (cap >= BLOCK).
         let raw = unsafe { alloc::alloc_zeroed(layout) };
         let ptr = NonNull::new(raw).unwrap_or_else(|| alloc::handle_alloc_error(layout));
-        AlignedBuf { ptr, cap }
+        AlignedBuf {
+            ptr,
+            cap,
+            alloc: Arc::new(Allocation { ptr, layout }),
+        }
+    }
+
+    /// A handle that keeps this buffer's memory allocated even after the
+    /// buffer is dropped (for a registration with the kernel).
+    pub(crate) fn allocation(&self) -> &Arc<Allocation> {
+        &self.alloc
     }
 
     fn layout(cap: usize) -> Layout {
@@ -65,13 +102,6 @@ impl AlignedBuf {
     /// itself does not move the bytes).
     pub(crate) fn as_ptr(&self) -> *const u8 {
         self.ptr.as_ptr()
-    }
-}
-
-impl Drop for AlignedBuf {
-    fn drop(&mut self) {
-        // SAFETY: ptr was allocated with exactly this layout in `new`.
-        unsafe { alloc::dealloc(self.ptr.as_ptr(), Self::layout(self.cap)) }
     }
 }
 

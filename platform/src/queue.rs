@@ -101,6 +101,17 @@ pub trait IoQueue: Send {
     fn in_flight(&self) -> usize;
     /// What this queue is.
     fn kind(&self) -> QueueKind;
+    /// Register `bufs` with the kernel for the queue's lifetime, so that
+    /// writes from them skip pinning their pages on every submission. The
+    /// queue keeps their memory allocated until it is dropped, even if a
+    /// buffer is dropped first. Best effort: returns whether it happened
+    /// (a queue without the feature, an old kernel or a locked-memory
+    /// limit all mean plain writes, with the same results). Cost: one
+    /// syscall; call once, before pushing writes.
+    fn register_buffers(&mut self, bufs: &[&AlignedBuf]) -> bool {
+        let _ = bufs;
+        false
+    }
 }
 
 /// Build a queue of `kind` with room for `depth` operations in flight,
