@@ -284,12 +284,16 @@ impl Ring {
             if !submit_first {
                 self.publish();
             }
+            let mut started = false;
             if !self.failed {
-                progress |= self.submit_writes();
-                progress |= self.maybe_sync();
+                started |= self.submit_writes();
+                started |= self.maybe_sync();
             }
+            progress |= started;
             if submit_first && self.unpublished() {
-                if progress {
+                // Only new work needs the extra enter; a lone completion
+                // (one producer waiting) wakes its waiter at once.
+                if started {
                     if let Err(e) = self.q.run(Wait::NoWait) {
                         self.fail(Poison::Failed(format!("io_uring_enter failed: {e}")));
                         break;
