@@ -570,8 +570,7 @@ fn run_recovery(run: &mut Run) -> io::Result<RecoveryResult> {
             rep + 1,
             a.recovery_reps
         ));
-        run.quiet();
-        let (p, d) = recovery::pass(&dir)?;
+        let (p, d) = recovery::pass(&dir, rep % 2 == 1, || run.quiet())?;
         progress::pause();
         dropped &= d;
         passes.push(p);
@@ -585,7 +584,10 @@ fn run_recovery(run: &mut Run) -> io::Result<RecoveryResult> {
     let log_bytes = filled.log_bytes as f64;
     let raw_mb_s = med(&|p| p.raw_bytes as f64 / 1e6 / p.raw_secs);
     let replay_mb_s = med(&|p| log_bytes / 1e6 / p.replay_secs);
+    let replay_vs_raw_paired =
+        med(&|p| (log_bytes / p.replay_secs) / (p.raw_bytes as f64 / p.raw_secs));
     Ok(RecoveryResult {
+        replay_vs_raw_paired,
         replay_payload_mb_s: med(&|p| p.replay_payload_bytes as f64 / 1e6 / p.replay_secs),
         open_secs: med(&|p| p.open_secs),
         replay_secs: med(&|p| p.replay_secs),
