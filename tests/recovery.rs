@@ -291,25 +291,30 @@ fn lost_block_before_later_writes_is_a_torn_tail() {
         let log = root.path().join("log");
         let (wal, _) = Wal::open(&log, cfg(backend)).unwrap();
         let mut payloads = Vec::new();
-        fill(&wal, &mut rng, &mut payloads, 2, 6);
-        wal.close().unwrap();
-        let segs = segment_files(&log, NODE);
-        let (base, newest_path) = segs.last().unwrap().clone();
-        let newest = scan_segment(&newest_path);
         // Every block-aligned frame start with a later write (a frame at a
-        // later block boundary) left intact after its block.
-        let aligned: Vec<u64> = newest
-            .frames
-            .iter()
-            .map(|f| f.start)
-            .filter(|&s| s % BLOCK == 0)
-            .collect();
-        let starts: Vec<u64> = aligned
-            .iter()
-            .copied()
-            .filter(|&s| aligned.iter().any(|&later| later >= s + BLOCK))
-            .collect();
-        assert!(!starts.is_empty(), "no block-aligned frame in {newest:?}");
+        // later block boundary) left intact after its block. The newest
+        // segment may have taken its blocks in one write (how appends group
+        // depends on timing): append more until it holds two writes.
+        let (base, newest_path, newest, starts) = loop {
+            fill(&wal, &mut rng, &mut payloads, 2, 6);
+            let (base, newest_path) = segment_files(&log, NODE).last().unwrap().clone();
+            let newest = scan_segment(&newest_path);
+            let aligned: Vec<u64> = newest
+                .frames
+                .iter()
+                .map(|f| f.start)
+                .filter(|&s| s % BLOCK == 0)
+                .collect();
+            let starts: Vec<u64> = aligned
+                .iter()
+                .copied()
+                .filter(|&s| aligned.iter().any(|&later| later >= s + BLOCK))
+                .collect();
+            if !starts.is_empty() {
+                break (base, newest_path, newest, starts);
+            }
+        };
+        wal.close().unwrap();
         for (i, &lost) in starts.iter().enumerate() {
             let what = format!("block at {lost} lost");
             let work = root.path().join(format!("lost-{i}"));
