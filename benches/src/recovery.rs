@@ -19,6 +19,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use crate::measure::process_cpu;
 use crate::progress;
 
 fn rw_err(e: ringwal::Error) -> io::Error {
@@ -131,6 +132,12 @@ pub struct Pass {
     pub open_secs: f64,
     /// `Wal::open` plus the full reader pass.
     pub replay_secs: f64,
+    /// CPU time (user + system, every thread of the harness) of the raw
+    /// read, of `Wal::open`, and of `Wal::open` plus the reader pass: what
+    /// wall time exceeds them is waiting for the device (or for a CPU).
+    pub raw_cpu_secs: f64,
+    pub open_cpu_secs: f64,
+    pub replay_cpu_secs: f64,
     pub replay_records: u64,
     pub replay_payload_bytes: u64,
     /// Whether the replay ran before the raw read in this pass.
@@ -139,8 +146,9 @@ pub struct Pass {
 
 /// Read every segment file start to end with plain buffered reads, each
 /// file marked sequential as the engine's scan marks it.
-pub fn raw_read(files: &[PathBuf]) -> io::Result<(u64, f64)> {
+pub fn raw_read(files: &[PathBuf]) -> io::Result<(u64, f64, f64)> {
     let mut buf = vec![0u8; 1 << 20];
+    let c0 = process_cpu();
     let t0 = Instant::now();
     let mut total = 0u64;
     for p in files {
@@ -155,15 +163,28 @@ pub fn raw_read(files: &[PathBuf]) -> io::Result<(u64, f64)> {
             total += n as u64;
         }
     }
-    Ok((total, t0.elapsed().as_secs_f64()))
+    let secs = t0.elapsed().as_secs_f64();
+    Ok((total, secs, (process_cpu() - c0).as_secs_f64()))
 }
 
-/// Open the log and read every record back. Returns (records, payload
-/// bytes, open seconds, total seconds); the close afterwards is not timed.
-pub fn replay(dir: &Path) -> io::Result<(u64, u64, f64, f64)> {
+/// What one open + replay did and took.
+pub struct Replayed {
+    pub records: u64,
+    pub payload_bytes: u64,
+    pub open_secs: f64,
+    pub total_secs: f64,
+    pub open_cpu_secs: f64,
+    pub total_cpu_secs: f64,
+}
+
+/// Open the log and read every record back; the close afterwards is not
+/// timed.
+pub fn replay(dir: &Path) -> io::Result<Replayed> {
+    let c0 = process_cpu();
     let t0 = Instant::now();
     let (wal, report) = ringwal::Wal::open(dir, ringwal::Config::default()).map_err(rw_err)?;
     let opened = t0.elapsed().as_secs_f64();
+    let open_cpu = process_cpu() - c0;
     let mut records = 0u64;
     let mut bytes = 0u64;
     for r in wal.reader_from(0).map_err(rw_err)? {
@@ -175,6 +196,7 @@ pub fn replay(dir: &Path) -> io::Result<(u64, u64, f64, f64)> {
         }
     }
     let total = t0.elapsed().as_secs_f64();
+    let total_cpu = process_cpu() - c0;
     if records != report.records {
         return Err(io::Error::other(format!(
             "reader returned {records} records, recovery counted {}",
@@ -182,7 +204,14 @@ pub fn replay(dir: &Path) -> io::Result<(u64, u64, f64, f64)> {
         )));
     }
     wal.close().map_err(rw_err)?;
-    Ok((records, bytes, opened, total))
+    Ok(Replayed {
+        records,
+        payload_bytes: bytes,
+        open_secs: opened,
+        total_secs: total,
+        open_cpu_secs: open_cpu.as_secs_f64(),
+        total_cpu_secs: total_cpu.as_secs_f64(),
+    })
 }
 
 /// One pass of each, each after dropping the page cache (when allowed)
@@ -203,16 +232,19 @@ pub fn pass(dir: &Path, replay_first: bool, before: impl Fn()) -> io::Result<(Pa
             raw = Some(raw_read(&files)?);
         }
     }
-    let (raw_bytes, raw_secs) = raw.expect("ran above");
-    let (replay_records, replay_payload_bytes, open_secs, replay_secs) = rep.expect("ran above");
+    let (raw_bytes, raw_secs, raw_cpu_secs) = raw.expect("ran above");
+    let r = rep.expect("ran above");
     Ok((
         Pass {
             raw_bytes,
             raw_secs,
-            open_secs,
-            replay_secs,
-            replay_records,
-            replay_payload_bytes,
+            open_secs: r.open_secs,
+            replay_secs: r.total_secs,
+            raw_cpu_secs,
+            open_cpu_secs: r.open_cpu_secs,
+            replay_cpu_secs: r.total_cpu_secs,
+            replay_records: r.records,
+            replay_payload_bytes: r.payload_bytes,
             replay_first,
         },
         dropped,

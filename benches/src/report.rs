@@ -139,6 +139,10 @@ pub struct RecoveryResult {
     pub replay_payload_mb_s: f64,
     pub open_secs: f64,
     pub replay_secs: f64,
+    /// Medians of the CPU time of each (see [`Pass`]).
+    pub raw_cpu_secs: f64,
+    pub open_cpu_secs: f64,
+    pub replay_cpu_secs: f64,
     pub replay_vs_raw: f64,
     /// Median over passes of each pass's own replay / raw ratio: the two
     /// reads of one pass ran seconds apart, so this is less exposed to the
@@ -365,6 +369,11 @@ impl Report {
                 r.replay_secs,
                 r.replay_vs_raw,
                 r.replay_vs_raw_paired
+            );
+            let _ = writeln!(
+                o,
+                "CPU time (all threads): raw read {:.2} s; open {:.2} s; open + replay {:.2} s",
+                r.raw_cpu_secs, r.open_cpu_secs, r.replay_cpu_secs
             );
         } else if let Some(e) = &self.recovery_error {
             let _ = writeln!(o);
