@@ -1,12 +1,12 @@
 //! Reading records back in LSN order across segments.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use ringwal_platform::Vfs;
 
 use crate::error::{Error, Lsn, Result};
-use crate::format::{Decoded, Kind};
+use crate::format::{self, Decoded, Kind};
 use crate::scan::SegmentScan;
 use crate::segments::SegmentFile;
 
@@ -28,8 +28,12 @@ pub struct Record {
 /// Reads through the page cache in 1 MiB chunks; allocates one `Vec` per
 /// record. Stops after `upto` (the written watermark when it was created).
 /// Damage met on the way is yielded as one `Err`, after which it stops.
+/// A segment checkpointed away while the reader was on it (deleted, or
+/// recycled and overwritten by a later segment) ends the iteration with
+/// [`Error::Gap`], not `Corrupt`: those records were released, not damaged.
 pub struct Reader {
     vfs: Arc<dyn Vfs>,
+    dir: PathBuf,
     segments: std::vec::IntoIter<SegmentFile>,
     current: Option<(SegmentScan, u64)>,
     /// The LSN the next record must carry.
@@ -63,6 +67,7 @@ impl Reader {
         let expect = segments.first().map_or(from, |s| s.base);
         Ok(Reader {
             vfs,
+            dir: dir.to_path_buf(),
             segments: segments.into_iter(),
             current: None,
             expect,
@@ -143,6 +148,38 @@ impl Reader {
     }
 }
 
+impl Reader {
+    /// `e`, or a `Gap` when the file it names is no longer one of the
+    /// log's segments: a checkpoint released it (and recycling may have
+    /// overwritten it) while this reader was on its way. Costs one
+    /// directory listing, on the error path only.
+    fn released_or(&self, e: Error) -> Error {
+        let file = match &e {
+            Error::Corrupt { file, .. } => file,
+            Error::Io { path, .. } => path,
+            _ => return e,
+        };
+        let Some((node, _)) = file
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(format::parse_segment_file_name)
+        else {
+            return e;
+        };
+        let Ok(listing) = crate::segments::list(&*self.vfs, &self.dir, node) else {
+            return e;
+        };
+        if listing.segments.iter().any(|s| &s.path == file) {
+            return e;
+        }
+        Error::Gap {
+            file: file.clone(),
+            expected: self.expect,
+            found: listing.segments.first().map_or(self.expect, |s| s.base),
+        }
+    }
+}
+
 impl Iterator for Reader {
     type Item = Result<Record>;
 
@@ -158,7 +195,7 @@ impl Iterator for Reader {
             }
             Err(e) => {
                 self.done = true;
-                Some(Err(e))
+                Some(Err(self.released_or(e)))
             }
         }
     }
