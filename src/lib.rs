@@ -32,6 +32,7 @@ pub mod collector;
 mod config;
 mod error;
 pub mod format;
+mod prefetch;
 mod reader;
 mod recovery;
 mod ring;

@@ -37,6 +37,7 @@ use crate::config::{Config, RecoveryMode};
 use crate::error::{Error, Lsn, Result};
 use crate::format::{self, Decoded, Kind, SegmentHeader, MAX_LSN};
 
+use crate::prefetch::Prefetcher;
 use crate::scan::SegmentScan;
 use crate::segments::{self, SegmentFile};
 
@@ -207,8 +208,22 @@ pub(crate) fn analyze(dir: &Path, cfg: &Config) -> Result<Analysis> {
     }
 
     let count = files.len();
+    // Reading ahead on a second thread overlaps the disk with the checks.
+    // Not on the simulated disk, whose reads are part of what a seed
+    // replays.
+    let prefetch = (cfg.vfs.is_real() && count > 1)
+        .then(|| {
+            Prefetcher::start(
+                cfg.vfs.clone(),
+                files.iter().map(|f| f.path.clone()).collect(),
+            )
+        })
+        .flatten();
     let mut prev_last: Option<Lsn> = None;
     for (i, f) in files.into_iter().enumerate() {
+        if let Some(p) = &prefetch {
+            p.at(i);
+        }
         if !out.problems.is_empty() && cfg.recovery == RecoveryMode::PointInTime {
             out.set_aside.push(f.path);
             continue;
