@@ -15,6 +15,15 @@ fn cfg() -> Config {
         .build()
 }
 
+/// `cfg()` in point-in-time recovery mode.
+fn pit_cfg() -> Config {
+    Config::builder()
+        .segment_bytes(SEG)
+        .max_record_bytes(32 << 10)
+        .recovery(RecoveryMode::PointInTime)
+        .build()
+}
+
 /// A segment file for node 1 with `base`, holding `payloads` from offset
 /// 4096 and `tail` bytes right after them.
 fn segment(
@@ -113,12 +122,7 @@ fn a_blank_file_named_out_of_lsn_range_is_corruption_not_a_place_to_resume() {
     assert!(!v.is_consistent(), "verify must agree with open: {v:?}");
 
     // Point-in-time discards it and starts the log at 1.
-    let pit = Config::builder()
-        .segment_bytes(SEG)
-        .max_record_bytes(32 << 10)
-        .recovery(RecoveryMode::PointInTime)
-        .build();
-    let (wal, rep) = Wal::open(dir.path(), pit).unwrap();
+    let (wal, rep) = Wal::open(dir.path(), pit_cfg()).unwrap();
     assert_eq!(rep.discarded, vec![path]);
     let t = wal.append(0, b"first").unwrap();
     assert_eq!(t.lsn(), 1);
@@ -169,12 +173,7 @@ fn a_blank_file_past_the_end_is_a_gap_and_never_where_the_log_resumes() {
         v.problems
     );
 
-    let pit = Config::builder()
-        .segment_bytes(SEG)
-        .max_record_bytes(32 << 10)
-        .recovery(RecoveryMode::PointInTime)
-        .build();
-    let (wal, _) = Wal::open(dir.path(), pit).unwrap();
+    let (wal, _) = Wal::open(dir.path(), pit_cfg()).unwrap();
     assert_eq!(wal.next_lsn(), 3);
     let t = wal.append(0, b"three").unwrap();
     assert_eq!(t.lsn(), 3);
@@ -278,12 +277,7 @@ fn point_in_time_clears_the_segment_it_resumes_in() {
     // A blank file that is not the newest is corrupt: the recovery point.
     blank(dir.path(), 3);
     segment(dir.path(), 4, &[b"four".to_vec()], &[]);
-    let pit = Config::builder()
-        .segment_bytes(SEG)
-        .max_record_bytes(32 << 10)
-        .recovery(RecoveryMode::PointInTime)
-        .build();
-    let (wal, rep) = Wal::open(dir.path(), pit).unwrap();
+    let (wal, rep) = Wal::open(dir.path(), pit_cfg()).unwrap();
     assert_eq!(rep.discarded.len(), 2, "{rep:?}");
     assert!(
         rep.truncated.is_some(),
