@@ -357,7 +357,10 @@ fn a_reader_overtaken_by_recycling_ends_with_a_gap() {
     // than the recycle pool holds, so every released file is reused.
     wal.checkpoint(wal.durable_lsn()).unwrap();
     append(&wal, 400);
-    assert!(wal.oldest_lsn() > 1, "the checkpoint released the old segments");
+    assert!(
+        wal.oldest_lsn() > 1,
+        "the checkpoint released the old segments"
+    );
     let mut last = first.lsn;
     let end = loop {
         match reader.next() {
@@ -371,7 +374,9 @@ fn a_reader_overtaken_by_recycling_ends_with_a_gap() {
         }
     };
     match end {
-        Some(ringwal::Error::Gap { expected, found, .. }) => {
+        Some(ringwal::Error::Gap {
+            expected, found, ..
+        }) => {
             assert_eq!(expected, last + 1);
             assert_eq!(found, wal.oldest_lsn());
         }
