@@ -77,14 +77,19 @@ impl Acks {
         self.lists().poison.clone()
     }
 
+    /// Whether the watermark for `level` covers `lsn` (always, for
+    /// `Accepted`: a ticket exists only once its record is sequenced).
+    fn reached(&self, lsn: Lsn, level: Level) -> bool {
+        match level {
+            Level::Accepted => true,
+            Level::Written => self.written() >= lsn,
+            Level::Durable => self.durable() >= lsn,
+        }
+    }
+
     /// The result of waiting for `lsn` at `level`, if already decided.
     pub fn check(&self, lsn: Lsn, level: Level) -> Option<Result<(), Error>> {
-        let mark = match level {
-            Level::Accepted => return Some(Ok(())),
-            Level::Written => self.written(),
-            Level::Durable => self.durable(),
-        };
-        if mark >= lsn {
+        if self.reached(lsn, level) {
             return Some(Ok(()));
         }
         self.poison_cause().map(|p| Err(p.error()))
@@ -97,12 +102,7 @@ impl Acks {
         let mut l = self.lists();
         // Only the watermarks here: `check` would read the poison through
         // this same (non-reentrant) lock.
-        let mark = match level {
-            Level::Accepted => return Some(Ok(())),
-            Level::Written => self.written(),
-            Level::Durable => self.durable(),
-        };
-        if mark >= lsn {
+        if self.reached(lsn, level) {
             return Some(Ok(()));
         }
         if let Some(p) = &l.poison {
