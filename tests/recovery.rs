@@ -120,10 +120,16 @@ fn torn_tail_at_every_offset_recovers_the_prefix() {
         // them on a few threads, since each open and close waits on syncs.
         // Plus the first frame of the segment: a newest segment left with
         // a header and no record at all.
+        // Garbage needs a byte to land on: not at the end of a segment
+        // whose data fills it to the last byte.
+        let len = newest.bytes.len() as u64;
         let cases: Vec<(u64, Damage)> = std::iter::once(BLOCK)
             .filter(|&b| b < from)
             .chain((from..=end).step_by(8))
-            .flat_map(|at| [(at, Damage::Zeros), (at, Damage::Garbage)])
+            .flat_map(|at| {
+                let garbage = (at < len).then_some((at, Damage::Garbage));
+                std::iter::once((at, Damage::Zeros)).chain(garbage)
+            })
             .collect();
         let garbage_seed: u64 = rng.gen();
         let next = AtomicUsize::new(0);
