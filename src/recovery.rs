@@ -524,13 +524,7 @@ fn cut_tail(
     // Zero first and make it durable, then seal: interrupted anywhere, the
     // file is either as it was or has a zeroed tail (both recover to the
     // same prefix), never a seal followed by frames it was meant to erase.
-    let zeros = vec![0u8; 1 << 20];
-    let mut off = sealed;
-    while off < zero_to {
-        let n = ((zero_to - off) as usize).min(zeros.len());
-        file.write_at(&zeros[..n], off, false).map_err(io)?;
-        off += n as u64;
-    }
+    segments::write_zeros(&*file, sealed, zero_to, false).map_err(io)?;
     file.sync_data().map_err(io)?;
     if pad > 0 {
         file.write_at(&buf, at, false).map_err(io)?;

@@ -334,16 +334,9 @@ impl Ring {
         let to = (self.seg.end + self.sh.cfg.torn_window())
             .next_multiple_of(format::BLOCK as u64)
             .min(self.seg.size);
-        let zeros = AlignedBuf::new(1 << 20);
-        let mut off = self.seg.end;
-        while off < to {
-            let n = ((to - off) as usize).min(zeros.capacity());
-            if let Err(e) = self.seg.file.write_at(&zeros.as_slice()[..n], off, true) {
-                let err = Error::io(self.seg_path(), e);
-                self.fail(Poison::from_error("zeroing the tail at close failed", err));
-                return;
-            }
-            off += n as u64;
+        if let Err(e) = segments::write_zeros(&*self.seg.file, self.seg.end, to, true) {
+            let err = Error::io(self.seg_path(), e);
+            self.fail(Poison::from_error("zeroing the tail at close failed", err));
         }
     }
 
