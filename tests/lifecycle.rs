@@ -1,6 +1,8 @@
 //! Open/close lifecycle: no thread or descriptor survives a closed log.
 //! One test per binary so nothing else runs in this process meanwhile.
 
+mod common;
+
 use ringwal::{Backend, Config, Level, Wal};
 
 fn count(dir: &str) -> usize {
@@ -52,15 +54,6 @@ fn open_close_cycles_leak_no_threads_or_fds() {
     assert_eq!(wal.next_lsn(), 1001);
     // An open log keeps a prepared spare; a closed one leaves none.
     wal.close().unwrap();
-    let spares = std::fs::read_dir(dir.path())
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .file_name()
-                .to_string_lossy()
-                .ends_with(".spare")
-        })
-        .count();
+    let spares = common::spare_files(dir.path());
     assert_eq!(spares, 0, "a closed log leaves no spare behind");
 }

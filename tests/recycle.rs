@@ -9,6 +9,8 @@
 //! after losing a block inside a recycled segment on real files. A clean
 //! close in a recycled segment must reopen without a cut.
 
+mod common;
+
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -110,16 +112,7 @@ fn recycles_on_real_files(backend: Backend) {
         reused > 5,
         "segments were not recycled ({reused} reuses seen)"
     );
-    let spares = std::fs::read_dir(dir.path())
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .file_name()
-                .to_string_lossy()
-                .ends_with(".spare")
-        })
-        .count();
+    let spares = common::spare_files(dir.path());
     assert_eq!(spares, 0, "close leaves no spare behind");
 }
 

@@ -297,3 +297,17 @@ pub fn mount_image(root: &Path, fs: &str, mib: u64) -> Result<Mount, String> {
     )?;
     Ok(Mount { dir })
 }
+
+/// How many spare segment files `dir` holds.
+pub fn spare_files(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".spare")
+        })
+        .count()
+}
