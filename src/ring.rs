@@ -23,7 +23,7 @@ use ringwal_platform::{
 use crate::config::{Backend, SyncMethod};
 use crate::error::{Error, Lsn, Poison, Result};
 use crate::format::{self, SegmentHeader};
-use crate::segments::{self, Fill, SegmentFile, Spare};
+use crate::segments::{self, Fill, Spare};
 use crate::wal::{install_header_buf, Batch, Shared};
 
 /// What the ring thread starts from: the active segment after recovery.
@@ -119,7 +119,7 @@ const LARGE_WRITE_BYTES: u64 = 512 << 10;
 /// it is returned here.
 pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
     let sh = start.shared.clone();
-    let dir_path = sh.dir.clone();
+    let dir_path = sh.dir.path().to_path_buf();
     let dir = sh
         .cfg
         .vfs
@@ -237,7 +237,6 @@ fn spawn_preparer(sh: &Arc<Shared>) -> (Sender<Fill>, Receiver<Result<Spare>>, J
                     None => segments::prepare_spare(
                         &*cfg.vfs,
                         &dir,
-                        cfg.node,
                         seq,
                         cfg.segment_bytes,
                         cfg.direct_io,
@@ -432,9 +431,7 @@ impl Ring {
     }
 
     fn seg_path(&self) -> std::path::PathBuf {
-        self.sh
-            .dir
-            .join(format::segment_file_name(self.sh.cfg.node, self.seg.base))
+        self.sh.dir.segment(self.seg.base).path
     }
 
     fn recycle(&self, buf: AlignedBuf) {
@@ -634,10 +631,7 @@ impl Ring {
             salt: batch.salt,
             ..crate::wal::new_header(&self.sh.cfg, batch.seg_base)
         };
-        let path = self
-            .sh
-            .dir
-            .join(format::segment_file_name(self.sh.cfg.node, batch.seg_base));
+        let seg = self.sh.dir.segment(batch.seg_base);
         let block = install_header_buf(&header);
         let (file, recycled) = (spare.file, spare.recycled);
         self.push(
@@ -653,8 +647,8 @@ impl Ring {
         self.sh
             .cfg
             .vfs
-            .rename(&spare.path, &path)
-            .map_err(|e| Error::io(&path, e))?;
+            .rename(&spare.path, &seg.path)
+            .map_err(|e| Error::io(&seg.path, e))?;
         self.push(
             Kind::Barrier,
             Op::Sync {
@@ -668,10 +662,7 @@ impl Ring {
         if segs.last().is_some_and(|s| s.base == batch.seg_base) {
             segs.pop();
         }
-        segs.push(SegmentFile {
-            base: batch.seg_base,
-            path,
-        });
+        segs.push(seg);
         drop(segs);
         self.sh.counters.rolls.fetch_add(1, Ordering::Relaxed);
         self.seg = Active {
@@ -696,7 +687,7 @@ impl Ring {
         loop {
             let got = self.spares.recv().map_err(|_| {
                 Error::io(
-                    &self.sh.dir,
+                    self.sh.dir.path(),
                     std::io::Error::other("segment preparer stopped"),
                 )
             })?;

@@ -8,6 +8,67 @@ use crate::config::DirectIo;
 use crate::error::{Error, Lsn, Result};
 use crate::format;
 
+/// Where one node's files live: the only place their paths are built.
+///
+/// `Wal::open` resolves the directory once (through symlinks, against the
+/// working directory of that moment), so a later `chdir` or a relative
+/// path can never send a roll, a checkpoint or a reader to another log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct LogDir {
+    path: PathBuf,
+    node: u32,
+}
+
+impl LogDir {
+    /// `dir` as given, for read-only tools that never write through it.
+    pub fn new(dir: &Path, node: u32) -> LogDir {
+        LogDir {
+            path: dir.to_path_buf(),
+            node,
+        }
+    }
+
+    /// `dir` resolved to an absolute path without symlinks, for a writer.
+    /// Cost: one `realpath`.
+    pub fn resolve(vfs: &dyn Vfs, dir: &Path, node: u32) -> Result<LogDir> {
+        let path = vfs.canonicalize(dir).map_err(|e| Error::io(dir, e))?;
+        Ok(LogDir { path, node })
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The node whose files these are.
+    pub fn node(&self) -> u32 {
+        self.node
+    }
+
+    /// The segment whose first record is `base`.
+    pub fn segment(&self, base: Lsn) -> SegmentFile {
+        SegmentFile {
+            base,
+            path: self.path.join(format::segment_file_name(self.node, base)),
+        }
+    }
+
+    /// Spare number `seq`.
+    pub fn spare(&self, seq: u64) -> PathBuf {
+        self.path.join(format::spare_file_name(self.node, seq))
+    }
+
+    /// The writer's lock file.
+    pub fn lock(&self) -> PathBuf {
+        self.path.join(format::lock_file_name(self.node))
+    }
+
+    /// This node's segments and spares. Cost: one `readdir`.
+    pub fn list(&self, vfs: &dyn Vfs) -> Result<Listing> {
+        list(vfs, &self.path, self.node)
+    }
+}
+
 /// A segment as the directory listing shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct SegmentFile {
@@ -111,14 +172,13 @@ pub(crate) enum Fill {
 /// the append path.
 pub(crate) fn prepare_spare(
     vfs: &dyn Vfs,
-    dir: &Path,
-    node: u32,
+    dir: &LogDir,
     seq: u64,
     bytes: u64,
     policy: DirectIo,
     fill: Fill,
 ) -> Result<Spare> {
-    let path = dir.join(format::spare_file_name(node, seq));
+    let path = dir.spare(seq);
     let (file, _) = open_file(vfs, &path, true, policy)?;
     let fail = |e| {
         let _ = vfs.remove_file(&path);

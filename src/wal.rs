@@ -16,7 +16,7 @@ use crate::format::{self, Kind, SegmentHeader};
 use crate::reader::Reader;
 use crate::recovery::{self, RecoveryReport};
 use crate::ring::{self, RingStart};
-use crate::segments::{self, SegmentFile};
+use crate::segments::{self, LogDir, SegmentFile};
 use crate::ticket::Ticket;
 
 /// Checkpointed segments kept for reuse as spares (see [`Wal::checkpoint`]).
@@ -125,7 +125,7 @@ pub struct Stats {
 /// Everything the handle, the tickets and the ring thread share.
 pub(crate) struct Shared {
     pub cfg: Config,
-    pub dir: PathBuf,
+    pub dir: LogDir,
     pub res: Mutex<Reservation>,
     pub space: Condvar,
     pub acks: Acks,
@@ -204,7 +204,7 @@ pub struct Wal {
 impl std::fmt::Debug for Wal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Wal")
-            .field("dir", &self.shared.dir)
+            .field("dir", &self.shared.dir.path())
             .field("node", &self.shared.cfg.node)
             .finish()
     }
@@ -224,10 +224,11 @@ impl Wal {
     /// zero-writes the first segment. Blocking.
     pub fn open(dir: impl AsRef<Path>, cfg: Config) -> Result<(Wal, RecoveryReport)> {
         cfg.validate()?;
-        let dir = dir.as_ref().to_path_buf();
+        let given = dir.as_ref();
         let vfs = cfg.vfs.clone();
-        vfs.create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-        let lock_path = dir.join(format::lock_file_name(cfg.node));
+        vfs.create_dir_all(given).map_err(|e| Error::io(given, e))?;
+        let dir = LogDir::resolve(&*vfs, given, cfg.node)?;
+        let lock_path = dir.lock();
         let lock = vfs
             .open(
                 &lock_path,
@@ -242,7 +243,7 @@ impl Wal {
             return Err(Error::Locked { path: lock_path });
         }
 
-        let mut rec = recovery::recover(&dir, &cfg)?;
+        let mut rec = recovery::recover(dir.path(), &cfg)?;
         let (active, header, write_at) = match rec.active.take() {
             Some(a) => a,
             None => {
@@ -254,7 +255,7 @@ impl Wal {
         };
         let (file, _) = segments::open_file(&*cfg.vfs, &active.path, false, cfg.direct_io)?;
 
-        let notifier = Arc::new(Notifier::new().map_err(|e| Error::io(&dir, e))?);
+        let notifier = Arc::new(Notifier::new().map_err(|e| Error::io(dir.path(), e))?);
         let buffers = (0..cfg.max_inflight + 2)
             .map(|_| AlignedBuf::new(cfg.buffer_bytes()))
             .collect();
@@ -291,7 +292,7 @@ impl Wal {
             segments: Mutex::new(rec.segments),
             recycled: Arc::default(),
             counters: Counters::default(),
-            dir: dir.clone(),
+            dir,
             cfg,
         });
         let ring = ring::spawn(RingStart {
@@ -491,8 +492,11 @@ impl Wal {
     }
 
     /// The directory the log lives in.
+    ///
+    /// Resolved once at [`open`](Self::open): absolute, without symlinks,
+    /// whatever the working directory was then or is now.
     pub fn dir(&self) -> &Path {
-        &self.shared.dir
+        self.shared.dir.path()
     }
 
     /// Counters and watermarks. Cost: a few atomic loads.
@@ -524,7 +528,7 @@ impl Wal {
         let upto = self.written_lsn();
         Reader::new(
             self.shared.cfg.vfs.clone(),
-            &self.shared.dir,
+            self.shared.dir.path(),
             segs,
             from,
             upto,
@@ -566,7 +570,7 @@ impl Wal {
             let s = segs.remove(0);
             if recycled.len() < room {
                 let seq = segments::RECYCLED_SEQ + s.base;
-                let to = sh.dir.join(format::spare_file_name(sh.cfg.node, seq));
+                let to = sh.dir.spare(seq);
                 sh.cfg
                     .vfs
                     .rename(&s.path, &to)
@@ -584,8 +588,8 @@ impl Wal {
         if removed > 0 {
             sh.cfg
                 .vfs
-                .sync_dir(&sh.dir)
-                .map_err(|e| Error::io(&sh.dir, e))?;
+                .sync_dir(sh.dir.path())
+                .map_err(|e| Error::io(sh.dir.path(), e))?;
         }
         // Only now that the renames are durable may the files be changed:
         // before, a crash could bring back the old name over new contents.
@@ -627,24 +631,25 @@ impl Drop for Wal {
 
 /// Create the first segment of an empty log, synchronously (open path).
 fn create_first_segment(
-    dir: &Path,
+    dir: &LogDir,
     cfg: &Config,
     base: Lsn,
 ) -> Result<(SegmentFile, SegmentHeader)> {
     let spare = segments::prepare_spare(
         &*cfg.vfs,
         dir,
-        cfg.node,
         0,
         cfg.segment_bytes,
         cfg.direct_io,
         segments::Fill::Zeros,
     )?;
     let header = new_header(cfg, base);
-    let path = dir.join(format::segment_file_name(cfg.node, base));
-    install_spare(&*cfg.vfs, &spare, &header, &path)?;
-    cfg.vfs.sync_dir(dir).map_err(|e| Error::io(dir, e))?;
-    Ok((SegmentFile { base, path }, header))
+    let seg = dir.segment(base);
+    install_spare(&*cfg.vfs, &spare, &header, &seg.path)?;
+    cfg.vfs
+        .sync_dir(dir.path())
+        .map_err(|e| Error::io(dir.path(), e))?;
+    Ok((seg, header))
 }
 
 pub(crate) fn new_header(cfg: &Config, base: Lsn) -> SegmentHeader {

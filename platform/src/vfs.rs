@@ -11,7 +11,7 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::os::unix::io::{AsRawFd, RawFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::file;
@@ -92,6 +92,13 @@ pub trait Vfs: Send + Sync + Debug {
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
     /// Whether files from this Vfs can go through io_uring.
     fn is_real(&self) -> bool;
+    /// `dir` as an absolute path with no symlink or `..` left, so that
+    /// later operations do not depend on the working directory. A file
+    /// system without a working directory (the simulated one) returns it
+    /// unchanged.
+    fn canonicalize(&self, dir: &Path) -> io::Result<PathBuf> {
+        Ok(dir.to_path_buf())
+    }
 }
 
 /// The real file system, through `std::fs` and [`crate::file`].
@@ -187,5 +194,8 @@ impl Vfs for RealFs {
     }
     fn is_real(&self) -> bool {
         true
+    }
+    fn canonicalize(&self, dir: &Path) -> io::Result<PathBuf> {
+        std::fs::canonicalize(dir)
     }
 }
