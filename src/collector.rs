@@ -71,11 +71,13 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use ringwal_platform::{OpenHow, RealFs, VFile, Vfs};
+use ringwal_platform::{RealFs, Vfs};
 
-use crate::config::Level;
+use crate::config::{Config, Level};
 use crate::error::{Error, Lsn, Result};
-use crate::format::{self, Decoded, Kind};
+use crate::format::Kind;
+use crate::scan::{self, Position, Step, Verdict};
+use crate::segments::LogDir;
 use crate::ticket::Ticket;
 use crate::wal::Wal;
 
@@ -210,197 +212,76 @@ pub fn replay(
     watermarks: &Watermarks,
     mut f: impl FnMut(u16, Lsn, &[u8]) -> Result<()>,
 ) -> Result<Replayed> {
-    scan_frames(
-        &RealFs,
-        dir,
-        node,
-        format::MAX_PAYLOAD,
-        Lsn::MAX,
-        |stream, lsn, p| {
-            if stream == FILLER_STREAM || lsn < watermarks.get(stream) {
-                return Ok(false);
-            }
-            f(stream, lsn, p)?;
-            Ok(true)
-        },
-    )
+    // The default writer's window, widened by each segment's own record.
+    let window = Config::builder().node(node).build().torn_window();
+    scan_frames(&RealFs, dir, node, window, Lsn::MAX, |stream, lsn, p| {
+        if stream == FILLER_STREAM || lsn < watermarks.get(stream) {
+            return Ok(false);
+        }
+        f(stream, lsn, p)?;
+        Ok(true)
+    })
 }
 
 /// Walk every data frame of `node` in `dir` with an LSN at most `upto`,
 /// oldest first; `visit` says whether it replayed the frame or skipped it.
 ///
-/// Reads through `vfs` with the public [`format`] decoder only, so replay
-/// depends on the documented on-disk format and nothing else.
+/// Each segment is read through the one segment walker and its end judged
+/// as recovery judges it; a segment whose frames end any other way than
+/// cleanly (a torn tail, damage, an unreadable header) is recorded in
+/// [`Replayed::ended_early`] and the replay goes on with the next one.
 fn scan_frames(
     vfs: &dyn Vfs,
     dir: &Path,
     node: u32,
-    max_payload: usize,
+    window: u64,
     upto: Lsn,
     mut visit: impl FnMut(u16, Lsn, &[u8]) -> Result<bool>,
 ) -> Result<Replayed> {
     let mut out = Replayed::default();
-    'segments: for (base, path) in list_segments(vfs, dir, node)? {
-        if base > upto {
+    let files = match LogDir::new(dir, node).list(vfs) {
+        Ok(listing) => listing.segments,
+        // No log yet (a crash before the first open finished): nothing to replay.
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(out)
+        }
+        Err(e) => return Err(e),
+    };
+    let count = files.len();
+    for (i, f) in files.iter().enumerate() {
+        if f.base > upto {
             break;
         }
-        let mut seg = match SegmentReader::open(vfs, &path, max_payload)? {
-            Some(s) if s.header().node == node && s.header().base_lsn == base => s,
-            // A newest file whose header never became valid (a crash while
-            // it was created), or a header contradicting its name.
-            _ => {
-                out.ended_early.push((path, 0));
-                continue;
-            }
+        // A newest file whose header never became valid (a crash while it
+        // was created), or a header contradicting its name.
+        let Ok(mut w) = scan::open(vfs, f, node)? else {
+            out.ended_early.push((f.path.clone(), 0));
+            continue;
         };
         out.segments += 1;
-        let mut expect = base;
-        let mut off = format::HEADER_BYTES as u64;
-        loop {
-            let end = seg.end();
-            let frame = match seg.frame_at(off)? {
-                Decoded::Frame(f) => f,
-                Decoded::Zero => break,
-                Decoded::Invalid(_) => {
-                    if off < end {
-                        out.ended_early.push((path.clone(), off));
+        let end = loop {
+            match w.next()? {
+                Step::Record { frame, .. } => {
+                    if frame.lsn > upto {
+                        return Ok(out);
                     }
-                    break;
+                    let replayed =
+                        frame.kind == Kind::Data && visit(frame.stream, frame.lsn, frame.payload)?;
+                    if replayed {
+                        out.replayed += 1;
+                    } else {
+                        out.skipped += 1;
+                    }
                 }
-            };
-            let len = frame.len as u64;
-            if frame.kind == Kind::Padding {
-                off += len;
-                continue;
+                Step::End(end) => break end,
             }
-            if frame.lsn != expect {
-                out.ended_early.push((path.clone(), off));
-                break;
-            }
-            if frame.lsn > upto {
-                break 'segments;
-            }
-            expect += 1;
-            if frame.kind == Kind::Data && visit(frame.stream, frame.lsn, frame.payload)? {
-                out.replayed += 1;
-            } else {
-                out.skipped += 1;
-            }
-            off += len;
-        }
-    }
-    Ok(out)
-}
-
-/// `node`'s segment files in `dir`, ascending by base LSN. Other nodes'
-/// files, spares and unrelated files are ignored.
-fn list_segments(vfs: &dyn Vfs, dir: &Path, node: u32) -> Result<Vec<(Lsn, PathBuf)>> {
-    let mut out = Vec::new();
-    let names = match vfs.list(dir) {
-        Ok(names) => names,
-        // No log yet (a crash before the first open finished): nothing to replay.
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
-        Err(e) => return Err(Error::io(dir, e)),
-    };
-    for name in names {
-        if let Some((n, base)) = format::parse_segment_file_name(&name) {
-            if n == node {
-                out.push((base, dir.join(name)));
-            }
-        }
-    }
-    out.sort();
-    Ok(out)
-}
-
-/// Bytes read from a segment at a time.
-const CHUNK: usize = 1 << 20;
-
-/// One segment read frame by frame through the page cache, in chunks, so
-/// that every frame is handed out whole from one buffer.
-struct SegmentReader {
-    path: PathBuf,
-    file: VFile,
-    header: Option<format::SegmentHeader>,
-    len: u64,
-    max_payload: usize,
-    buf: Vec<u8>,
-    buf_start: u64,
-}
-
-impl SegmentReader {
-    /// Open `path` and decode its header; `None` if the header is not valid.
-    fn open(vfs: &dyn Vfs, path: &Path, max_payload: usize) -> Result<Option<SegmentReader>> {
-        let file = vfs
-            .open(path, OpenHow::default())
-            .map_err(|e| Error::io(path, e))?;
-        let len = file.size().map_err(|e| Error::io(path, e))?;
-        let mut r = SegmentReader {
-            path: path.to_path_buf(),
-            file,
-            header: None,
-            len,
-            max_payload,
-            buf: Vec::new(),
-            buf_start: 0,
         };
-        r.fill(0, format::HEADER_BYTES)?;
-        r.header = format::SegmentHeader::decode(&r.buf).ok();
-        Ok(r.header.is_some().then_some(r))
-    }
-
-    fn header(&self) -> &format::SegmentHeader {
-        self.header
-            .as_ref()
-            .expect("open returns only readers with a header")
-    }
-
-    /// End of the frame area: the file's length or the header's size.
-    fn end(&self) -> u64 {
-        self.len.min(self.header().segment_bytes)
-    }
-
-    /// Read at least `want` bytes at `off` (fewer at the end of the file).
-    fn fill(&mut self, off: u64, want: usize) -> Result<()> {
-        let have = self.buf_start + self.buf.len() as u64;
-        if off >= self.buf_start && off + want as u64 <= have {
-            return Ok(());
+        let pos = Position::of(i + 1 == count, window, w.header());
+        if !matches!(w.judge(end, pos)?, Verdict::Clean | Verdict::Full) {
+            out.ended_early.push((f.path.clone(), end.at));
         }
-        self.buf.resize(want.max(CHUNK), 0);
-        // Short only at the end of the file.
-        let done = self
-            .file
-            .read_at(&mut self.buf, off)
-            .map_err(|e| Error::io(&self.path, e))?;
-        self.buf.truncate(done);
-        self.buf_start = off;
-        Ok(())
     }
-
-    /// Decode the frame at `off`.
-    fn frame_at(&mut self, off: u64) -> Result<Decoded<'_>> {
-        let end = self.end();
-        if off + format::FRAME_HEADER as u64 > end {
-            return Ok(Decoded::Invalid(format::InvalidFrame::Truncated));
-        }
-        self.fill(off, format::FRAME_HEADER)?;
-        let rel = (off - self.buf_start) as usize;
-        let head = &self.buf[rel..];
-        if head.len() >= format::FRAME_HEADER {
-            let len = u32::from_le_bytes([head[4], head[5], head[6], head[7]]) as usize;
-            if len <= self.max_payload {
-                let need = format::frame_len(len).min((end - off) as usize);
-                self.fill(off, need)?;
-            }
-        }
-        let rel = (off - self.buf_start) as usize;
-        let upto = ((end - self.buf_start) as usize).min(self.buf.len());
-        Ok(format::decode_frame(
-            &self.buf[rel..upto],
-            self.header().salt,
-            self.max_payload,
-        ))
-    }
+    Ok(out)
 }
 
 /// One tracked stream's pending LSNs: handed out, not yet published.
@@ -684,7 +565,7 @@ impl Collector {
             &*cfg.vfs,
             self.wal.dir(),
             cfg.node,
-            format::MAX_PAYLOAD,
+            cfg.torn_window(),
             upto,
             |stream, lsn, payload| {
                 let take = self

@@ -246,6 +246,21 @@ impl Kind {
             _ => return None,
         })
     }
+
+    /// The kind's lowercase name, as `ringwal dump` prints it: `data`,
+    /// `padding`, `tx_begin`, `tx_commit`, `tx_abort`, `checkpoint`.
+    ///
+    /// Cost: a single match; no allocation.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Data => "data",
+            Kind::Padding => "padding",
+            Kind::TxBegin => "tx_begin",
+            Kind::TxCommit => "tx_commit",
+            Kind::TxAbort => "tx_abort",
+            Kind::Checkpoint => "checkpoint",
+        }
+    }
 }
 
 /// Bytes a frame with `payload_len` payload bytes occupies on disk:
@@ -661,6 +676,18 @@ mod tests {
         ] {
             assert_eq!(Kind::from_u8(k as u8), Some(k));
         }
+        let names: Vec<&str> = (1..=6).map(|b| Kind::from_u8(b).unwrap().name()).collect();
+        assert_eq!(
+            names,
+            [
+                "data",
+                "padding",
+                "tx_begin",
+                "tx_commit",
+                "tx_abort",
+                "checkpoint"
+            ]
+        );
         assert_eq!(Kind::from_u8(0), None);
         assert_eq!(Kind::from_u8(7), None);
         assert_eq!(Kind::from_u8(255), None);

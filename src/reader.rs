@@ -1,14 +1,15 @@
-//! Reading records back in LSN order across segments.
+//! Reading records back in LSN order across segments: the one record
+//! iterator, behind [`Wal::reader_from`](crate::Wal::reader_from) and the
+//! read-only tools (`ringwal cat`, `dump`).
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use ringwal_platform::Vfs;
 
 use crate::error::{Error, Lsn, Result};
-use crate::format::{self, Decoded, Kind};
-use crate::scan::SegmentScan;
-use crate::segments::SegmentFile;
+use crate::format::Kind;
+use crate::scan::{self, Position, Step, Verdict, Walker};
+use crate::segments::{LogDir, SegmentFile};
 
 /// One record read back from the log.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,132 +24,186 @@ pub struct Record {
     pub payload: Vec<u8>,
 }
 
-/// Iterator over records in LSN order, from [`Wal::reader_from`](crate::Wal::reader_from).
+/// One record with where it lives on disk, from [`Reader::located`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordAt {
+    /// Its LSN.
+    pub lsn: Lsn,
+    /// The stream it was appended to.
+    pub stream: u16,
+    /// Its frame kind (never `Padding`: padding is skipped).
+    pub kind: Kind,
+    /// Payload length in bytes.
+    pub len: usize,
+    /// File name (no directory) of the segment holding it.
+    pub segment: String,
+    /// Byte offset of its frame in that segment.
+    pub offset: u64,
+    /// The payload.
+    pub payload: Vec<u8>,
+}
+
+/// Iterator over records in LSN order, across segments.
 ///
 /// Reads through the page cache in 1 MiB chunks; allocates one `Vec` per
-/// record. Stops after `upto` (the written watermark when it was created).
-/// Damage met on the way is yielded as one `Err`, after which it stops.
-/// A segment checkpointed away while the reader was on it (deleted, or
-/// recycled and overwritten by a later segment) ends the iteration with
-/// [`Error::Gap`], not `Corrupt`: those records were released, not damaged.
+/// record. Every segment is checked as recovery checks it (header against
+/// name, LSN continuity, and how its frames end), so the iterator stops
+/// silently exactly where recovery would find the end of the data (never-
+/// written space, a torn tail of the newest segment, or where a live
+/// writer has got to), and anything recovery would call damage is yielded
+/// as one `Err` naming the file and offset, after which it ends. A segment
+/// checkpointed away while the reader was on it (deleted, or recycled and
+/// overwritten) ends the iteration with [`Error::Gap`], not `Corrupt`:
+/// those records were released, not damaged.
 pub struct Reader {
     vfs: Arc<dyn Vfs>,
-    dir: PathBuf,
+    dir: LogDir,
     segments: std::vec::IntoIter<SegmentFile>,
-    current: Option<(SegmentScan, u64)>,
-    /// The LSN the next record must carry.
-    expect: Lsn,
+    /// Base of the last segment of the snapshot: the one judged as newest.
+    newest_base: Option<Lsn>,
+    current: Option<Walker>,
+    /// The LSN the next record must carry; `None` before the first segment.
+    expect: Option<Lsn>,
     from: Lsn,
     upto: Lsn,
-    max_payload: usize,
+    /// The reader's torn window, for judging the newest segment's end.
+    window: u64,
     done: bool,
 }
 
+impl std::fmt::Debug for Reader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reader")
+            .field("dir", &self.dir)
+            .field("expect", &self.expect)
+            .field("from", &self.from)
+            .field("upto", &self.upto)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Reader {
+    /// Records `from` (0: the oldest) up to `upto` in `segments`, a
+    /// snapshot of the log's segments in LSN order. `from` below the
+    /// oldest segment is `Gap`: those records were checkpointed away.
     pub(crate) fn new(
         vfs: Arc<dyn Vfs>,
-        dir: &Path,
+        dir: LogDir,
         segments: Vec<SegmentFile>,
         from: Lsn,
         upto: Lsn,
-        max_payload: usize,
+        window: u64,
     ) -> Result<Reader> {
         let oldest = segments.first().map_or(1, |s| s.base);
         let from = if from == 0 { oldest } else { from };
         if from < oldest {
             return Err(Error::Gap {
-                file: dir.to_path_buf(),
+                file: dir.path().to_path_buf(),
                 expected: from,
                 found: oldest,
             });
         }
+        let newest_base = segments.last().map(|s| s.base);
         let start = segments.iter().rposition(|s| s.base <= from).unwrap_or(0);
         let segments: Vec<SegmentFile> = segments.into_iter().skip(start).collect();
-        let expect = segments.first().map_or(from, |s| s.base);
         Ok(Reader {
             vfs,
-            dir: dir.to_path_buf(),
+            dir,
             segments: segments.into_iter(),
+            newest_base,
             current: None,
-            expect,
+            expect: None,
             from,
             upto,
-            max_payload,
+            window,
             done: false,
         })
+    }
+
+    /// Every record of `dir`'s node on disk now, `from` on: the segments
+    /// listed once, here, minus newest files whose header was never
+    /// written (a crash mid-create, which recovery discards).
+    pub(crate) fn open_dir(
+        vfs: Arc<dyn Vfs>,
+        dir: LogDir,
+        from: Lsn,
+        window: u64,
+    ) -> Result<Reader> {
+        let mut files = dir.list(&*vfs)?.segments;
+        while let Some(last) = files.last() {
+            match scan::open(&*vfs, last, dir.node())? {
+                Err(p) if p.is_blank() => files.pop(),
+                _ => break,
+            };
+        }
+        Reader::new(vfs, dir, files, from, Lsn::MAX, window)
+    }
+
+    /// The same records with their segment and offset. Costs one more
+    /// allocation per record (the segment's name).
+    pub fn located(self) -> Located {
+        Located(self)
     }
 
     fn open_next(&mut self) -> Result<bool> {
         let Some(seg) = self.segments.next() else {
             return Ok(false);
         };
-        let scan = match SegmentScan::open(&*self.vfs, &seg.path, self.max_payload)? {
-            Ok(s) => s,
-            Err((e, _)) => {
-                return Err(Error::corrupt(&seg.path, 0, format!("segment header: {e}")))
-            }
+        let walker = match scan::open(&*self.vfs, &seg, self.dir.node())? {
+            Ok(w) => w,
+            Err(p) => return Err(p.error(&seg, self.dir.node())),
         };
-        if scan.header.base_lsn != self.expect {
+        let expect = *self.expect.get_or_insert(seg.base);
+        if seg.base != expect {
             return Err(Error::Gap {
                 file: seg.path,
-                expected: self.expect,
-                found: scan.header.base_lsn,
+                expected: expect,
+                found: seg.base,
             });
         }
-        self.current = Some((scan, crate::format::BLOCK as u64));
+        self.current = Some(walker);
         Ok(true)
     }
 
-    fn step(&mut self) -> Result<Option<Record>> {
+    /// The next record and the offset of its frame.
+    fn step(&mut self) -> Result<Option<(Record, u64)>> {
         loop {
-            if self.expect > self.upto {
+            if self.expect.is_some_and(|e| e > self.upto) {
                 return Ok(None);
             }
             if self.current.is_none() && !self.open_next()? {
                 return Ok(None);
             }
-            let (scan, off) = self.current.as_mut().expect("opened above");
-            let at = *off;
-            match scan.frame_at(at)? {
-                Decoded::Frame(f) => {
-                    *off += f.len as u64;
-                    if f.kind == Kind::Padding {
+            let w = self.current.as_mut().expect("opened above");
+            let end = match w.next()? {
+                Step::Record { at, frame } => {
+                    self.expect = Some(frame.lsn + 1);
+                    if frame.lsn < self.from {
                         continue;
                     }
-                    if f.lsn != self.expect {
-                        let (lsn, expect) = (f.lsn, self.expect);
-                        return Err(Error::corrupt(
-                            &scan.path,
-                            at,
-                            format!("frame LSN {lsn} where {expect} was expected"),
-                        ));
-                    }
-                    self.expect += 1;
-                    if f.lsn < self.from {
-                        continue;
-                    }
-                    return Ok(Some(Record {
-                        lsn: f.lsn,
-                        stream: f.stream,
-                        kind: f.kind,
-                        payload: f.payload.to_vec(),
-                    }));
+                    let rec = Record {
+                        lsn: frame.lsn,
+                        stream: frame.stream,
+                        kind: frame.kind,
+                        payload: frame.payload.to_vec(),
+                    };
+                    return Ok(Some((rec, at)));
                 }
-                // End of this segment's data: the next segment must continue the sequence.
-                Decoded::Zero => self.current = None,
-                Decoded::Invalid(why) => {
-                    if at >= scan.end() {
-                        self.current = None;
-                        continue;
-                    }
-                    return Err(Error::corrupt(&scan.path, at, why.to_string()));
-                }
+                Step::End(end) => end,
+            };
+            let newest = Some(w.file().base) == self.newest_base;
+            let pos = Position::of(newest, self.window, w.header());
+            match w.judge(end, pos)? {
+                Verdict::Clean | Verdict::Full if !newest => self.current = None,
+                Verdict::Clean | Verdict::Full | Verdict::Torn { .. } => return Ok(None),
+                // A live writer may have written past where this walk saw
+                // the end: read again before calling it damage.
+                Verdict::Corrupt(_) if newest && w.grew()? => {}
+                Verdict::Corrupt(damage) => return Err(damage.error(w.path(), end)),
             }
         }
     }
-}
 
-impl Reader {
     /// `e`, or a `Gap` when the file it names is no longer one of the
     /// log's segments: a checkpoint released it (and recycling may have
     /// overwritten it) while this reader was on its way. Costs one
@@ -159,36 +214,27 @@ impl Reader {
             Error::Io { path, .. } => path,
             _ => return e,
         };
-        let Some((node, _)) = file
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(format::parse_segment_file_name)
-        else {
-            return e;
-        };
-        let Ok(listing) = crate::segments::list(&*self.vfs, &self.dir, node) else {
+        let Ok(listing) = self.dir.list(&*self.vfs) else {
             return e;
         };
         if listing.segments.iter().any(|s| &s.path == file) {
             return e;
         }
+        let expect = self.expect.unwrap_or(self.from);
         Error::Gap {
             file: file.clone(),
-            expected: self.expect,
-            found: listing.segments.first().map_or(self.expect, |s| s.base),
+            expected: expect,
+            found: listing.segments.first().map_or(expect, |s| s.base),
         }
     }
-}
 
-impl Iterator for Reader {
-    type Item = Result<Record>;
-
-    fn next(&mut self) -> Option<Result<Record>> {
+    /// The iterator's step with its end-of-iteration bookkeeping.
+    fn next_with<T>(&mut self, f: impl FnOnce(&Self, Record, u64) -> T) -> Option<Result<T>> {
         if self.done {
             return None;
         }
         match self.step() {
-            Ok(Some(r)) => Some(Ok(r)),
+            Ok(Some((rec, at))) => Some(Ok(f(self, rec, at))),
             Ok(None) => {
                 self.done = true;
                 None
@@ -198,5 +244,42 @@ impl Iterator for Reader {
                 Some(Err(self.released_or(e)))
             }
         }
+    }
+}
+
+impl Iterator for Reader {
+    type Item = Result<Record>;
+
+    fn next(&mut self) -> Option<Result<Record>> {
+        self.next_with(|_, rec, _| rec)
+    }
+}
+
+/// [`Reader`] yielding [`RecordAt`]s: each record with its segment and
+/// offset. From [`Reader::located`] or [`verify::records`](crate::verify::records).
+#[derive(Debug)]
+pub struct Located(Reader);
+
+impl Iterator for Located {
+    type Item = Result<RecordAt>;
+
+    fn next(&mut self) -> Option<Result<RecordAt>> {
+        self.0.next_with(|r, rec, offset| {
+            let segment = r
+                .current
+                .as_ref()
+                .and_then(|w| w.path().file_name())
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            RecordAt {
+                lsn: rec.lsn,
+                stream: rec.stream,
+                kind: rec.kind,
+                len: rec.payload.len(),
+                segment,
+                offset,
+                payload: rec.payload,
+            }
+        })
     }
 }

@@ -1,8 +1,8 @@
 //! Recovery: what is on disk, what is trustworthy, and what to repair.
 //!
 //! Analysis ([`analyze`]) is read-only and shared with `ringwal verify`;
-//! [`recover`] applies its decisions. The decision table, per segment in
-//! base-LSN order (the newest is the last one with a valid header):
+//! [`recover`] applies its decisions. Per file, in base-LSN order (the
+//! newest is the last one with a written header):
 //!
 //! | finding                                              | newest segment          | older segment |
 //! |------------------------------------------------------|-------------------------|---------------|
@@ -11,35 +11,27 @@
 //! | header present but invalid (magic, version, CRC)     | `Corrupt`               | `Corrupt`     |
 //! | header node/base contradicts the file name           | `Corrupt`               | `Corrupt`     |
 //! | base LSN is not previous last LSN + 1                | `Gap`                   | `Gap`         |
-//! | a valid frame whose LSN breaks the sequence          | `Corrupt`               | `Corrupt`     |
-//! | first bad/zero frame at P, valid frame at a block    | `Corrupt`               | `Corrupt`     |
-//! |   boundary beyond P + torn window                    |                         |               |
-//! | bad frame at P, nothing valid beyond the window      | torn tail: truncate at P| `Corrupt`     |
-//! | zero frame at P, valid frames within the window      | torn tail: truncate at P| `Corrupt`     |
-//! | zero frame at P, nothing valid after it              | clean end               | clean end     |
-//! | zeros from P to the end, too few for a frame         | full segment            | full segment  |
+//! | how the frames end                                   | the walker's [`Verdict`] table (`scan/verdict.rs`) ||
 //!
-//! A cut seals the prefix and zeroes everything after it to the end of the
-//! segment, so a second open finds nothing to cut. The next LSN is the
-//! last surviving record's + 1; a discarded blank file's name is used only
-//! when no segment survives.
-//! Older segments get no torn window because the ring drains (and, in
-//! written mode, syncs) a segment before writing the next one, so a crash
-//! can only ever tear the newest. In `PointInTime` mode the first `Corrupt`
-//! or `Gap` becomes a truncation point instead, every later segment is
-//! set aside, and whatever follows the valid prefix of the segment left
-//! newest is cut like a torn tail.
+//! A `Torn` verdict is cut: the prefix is sealed and everything after it
+//! is zeroed to the end of the segment, so a second open finds nothing to
+//! cut. The next LSN is the last surviving record's + 1; a discarded blank
+//! file's name is used only when no segment survives. In `PointInTime`
+//! mode the first `Corrupt` or `Gap` becomes a truncation point instead,
+//! every later segment is set aside, and whatever follows the valid prefix
+//! of the segment left newest is cut like a torn tail.
 
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::config::{Config, RecoveryMode};
 use crate::error::{Error, Lsn, Result};
-use crate::format::{self, Decoded, Kind, SegmentHeader, MAX_LSN};
+use crate::format::{self, SegmentHeader, MAX_LSN};
 
 use crate::prefetch::Prefetcher;
-use crate::scan::SegmentScan;
-use crate::segments::{self, SegmentFile};
+use crate::scan::{self, End, Position, Verdict};
+use crate::segments::{self, LogDir, SegmentFile};
 
 /// What [`Wal::open`](crate::Wal::open) found and did.
 #[derive(Clone, Debug, Default)]
@@ -79,6 +71,32 @@ pub struct Truncation {
     pub zeroed: u64,
 }
 
+/// Why the tail of a segment is to be cut.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CutWhy {
+    /// The frames end there: a torn write, or (point-in-time mode) damage.
+    At(End),
+    /// Point-in-time mode: bytes of the part of the log that was set aside.
+    AfterRecoveryPoint,
+}
+
+impl fmt::Display for CutWhy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CutWhy::At(end) => write!(f, "{end}"),
+            CutWhy::AfterRecoveryPoint => write!(f, "bytes after the point-in-time recovery point"),
+        }
+    }
+}
+
+/// A tail to cut: from `at` (sealed with padding) zeroed up to `zero_to`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Cut {
+    pub at: u64,
+    pub why: CutWhy,
+    pub zero_to: u64,
+}
+
 /// One segment as analysis understood it.
 #[derive(Clone, Debug)]
 pub(crate) struct SegmentState {
@@ -89,8 +107,34 @@ pub(crate) struct SegmentState {
     /// Offset just past the last valid frame.
     pub valid_end: u64,
     pub records: u64,
-    /// A torn tail: (offset, reason, end of the region to zero).
-    pub torn: Option<(u64, String, u64)>,
+    /// The tail recovery cuts, if any (only ever on the last segment kept).
+    pub cut: Option<Cut>,
+}
+
+/// How far analysis goes after the first problem.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Policy {
+    /// Strict open: the first problem fails it, so stop there.
+    StopAtFirst,
+    /// Point-in-time open: the first problem is the recovery point; every
+    /// later segment is set aside unread.
+    SetAsideAfterFirst,
+    /// `verify`: name every problem. A segment after a gap is still read,
+    /// as the start of a new run of LSNs, and so is the one after a
+    /// corrupt segment (its continuity with the damaged one cannot be
+    /// judged). Up to the first problem this reads exactly what the
+    /// others read, so its first problem is the one a strict open fails with.
+    ReportAll,
+}
+
+impl Policy {
+    /// The policy of an open in `mode`.
+    pub fn of(mode: RecoveryMode) -> Policy {
+        match mode {
+            RecoveryMode::Strict => Policy::StopAtFirst,
+            RecoveryMode::PointInTime => Policy::SetAsideAfterFirst,
+        }
+    }
 }
 
 /// The read-only result of scanning a node's files.
@@ -107,6 +151,8 @@ pub(crate) struct Analysis {
     /// LSN named by the newest discarded file, which recovery must resume at or above.
     pub floor_lsn: Lsn,
     pub bytes_scanned: u64,
+    /// The newest segment file with a written header, if any.
+    pub newest: Option<PathBuf>,
 }
 
 impl Analysis {
@@ -119,7 +165,7 @@ impl Analysis {
     /// survives. A blank file named further out is not that crash, and a
     /// name outside `1..=MAX_LSN` is no name the writer can produce:
     /// resuming at either would skip LSNs or run the counter out.
-    pub(crate) fn judge_incomplete(&mut self) {
+    fn judge_incomplete(&mut self) {
         self.floor_lsn = 0;
         let mut floor_file = None;
         for path in &self.incomplete {
@@ -160,52 +206,107 @@ impl Analysis {
         let Some(last) = self.segments.last_mut() else {
             return Ok(());
         };
-        if last.torn.is_some() {
+        if last.cut.is_some() {
             return Ok(());
         }
-        let Ok(mut scan) = SegmentScan::open(&*cfg.vfs, &last.file.path, format::MAX_PAYLOAD)?
-        else {
+        let Ok(mut walker) = scan::open(&*cfg.vfs, &last.file, cfg.node)? else {
             return Ok(());
         };
-        let end = scan.end();
-        if scan.first_nonzero(last.valid_end, end)?.is_some() {
-            last.torn = Some((
-                last.valid_end,
-                "bytes after the point-in-time recovery point".into(),
-                end,
-            ));
+        let end = walker.end();
+        if walker.first_nonzero(last.valid_end, end)?.is_some() {
+            last.cut = Some(Cut {
+                at: last.valid_end,
+                why: CutWhy::AfterRecoveryPoint,
+                zero_to: end,
+            });
         }
         Ok(())
     }
+
+    /// Read one segment. Pushes its problems; returns its state when it
+    /// (or, in point-in-time mode, its valid prefix) is usable.
+    fn scan_segment(
+        &mut self,
+        f: &SegmentFile,
+        cfg: &Config,
+        newest: bool,
+        prev_last: Option<Lsn>,
+        policy: Policy,
+    ) -> Result<Option<SegmentState>> {
+        let mut w = match scan::open(&*cfg.vfs, f, cfg.node)? {
+            Ok(w) => w,
+            Err(problem) => {
+                self.problems.push(problem.error(f, cfg.node));
+                return Ok(None);
+            }
+        };
+        let base = w.header().base_lsn;
+        if let Some(prev) = prev_last.filter(|&p| base != p + 1) {
+            self.problems.push(Error::Gap {
+                file: f.path.clone(),
+                expected: prev + 1,
+                found: base,
+            });
+            if policy != Policy::ReportAll {
+                return Ok(None);
+            }
+        }
+        let end = w.walk_to_end()?;
+        self.bytes_scanned += w.valid_end() - format::BLOCK as u64;
+        let header = *w.header();
+        let verdict = w.judge(end, Position::of(newest, cfg.torn_window(), &header))?;
+        let mut state = SegmentState {
+            file: f.clone(),
+            header,
+            last_lsn: w.last_lsn(),
+            valid_end: w.valid_end(),
+            records: w.records(),
+            cut: None,
+        };
+        let cut = |zero_to| Cut {
+            at: end.at,
+            why: CutWhy::At(end.end),
+            zero_to,
+        };
+        match verdict {
+            Verdict::Clean | Verdict::Full => {}
+            Verdict::Torn { zero_to } => state.cut = Some(cut(zero_to)),
+            Verdict::Corrupt(damage) => {
+                self.problems.push(damage.error(&f.path, end));
+                if policy != Policy::SetAsideAfterFirst {
+                    return Ok(None);
+                }
+                state.cut = Some(cut(w.end()));
+            }
+        }
+        Ok(Some(state))
+    }
 }
 
-/// Scan `dir` for `cfg.node`'s log without modifying anything.
-pub(crate) fn analyze(dir: &Path, cfg: &Config) -> Result<Analysis> {
-    let listing = segments::list(&*cfg.vfs, dir, cfg.node)?;
+/// Scan `dir` for its node's log without modifying anything, going as far
+/// past the first problem as `policy` says.
+pub(crate) fn analyze(dir: &LogDir, cfg: &Config, policy: Policy) -> Result<Analysis> {
+    let listing = dir.list(&*cfg.vfs)?;
     let mut out = Analysis {
         spares: listing.spares,
         ..Analysis::default()
     };
     let mut files = listing.segments;
 
-    // Scans accept every frame the format allows (`MAX_PAYLOAD`), not just
-    // the configured maximum: that limits appends, and a log written under
-    // a larger one, or padded with frames larger than a small one, must
-    // recover whole.
-
     // Incomplete newest files: a crash between rename and a durable header.
+    // Only a header that never reached the disk marks one; a damaged but
+    // present header is corruption (the segment may hold acknowledged
+    // records).
     while let Some(last) = files.last() {
-        match SegmentScan::open(&*cfg.vfs, &last.path, format::MAX_PAYLOAD)? {
-            // Only a header that never reached the disk marks a crash
-            // mid-create. A damaged but present header is corruption: the
-            // segment may hold acknowledged records.
-            Err((format::HeaderError::Blank | format::HeaderError::Short, _)) => {
+        match scan::open(&*cfg.vfs, last, cfg.node)? {
+            Err(p) if p.is_blank() => {
                 let f = files.pop().expect("last exists");
                 out.incomplete.push(f.path);
             }
             _ => break,
         }
     }
+    out.newest = files.last().map(|f| f.path.clone());
 
     let count = files.len();
     // Reading ahead on a second thread overlaps the disk with the checks.
@@ -224,190 +325,31 @@ pub(crate) fn analyze(dir: &Path, cfg: &Config) -> Result<Analysis> {
         if let Some(p) = &prefetch {
             p.at(i);
         }
-        if !out.problems.is_empty() && cfg.recovery == RecoveryMode::PointInTime {
-            out.set_aside.push(f.path);
-            continue;
+        if !out.problems.is_empty() {
+            match policy {
+                Policy::StopAtFirst => break,
+                Policy::SetAsideAfterFirst => {
+                    out.set_aside.push(f.path);
+                    continue;
+                }
+                Policy::ReportAll => {}
+            }
         }
         let newest = i + 1 == count;
-        match scan_segment(&f, cfg, newest, prev_last, &mut out)? {
+        match out.scan_segment(&f, cfg, newest, prev_last, policy)? {
             Some(state) => {
                 prev_last = Some(state.last_lsn);
                 out.segments.push(state);
             }
-            None if cfg.recovery == RecoveryMode::PointInTime => out.set_aside.push(f.path),
-            None => {}
+            None if policy == Policy::SetAsideAfterFirst => out.set_aside.push(f.path),
+            None => prev_last = None,
         }
     }
     out.judge_incomplete();
-    if cfg.recovery == RecoveryMode::PointInTime && !out.set_aside.is_empty() {
+    if policy == Policy::SetAsideAfterFirst && !out.set_aside.is_empty() {
         out.clear_after_recovery_point(cfg)?;
     }
     Ok(out)
-}
-
-/// Scan one segment. Pushes problems into `out`; returns the state when
-/// the segment (or, in point-in-time mode, its valid prefix) is usable.
-pub(crate) fn scan_segment(
-    f: &SegmentFile,
-    cfg: &Config,
-    newest: bool,
-    prev_last: Option<Lsn>,
-    out: &mut Analysis,
-) -> Result<Option<SegmentState>> {
-    let mut scan = match SegmentScan::open(&*cfg.vfs, &f.path, format::MAX_PAYLOAD)? {
-        Ok(s) => s,
-        Err((e, _)) => {
-            out.problems
-                .push(Error::corrupt(&f.path, 0, format!("segment header: {e}")));
-            return Ok(None);
-        }
-    };
-    let h = scan.header;
-    if h.base_lsn == 0 || h.base_lsn > MAX_LSN {
-        // LSN 0 means "none", and a base near u64::MAX would make the LSN
-        // counter wrap: both are damage, not something to resume from.
-        out.problems.push(Error::corrupt(
-            &f.path,
-            0,
-            format!("base LSN {} out of range", h.base_lsn),
-        ));
-        return Ok(None);
-    }
-    if h.node != cfg.node || h.base_lsn != f.base {
-        out.problems.push(Error::corrupt(
-            &f.path,
-            0,
-            format!(
-                "header says node {} base {}, file name says node {} base {}",
-                h.node, h.base_lsn, cfg.node, f.base
-            ),
-        ));
-        return Ok(None);
-    }
-    if scan.file_len > h.segment_bytes {
-        out.problems.push(Error::corrupt(
-            &f.path,
-            h.segment_bytes,
-            format!(
-                "file is {} bytes, longer than the {} its header declares",
-                scan.file_len, h.segment_bytes
-            ),
-        ));
-        return Ok(None);
-    }
-    if let Some(prev) = prev_last {
-        if h.base_lsn != prev + 1 {
-            out.problems.push(Error::Gap {
-                file: f.path.clone(),
-                expected: prev + 1,
-                found: h.base_lsn,
-            });
-            return Ok(None);
-        }
-    }
-    let point_in_time = cfg.recovery == RecoveryMode::PointInTime;
-    let mut off = format::BLOCK as u64;
-    let mut expect = h.base_lsn;
-    let mut records = 0u64;
-    let mut bad: Option<(u64, String, bool)> = None; // (offset, reason, was_zero)
-    while off < scan.end() {
-        match scan.frame_at(off)? {
-            Decoded::Frame(fr) => {
-                if fr.kind != Kind::Padding {
-                    if fr.lsn != expect {
-                        bad = Some((
-                            off,
-                            format!("frame LSN {} where {} was expected", fr.lsn, expect),
-                            false,
-                        ));
-                        break;
-                    }
-                    expect += 1;
-                    records += 1;
-                }
-                off += fr.len as u64;
-            }
-            Decoded::Zero => {
-                bad = Some((off, "end of written data".into(), true));
-                break;
-            }
-            Decoded::Invalid(why) => {
-                bad = Some((off, why.to_string(), false));
-                break;
-            }
-        }
-    }
-    out.bytes_scanned += off - format::BLOCK as u64;
-    let last_lsn = expect - 1;
-    let mut state = SegmentState {
-        file: f.clone(),
-        header: h,
-        last_lsn,
-        valid_end: off,
-        records,
-        torn: None,
-    };
-    let Some((at, reason, was_zero)) = bad else {
-        return Ok(Some(state));
-    };
-
-    // The writer recorded its own window; a reopen with a smaller config
-    // must not turn that writer's torn tail into corruption.
-    let window = if newest {
-        cfg.torn_window().max(h.torn_window)
-    } else {
-        0
-    };
-    let window_end = (at + window)
-        .next_multiple_of(format::BLOCK as u64)
-        .min(scan.end());
-    let beyond = scan.next_valid_block(window_end.max(at + 1))?;
-    let within = if window > 0 {
-        scan.next_valid_block(at + 1)?.filter(|&b| b < window_end)
-    } else {
-        None
-    };
-    let lsn_break = reason.starts_with("frame LSN");
-    let corrupt = if let Some(b) = beyond {
-        Some(format!("{reason}, but valid frames follow at offset {b}"))
-    } else if lsn_break {
-        Some(reason.clone())
-    } else if !was_zero && !newest {
-        Some(format!("{reason} inside a sealed segment"))
-    } else {
-        None
-    };
-    if let Some(why) = corrupt {
-        out.problems.push(Error::corrupt(&f.path, at, why));
-        if point_in_time {
-            state.torn = Some((at, reason, scan.end()));
-            return Ok(Some(state));
-        }
-        return Ok(None);
-    }
-    // A zero frame mid-block is a write that reached the disk only in
-    // part: every write is whole blocks, fully covered by frames.
-    // A zero header on a block boundary ends the data only if the torn
-    // window behind it is all zeros: a torn multi-block write can lose its
-    // first block and keep later ones, whose frames sit mid-block where the
-    // block-boundary search does not look, and a later torn write must not
-    // be able to resurrect them.
-    let residue = newest && was_zero && scan.first_nonzero(at, window_end)?.is_some();
-    // A zero tail too short to hold a seal is not a torn write: the writer
-    // fills a segment to its end in whole blocks, so such a segment is
-    // simply full (nothing behind it to cut, and cutting would recur on
-    // every open).
-    let full = was_zero
-        && at + format::padding_len(at) as u64 > h.segment_bytes
-        && scan.first_nonzero(at, scan.end())?.is_none();
-    if !full && (!was_zero || within.is_some() || residue || at % format::BLOCK as u64 != 0) {
-        // Zero to the end of the frame area, not just the window: by now
-        // nothing after `at` is data, and bytes left beyond the window
-        // would be judged again (and cut again) once appends move the
-        // window over them.
-        state.torn = Some((at, reason, scan.end()));
-    }
-    Ok(Some(state))
 }
 
 /// What the writer needs to continue after recovery.
@@ -422,9 +364,9 @@ pub(crate) struct Recovered {
 
 /// Recover `dir` for writing: analyze, fail on corruption (strict mode),
 /// discard incomplete files, cut a torn tail durably.
-pub(crate) fn recover(dir: &Path, cfg: &Config) -> Result<Recovered> {
+pub(crate) fn recover(dir: &LogDir, cfg: &Config) -> Result<Recovered> {
     let start = Instant::now();
-    let mut a = analyze(dir, cfg)?;
+    let mut a = analyze(dir, cfg, Policy::of(cfg.recovery))?;
     if cfg.recovery == RecoveryMode::Strict {
         if let Some(e) = a.problems.drain(..).next() {
             return Err(e);
@@ -449,13 +391,13 @@ pub(crate) fn recover(dir: &Path, cfg: &Config) -> Result<Recovered> {
     let mut active = None;
     if let Some(last) = a.segments.last_mut() {
         let mut write_at = last.valid_end;
-        if let Some((at, reason, zero_to)) = last.torn.take() {
+        if let Some(Cut { at, why, zero_to }) = last.cut.take() {
             let zeroed = cut_tail(&*cfg.vfs, &last.file.path, &last.header, at, zero_to)?;
             write_at = (at + format::padding_len(at) as u64).min(last.header.segment_bytes);
             report.truncated = Some(Truncation {
                 file: last.file.path.clone(),
                 offset: at,
-                reason,
+                reason: why.to_string(),
                 zeroed,
             });
         } else {
@@ -465,6 +407,7 @@ pub(crate) fn recover(dir: &Path, cfg: &Config) -> Result<Recovered> {
         active = Some((last.file.clone(), last.header, write_at));
     }
     if !report.discarded.is_empty() || report.truncated.is_some() {
+        let dir = dir.path();
         cfg.vfs.sync_dir(dir).map_err(|e| Error::io(dir, e))?;
     }
     report.segments_scanned = a.segments.len();

@@ -3,26 +3,28 @@
 //! so it runs beside a live writer (stopping at the last valid frame).
 //!
 //! Every function sees a snapshot of the directory listing taken when it
-//! is called; segments created afterwards are not read. Checks follow
-//! `docs/format.md` and make the same decisions as recovery, so a log that
-//! [`verify`] calls consistent opens without error.
+//! is called; segments created afterwards are not read. The checks are
+//! recovery's own (the same analysis, the same segment walker), so a log
+//! that [`verify`] calls consistent opens without error, and the first
+//! problem it names is the one a strict open fails with.
 //!
 //! The functions without a `Config` argument judge the log with
-//! `Config::builder().node(node).build()`: the default record size limit
-//! and the default torn window (`Config::torn_window`, every write the
-//! default writer can have in flight). A log written with larger records
-//! or a wider window needs the `_with` variants and that writer's
-//! configuration; otherwise its large records are reported as corrupt, or
-//! a torn tail wider than the default window as corruption.
+//! `Config::builder().node(node).build()`: the default torn window
+//! (`Config::torn_window`, every write the default writer can have in
+//! flight), widened to the window each segment's writer recorded in its
+//! header. Pass the writer's configuration to the `_with` variants to
+//! judge by a wider window than both.
 
 use std::path::{Path, PathBuf};
 
-use crate::config::{Config, RecoveryMode};
+use crate::config::Config;
 use crate::error::{Error, Lsn, Result};
-use crate::format::{self, Decoded, HeaderError, Kind};
-use crate::recovery::{self, Analysis};
-use crate::scan::SegmentScan;
-use crate::segments::{self, SegmentFile};
+use crate::format;
+use crate::reader::Reader;
+pub use crate::reader::{Located as Records, RecordAt};
+use crate::recovery::{self, CutWhy, Policy};
+use crate::scan::{self, Step};
+use crate::segments::LogDir;
 
 /// One segment whose header and frames [`verify`] accepted.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -114,16 +116,15 @@ pub fn verify(dir: &Path, node: u32) -> Result<VerifyReport> {
     verify_with(dir, &Config::builder().node(node).build())
 }
 
-/// Check every segment of `cfg.node()` in `dir`, judging record sizes and
-/// the torn window by `cfg` (pass the configuration the writer uses; its
-/// recovery mode is ignored: verify always judges strictly).
+/// Check every segment of `cfg.node()` in `dir`, judging the torn window
+/// by `cfg` (pass the configuration the writer uses; its recovery mode is
+/// ignored: verify always judges strictly).
 ///
-/// Each segment gets the checks recovery applies (`recovery::scan_segment`),
-/// so the first problem reported is the one a strict `Wal::open` fails
-/// with. Unlike recovery, the check goes on after a problem so that every
-/// damaged segment is named: a segment after a gap is still scanned, and
-/// after a segment rejected as corrupt the next one starts a new run of
-/// LSNs (its continuity with the damaged one cannot be judged).
+/// Recovery's analysis, going on after a problem so that every damaged
+/// segment is named: a segment after a gap is still scanned, and after a
+/// segment rejected as corrupt the next one starts a new run of LSNs (its
+/// continuity with the damaged one cannot be judged). The first problem
+/// reported is the one a strict `Wal::open` fails with.
 ///
 /// Damage is reported in [`VerifyReport::problems`], not as `Err`; `Err`
 /// means the directory or a file could not be read at all. Read-only: no
@@ -134,10 +135,9 @@ pub fn verify(dir: &Path, node: u32) -> Result<VerifyReport> {
 /// Cost: reads every segment file once, end to end (the zero-filled
 /// remainder of the newest one included), through the page cache.
 pub fn verify_with(dir: &Path, cfg: &Config) -> Result<VerifyReport> {
-    let mut cfg = cfg.clone();
-    cfg.recovery = RecoveryMode::Strict;
-    let report = verify_once(dir, &cfg)?;
-    let newest = segments::list(&*cfg.vfs, dir, cfg.node)?
+    let report = verify_once(dir, cfg)?;
+    let newest = LogDir::new(dir, cfg.node)
+        .list(&*cfg.vfs)?
         .segments
         .pop()
         .map(|s| s.path);
@@ -146,47 +146,31 @@ pub fn verify_with(dir: &Path, cfg: &Config) -> Result<VerifyReport> {
         _ => false,
     });
     if racy {
-        return verify_once(dir, &cfg);
+        return verify_once(dir, cfg);
     }
     Ok(report)
 }
 
 fn verify_once(dir: &Path, cfg: &Config) -> Result<VerifyReport> {
-    let mut a = recovery::analyze(dir, cfg)?;
-    if !a.problems.is_empty() {
-        // Recovery stops judging at the first problem; go over the same
-        // files again, continuing past each problem.
-        let files: Vec<SegmentFile> = segments::list(&*cfg.vfs, dir, cfg.node)?
-            .segments
-            .into_iter()
-            .filter(|f| !a.incomplete.contains(&f.path))
-            .collect();
-        a = Analysis {
-            incomplete: a.incomplete,
-            spares: a.spares,
-            ..Analysis::default()
-        };
-        scan_all(&files, cfg, &mut a)?;
-        a.judge_incomplete();
-    }
+    let mut a = recovery::analyze(&LogDir::new(dir, cfg.node), cfg, Policy::ReportAll)?;
     a.incomplete.sort();
-    let newest = segments::list(&*cfg.vfs, dir, cfg.node)?
-        .segments
-        .into_iter()
-        .rev()
-        .find(|f| !a.incomplete.contains(&f.path))
-        .map(|f| f.path);
     let torn_tail = a
         .segments
         .last()
-        .filter(|s| Some(&s.file.path) == newest.as_ref())
-        .and_then(|s| {
-            s.torn.as_ref().map(|(offset, reason, zero_to)| TornTail {
+        .filter(|s| Some(&s.file.path) == a.newest.as_ref())
+        .and_then(|s| match s.cut {
+            Some(
+                cut @ recovery::Cut {
+                    why: CutWhy::At(end),
+                    ..
+                },
+            ) => Some(TornTail {
                 file: s.file.path.clone(),
-                offset: *offset,
-                reason: reason.clone(),
-                zero_to: *zero_to,
-            })
+                offset: cut.at,
+                reason: end.to_string(),
+                zero_to: cut.zero_to,
+            }),
+            _ => None,
         });
     let segments = a
         .segments
@@ -210,57 +194,18 @@ fn verify_once(dir: &Path, cfg: &Config) -> Result<VerifyReport> {
     })
 }
 
-/// Recovery's per-segment checks over `files` (incomplete ones already
-/// removed), in order, without stopping at a problem: a segment rejected
-/// for a gap is still scanned, as the start of a new run of LSNs, and the
-/// segment after one rejected as corrupt starts a new run too (its
-/// continuity with the damaged one cannot be judged). Up to the first
-/// problem this is exactly what `recovery::analyze` does.
-fn scan_all(files: &[SegmentFile], cfg: &Config, a: &mut Analysis) -> Result<()> {
-    let mut prev_last: Option<Lsn> = None;
-    for (i, f) in files.iter().enumerate() {
-        let newest = i + 1 == files.len();
-        let before = a.problems.len();
-        let mut state = recovery::scan_segment(f, cfg, newest, prev_last, a)?;
-        let gap = a.problems.len() > before && matches!(a.problems.last(), Some(Error::Gap { .. }));
-        if state.is_none() && gap {
-            state = recovery::scan_segment(f, cfg, newest, None, a)?;
-        }
-        match state {
-            Some(s) => {
-                prev_last = Some(s.last_lsn);
-                a.segments.push(s);
-            }
-            None => prev_last = None,
-        }
-    }
-    Ok(())
-}
-
-/// True if `path`'s header was never written (blank) or is shorter than a
-/// block: a crash while the segment was being created. The same rule
-/// recovery applies to the newest files; any other bad header is damage.
-fn is_incomplete(path: &Path, cfg: &Config) -> Result<bool> {
-    Ok(matches!(
-        SegmentScan::open(&*cfg.vfs, path, format::MAX_PAYLOAD)?,
-        Err((HeaderError::Blank | HeaderError::Short, _))
-    ))
-}
-
 /// Node ids that have at least one segment file in `dir`, ascending.
 ///
 /// Only names matching the segment pattern count (spares, lock files and
 /// unrelated files do not); headers are not read. Cost: one `readdir`.
 pub fn nodes(dir: &Path) -> Result<Vec<u32>> {
-    let mut out = Vec::new();
-    let rd = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
-    for entry in rd {
-        let entry = entry.map_err(|e| Error::io(dir, e))?;
-        let name = entry.file_name();
-        if let Some((node, _)) = name.to_str().and_then(format::parse_segment_file_name) {
-            out.push(node);
-        }
-    }
+    let cfg = Config::default();
+    let names = cfg.vfs.list(dir).map_err(|e| Error::io(dir, e))?;
+    let mut out: Vec<u32> = names
+        .iter()
+        .filter_map(|n| format::parse_segment_file_name(n))
+        .map(|(node, _)| node)
+        .collect();
     out.sort_unstable();
     out.dedup();
     Ok(out)
@@ -311,21 +256,24 @@ pub struct NodeStat {
 /// one read of the newest segment's frames.
 pub fn stat(dir: &Path, node: u32) -> Result<NodeStat> {
     let cfg = Config::builder().node(node).build();
-    let listing = segments::list(&*cfg.vfs, dir, node)?;
+    let listing = LogDir::new(dir, node).list(&*cfg.vfs)?;
     let spares = listing.spares.len();
     let mut files = listing.segments;
     let mut incomplete = 0;
     let mut newest_last = None;
     while let Some(last) = files.last() {
-        if is_incomplete(&last.path, &cfg)? {
-            files.pop();
-            incomplete += 1;
-            continue;
+        match scan::open(&*cfg.vfs, last, node)? {
+            Err(p) if p.is_blank() => {
+                files.pop();
+                incomplete += 1;
+            }
+            Err(_) => break,
+            Ok(mut w) => {
+                while let Step::Record { .. } = w.next()? {}
+                newest_last = Some(w.last_lsn());
+                break;
+            }
         }
-        if let Ok(mut scan) = SegmentScan::open(&*cfg.vfs, &last.path, format::MAX_PAYLOAD)? {
-            newest_last = Some(valid_prefix_last(&mut scan)?);
-        }
-        break;
     }
     let mut out = NodeStat {
         node,
@@ -365,61 +313,6 @@ pub fn stat(dir: &Path, node: u32) -> Result<NodeStat> {
     Ok(out)
 }
 
-/// The last LSN of the unbroken run of valid frames at the start of the
-/// segment (`base - 1` if there is none).
-fn valid_prefix_last(scan: &mut SegmentScan) -> Result<Lsn> {
-    let base = scan.header.base_lsn;
-    let mut expect = base;
-    let mut off = format::BLOCK as u64;
-    while off < scan.end() {
-        match scan.frame_at(off)? {
-            Decoded::Frame(f) => {
-                if f.kind != Kind::Padding {
-                    if f.lsn != expect {
-                        break;
-                    }
-                    expect += 1;
-                }
-                off += f.len as u64;
-            }
-            _ => break,
-        }
-    }
-    Ok(expect.saturating_sub(1))
-}
-
-/// The lowercase name of a frame kind, as `ringwal dump` prints it:
-/// `data`, `padding`, `tx_begin`, `tx_commit`, `tx_abort`, `checkpoint`.
-pub fn kind_name(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Data => "data",
-        Kind::Padding => "padding",
-        Kind::TxBegin => "tx_begin",
-        Kind::TxCommit => "tx_commit",
-        Kind::TxAbort => "tx_abort",
-        Kind::Checkpoint => "checkpoint",
-    }
-}
-
-/// One record read from disk by [`records`], with where it lives.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RecordAt {
-    /// Its LSN.
-    pub lsn: Lsn,
-    /// The stream it was appended to.
-    pub stream: u16,
-    /// Its frame kind (never `Padding`: padding is skipped).
-    pub kind: Kind,
-    /// Payload length in bytes.
-    pub len: usize,
-    /// File name (no directory) of the segment holding it.
-    pub segment: String,
-    /// Byte offset of its frame in that segment.
-    pub offset: u64,
-    /// The payload.
-    pub payload: Vec<u8>,
-}
-
 /// Iterate over `node`'s records from `from` with the default
 /// configuration. See [`records_with`].
 pub fn records(dir: &Path, node: u32, from: Lsn) -> Result<Records> {
@@ -427,7 +320,8 @@ pub fn records(dir: &Path, node: u32, from: Lsn) -> Result<Records> {
 }
 
 /// Iterate over `cfg.node()`'s records in `dir` in LSN order, starting at
-/// `from` (0: the oldest on disk), across segments.
+/// `from` (0: the oldest on disk), across segments, each with its segment
+/// and offset: a [`Reader`](crate::Reader) over the directory as it is now.
 ///
 /// `from` below the oldest LSN on disk is `Err(Gap)` (those records were
 /// checkpointed away). `from` past the newest yields nothing. An empty or
@@ -445,250 +339,15 @@ pub fn records(dir: &Path, node: u32, from: Lsn) -> Result<Records> {
 /// segment name); reaching the end of a segment early reads the rest of
 /// it to tell a clean end from lost data.
 pub fn records_with(dir: &Path, cfg: &Config, from: Lsn) -> Result<Records> {
-    let node = cfg.node();
-    let mut files = segments::list(&*cfg.vfs, dir, node)?.segments;
-    // Newest files whose header was never written are incomplete, not damage.
-    while let Some(last) = files.last() {
-        if !is_incomplete(&last.path, cfg)? {
-            break;
-        }
-        files.pop();
-    }
-    let oldest = files.first().map_or(1, |s| s.base);
-    let from = if from == 0 { oldest } else { from };
-    if from < oldest {
-        return Err(Error::Gap {
-            file: dir.to_path_buf(),
-            expected: from,
-            found: oldest,
-        });
-    }
-    let newest_base = files.last().map(|s| s.base);
-    let start = files.iter().rposition(|s| s.base <= from).unwrap_or(0);
-    files.drain(..start);
-    Ok(Records {
-        node,
-        segments: files.into_iter(),
-        newest_base,
-        current: None,
-        expect: None,
-        from,
-        max_payload: format::MAX_PAYLOAD,
-        vfs: cfg.vfs.clone(),
-        torn_window: cfg.torn_window(),
-        done: false,
-    })
-}
-
-/// Iterator returned by [`records`] and [`records_with`]; yields
-/// `Result<RecordAt>` in LSN order and ends after the first `Err`.
-pub struct Records {
-    node: u32,
-    segments: std::vec::IntoIter<SegmentFile>,
-    newest_base: Option<Lsn>,
-    current: Option<OpenSegment>,
-    /// The LSN the next record must carry; `None` before the first segment.
-    expect: Option<Lsn>,
-    from: Lsn,
-    max_payload: usize,
-    vfs: std::sync::Arc<dyn ringwal_platform::Vfs>,
-    torn_window: u64,
-    done: bool,
-}
-
-impl std::fmt::Debug for Records {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Records")
-            .field("node", &self.node)
-            .field("expect", &self.expect)
-            .field("from", &self.from)
-            .finish_non_exhaustive()
-    }
-}
-
-struct OpenSegment {
-    scan: SegmentScan,
-    name: String,
-    off: u64,
-    newest: bool,
-}
-
-/// What to do when a segment's frames end before its last byte.
-enum SegmentEnd {
-    /// Go on with the next segment.
-    Next,
-    /// The newest segment ended: the iteration is complete.
-    Stop,
-}
-
-impl Records {
-    fn open_next(&mut self) -> Result<bool> {
-        let Some(seg) = self.segments.next() else {
-            return Ok(false);
-        };
-        let scan = match SegmentScan::open(&*self.vfs, &seg.path, self.max_payload)? {
-            Ok(s) => s,
-            Err((e, _)) => {
-                return Err(Error::corrupt(&seg.path, 0, format!("segment header: {e}")));
-            }
-        };
-        let h = scan.header;
-        if h.node != self.node || h.base_lsn != seg.base {
-            return Err(Error::corrupt(
-                &seg.path,
-                0,
-                format!(
-                    "header says node {} base {}, file name says node {} base {}",
-                    h.node, h.base_lsn, self.node, seg.base
-                ),
-            ));
-        }
-        let expect = *self.expect.get_or_insert(h.base_lsn);
-        if h.base_lsn != expect {
-            return Err(Error::Gap {
-                file: seg.path,
-                expected: expect,
-                found: h.base_lsn,
-            });
-        }
-        let name = seg
-            .path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        self.current = Some(OpenSegment {
-            scan,
-            name,
-            off: format::BLOCK as u64,
-            newest: Some(seg.base) == self.newest_base,
-        });
-        Ok(true)
-    }
-
-    /// Classify the end of the current segment's frames at `at`, the way
-    /// recovery does: valid data beyond the torn window (none for older
-    /// segments) is corruption, a bad frame in an older segment is
-    /// corruption, anything else is the end of the data.
-    fn segment_end(&mut self, at: u64, reason: String, was_zero: bool) -> Result<SegmentEnd> {
-        let seg = self.current.as_mut().expect("a segment is open");
-        let window = self.torn_window.max(seg.scan.header.torn_window);
-        let end = seg.scan.end();
-        if at >= end {
-            return Ok(if seg.newest {
-                SegmentEnd::Stop
-            } else {
-                SegmentEnd::Next
-            });
-        }
-        let window = if seg.newest { window } else { 0 };
-        let window_end = (at + window)
-            .next_multiple_of(format::BLOCK as u64)
-            .min(end);
-        if let Some(b) = seg.scan.next_valid_block(window_end.max(at + 1))? {
-            if seg.newest && Self::filled_since(&*self.vfs, &seg.scan.path, at, self.max_payload)? {
-                // A live writer wrote past where this scan saw the end.
-                return Ok(SegmentEnd::Stop);
-            }
-            return Err(Error::corrupt(
-                &seg.scan.path,
-                at,
-                format!("{reason}, but valid frames follow at offset {b}"),
-            ));
-        }
-        if seg.newest {
-            return Ok(SegmentEnd::Stop);
-        }
-        if !was_zero {
-            return Err(Error::corrupt(
-                &seg.scan.path,
-                at,
-                format!("{reason} inside a sealed segment"),
-            ));
-        }
-        Ok(SegmentEnd::Next)
-    }
-
-    /// True if a valid frame now starts at `at` (re-read from disk, past
-    /// the scan's buffer).
-    fn filled_since(
-        vfs: &dyn ringwal_platform::Vfs,
-        path: &Path,
-        at: u64,
-        max_payload: usize,
-    ) -> Result<bool> {
-        match SegmentScan::open(vfs, path, max_payload)? {
-            Ok(mut fresh) => Ok(matches!(fresh.frame_at(at)?, Decoded::Frame(_))),
-            Err(_) => Ok(false),
-        }
-    }
-
-    fn step(&mut self) -> Result<Option<RecordAt>> {
-        loop {
-            if self.current.is_none() && !self.open_next()? {
-                return Ok(None);
-            }
-            let seg = self.current.as_mut().expect("opened above");
-            let at = seg.off;
-            let expect = self.expect.expect("set when a segment opens");
-            let ended = match seg.scan.frame_at(at)? {
-                Decoded::Frame(f) => {
-                    seg.off += f.len as u64;
-                    if f.kind == Kind::Padding {
-                        continue;
-                    }
-                    if f.lsn != expect {
-                        let why = format!("frame LSN {} where {} was expected", f.lsn, expect);
-                        return Err(Error::corrupt(&seg.scan.path, at, why));
-                    }
-                    self.expect = Some(expect + 1);
-                    if f.lsn < self.from {
-                        continue;
-                    }
-                    return Ok(Some(RecordAt {
-                        lsn: f.lsn,
-                        stream: f.stream,
-                        kind: f.kind,
-                        len: f.payload.len(),
-                        segment: seg.name.clone(),
-                        offset: at,
-                        payload: f.payload.to_vec(),
-                    }));
-                }
-                Decoded::Zero => self.segment_end(at, "end of written data".into(), true)?,
-                Decoded::Invalid(why) => self.segment_end(at, why.to_string(), false)?,
-            };
-            match ended {
-                SegmentEnd::Next => self.current = None,
-                SegmentEnd::Stop => return Ok(None),
-            }
-        }
-    }
-}
-
-impl Iterator for Records {
-    type Item = Result<RecordAt>;
-
-    fn next(&mut self) -> Option<Result<RecordAt>> {
-        if self.done {
-            return None;
-        }
-        match self.step() {
-            Ok(Some(r)) => Some(Ok(r)),
-            Ok(None) => {
-                self.done = true;
-                None
-            }
-            Err(e) => {
-                self.done = true;
-                Some(Err(e))
-            }
-        }
-    }
+    let dir = LogDir::new(dir, cfg.node);
+    Ok(Reader::open_dir(cfg.vfs.clone(), dir, from, cfg.torn_window())?.located())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::Kind;
+    use crate::segments;
     use crate::{Level, Wal};
     use std::os::unix::fs::FileExt;
 

@@ -243,7 +243,7 @@ impl Wal {
             return Err(Error::Locked { path: lock_path });
         }
 
-        let mut rec = recovery::recover(dir.path(), &cfg)?;
+        let mut rec = recovery::recover(&dir, &cfg)?;
         let (active, header, write_at) = match rec.active.take() {
             Some(a) => a,
             None => {
@@ -519,24 +519,22 @@ impl Wal {
     /// `from` below the oldest LSN kept is `Gap`: the records were
     /// checkpointed away, and skipping them silently would hide it.
     pub fn reader_from(&self, from: Lsn) -> Result<Reader> {
+        // The watermark first: a segment is listed before anything in it
+        // can be written, so every record up to it is in the list below.
+        let upto = self.written_lsn();
         let segs = self
             .shared
             .segments
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        let upto = self.written_lsn();
         Reader::new(
             self.shared.cfg.vfs.clone(),
-            self.shared.dir.path(),
+            self.shared.dir.clone(),
             segs,
             from,
             upto,
-            // The read side accepts every frame the format allows: the
-            // configured maximum limits appends, and a log written under a
-            // larger one (or padded with frames larger than a small one)
-            // must read back whole.
-            format::MAX_PAYLOAD,
+            self.shared.cfg.torn_window(),
         )
     }
 

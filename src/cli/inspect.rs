@@ -67,7 +67,7 @@ pub(crate) fn dump(a: DumpArgs) -> CmdResult {
             let obj = serde_json::json!({
                 "lsn": rec.lsn,
                 "stream": rec.stream,
-                "kind": verify::kind_name(rec.kind),
+                "kind": rec.kind.name(),
                 "len": rec.len,
                 "segment": rec.segment,
                 "offset": rec.offset,
@@ -82,7 +82,7 @@ pub(crate) fn dump(a: DumpArgs) -> CmdResult {
                 "lsn={} stream={} kind={} len={} at={}:{} payload=\"{}\"",
                 rec.lsn,
                 rec.stream,
-                verify::kind_name(rec.kind),
+                rec.kind.name(),
                 rec.len,
                 rec.segment,
                 rec.offset,

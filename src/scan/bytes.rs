@@ -1,4 +1,5 @@
-//! Reading a segment file frame by frame, for recovery, readers and verify.
+//! The bytes of one segment file, read in large chunks so that every frame
+//! is handed out whole from one contiguous buffer.
 //!
 //! Reads go through the page cache in large chunks (no O_DIRECT: readers
 //! run beside a writer and benefit from readahead), and a frame is always
@@ -24,13 +25,17 @@ use crate::format::{self, Decoded, SegmentHeader};
 
 const CHUNK: usize = 1 << 20;
 
-/// One segment file opened for scanning, with its validated header.
+/// One segment file opened for scanning, with its decoded header.
+///
+/// Frames are decoded with the format's own payload limit
+/// ([`format::MAX_PAYLOAD`]), never a configured one: that limits appends,
+/// and a log written under a larger one, or padded with frames larger
+/// than a small one, must read back whole (fuzz finding F9).
 pub(crate) struct SegmentScan {
     pub path: PathBuf,
     pub header: SegmentHeader,
     pub file_len: u64,
     file: VFile,
-    max_payload: usize,
     /// The file's bytes `[buf_start, buf_start + len)` are `buf[..len]`.
     buf: AlignedBuf,
     len: usize,
@@ -39,11 +44,11 @@ pub(crate) struct SegmentScan {
 
 impl SegmentScan {
     /// Open `path` and decode its header, without checking it against the
-    /// name (the caller decides what a mismatch means).
+    /// name (the caller decides what a mismatch means). A header that does
+    /// not decode comes back with the file's length.
     pub fn open(
         vfs: &dyn Vfs,
         path: &Path,
-        max_payload: usize,
     ) -> Result<std::result::Result<SegmentScan, (format::HeaderError, u64)>> {
         let file = vfs
             .open(path, OpenHow::default())
@@ -64,7 +69,6 @@ impl SegmentScan {
             header,
             file_len,
             file,
-            max_payload,
             // Grown to a chunk at the first read: a scan may only look at
             // the header.
             buf: AlignedBuf::new(format::BLOCK),
@@ -77,6 +81,12 @@ impl SegmentScan {
     /// size its header declares.
     pub fn end(&self) -> u64 {
         self.file_len.min(self.header.segment_bytes)
+    }
+
+    /// Forget what was read, so the next access reads the file again: a
+    /// live writer may have written where this scan saw zeros.
+    pub fn refresh(&mut self) {
+        self.len = 0;
     }
 
     /// The resident bytes from `rel` bytes past `buf_start`; empty when
@@ -134,7 +144,7 @@ impl SegmentScan {
         if self.len >= rel + format::FRAME_HEADER {
             let len =
                 u32::from_le_bytes(self.window(rel)[4..8].try_into().expect("4 bytes")) as usize;
-            if len <= self.max_payload {
+            if len <= format::MAX_PAYLOAD {
                 need = format::frame_len(len);
             }
         }
@@ -143,8 +153,15 @@ impl SegmentScan {
         Ok(format::decode_frame(
             self.window(rel),
             self.header.salt,
-            self.max_payload,
+            format::MAX_PAYLOAD,
         ))
+    }
+
+    /// `len` bytes at `off`, which a `frame_at(off - FRAME_HEADER)` that
+    /// returned a frame made resident. Panics if they are not resident.
+    pub fn resident(&self, off: u64, len: usize) -> &[u8] {
+        let rel = (off - self.buf_start) as usize;
+        &self.buf.as_slice()[..self.len][rel..rel + len]
     }
 
     /// The offset of the first non-zero byte in `[from, to)`, if any.
@@ -167,14 +184,14 @@ impl SegmentScan {
         Ok(None)
     }
 
-    /// The first block boundary at or after `from` where a valid frame of
+    /// The first block boundary in `[from, to)` where a valid frame of
     /// this segment starts, if any. Every write begins at a block boundary
     /// with a frame, so this finds data written after a damaged region.
-    pub fn next_valid_block(&mut self, from: u64) -> Result<Option<u64>> {
+    pub fn next_valid_block(&mut self, from: u64, to: u64) -> Result<Option<u64>> {
         let mut b = from
             .next_multiple_of(format::BLOCK as u64)
             .max(format::BLOCK as u64);
-        while b < self.end() {
+        while b < to.min(self.end()) {
             if let Decoded::Frame(_) = self.frame_at(b)? {
                 return Ok(Some(b));
             }
@@ -225,9 +242,7 @@ mod tests {
     }
 
     fn open(path: &Path) -> SegmentScan {
-        SegmentScan::open(&RealFs, path, format::MAX_PAYLOAD)
-            .unwrap()
-            .unwrap()
+        SegmentScan::open(&RealFs, path).unwrap().unwrap()
     }
 
     #[test]

@@ -1,0 +1,169 @@
+//! How a segment ends: recovery's decision table for the bytes after the
+//! last valid frame, as one `match`.
+//!
+//! A segment's frames end at offset P with an [`End`]. What that means
+//! depends on the segment's [`Position`]: only the newest segment can have
+//! been torn by a crash (the ring drains, and in written mode syncs, a
+//! segment before it writes the next), and only within the torn window its
+//! writer recorded (every write it could have had in flight).
+//!
+//! | end at P                       | after P                                          | newest              | older (sealed)   |
+//! |--------------------------------|--------------------------------------------------|---------------------|------------------|
+//! | frames fill the segment        | nothing                                          | `Full`              | `Full`           |
+//! | any                            | a valid frame at a block boundary past the window| `Corrupt`           | `Corrupt`        |
+//! | valid frame, LSN out of line   | nothing valid past the window                    | `Corrupt`           | `Corrupt`        |
+//! | invalid frame                  | nothing valid past the window                    | `Torn`              | `Corrupt`        |
+//! | zeros, too few left for a seal | zeros to the end                                 | `Full`              | `Full`           |
+//! | zero frame                     | a valid frame within the window                  | `Torn`              | (no window)      |
+//! | zero frame                     | non-zero bytes within the window (residue)       | `Torn`              | (no window)      |
+//! | zero frame mid-block           | zeros within the window                          | `Torn`              | `Clean`          |
+//! | zero frame on a block boundary | zeros within the window                          | `Clean`             | `Clean`          |
+//!
+//! "The window" is `[P, P + torn window)` rounded up to a block for the
+//! newest segment and empty for an older one, so in an older segment any
+//! valid frame after P is corruption. A zero frame mid-block in the
+//! newest segment is a write that reached the disk only in part (every
+//! write is whole blocks, covered by frames). A zero frame on a block
+//! boundary ends the data only if the window behind it is all zeros: a
+//! torn multi-block write can lose its first block and keep later ones,
+//! whose frames sit mid-block where the block-boundary search does not
+//! look, and a later torn write must not be able to resurrect them.
+//! In an older segment a zero frame with nothing valid behind it is the
+//! end its writer left (continuity with the next segment then shows
+//! whether records are missing).
+
+use crate::error::{Error, Result};
+use crate::format::{self, SegmentHeader};
+
+use super::bytes::SegmentScan;
+use super::{End, SegmentEnd};
+
+/// Where a segment sits in its log: what its end may legitimately be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Position {
+    newest: bool,
+    /// Bytes after the end that a crash may have torn (0 unless newest).
+    window: u64,
+}
+
+impl Position {
+    /// A segment the log has rolled past: drained (and synced) before the
+    /// next one got its first write, so nothing in it can be torn.
+    pub fn sealed() -> Position {
+        Position {
+            newest: false,
+            window: 0,
+        }
+    }
+
+    /// The newest segment. Its torn window is the wider of the reader's
+    /// configured one and the one its writer recorded in the header: a
+    /// reopen with a smaller configuration must not turn that writer's
+    /// torn tail into corruption.
+    pub fn newest(configured_window: u64, header: &SegmentHeader) -> Position {
+        Position {
+            newest: true,
+            window: configured_window.max(header.torn_window),
+        }
+    }
+
+    /// `newest(..)` or `sealed()`.
+    pub fn of(newest: bool, configured_window: u64, header: &SegmentHeader) -> Position {
+        if newest {
+            Position::newest(configured_window, header)
+        } else {
+            Position::sealed()
+        }
+    }
+}
+
+/// What the end of a segment's frames means (see the module's table).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// The data ends here, as its writer left it.
+    Clean,
+    /// The segment is full: nothing more fits, nothing is behind.
+    Full,
+    /// A torn write at the tail of the newest segment: cut the bytes from
+    /// the end up to `zero_to` (the end of the frame area).
+    Torn {
+        /// Where the region to zero ends.
+        zero_to: u64,
+    },
+    /// Damage that a crash cannot explain.
+    Corrupt(Damage),
+}
+
+/// Why an end is damage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Damage {
+    /// Valid frames follow at this block boundary, past anything a crash
+    /// could have torn.
+    FramesFollow {
+        /// Offset of the first of them.
+        next: u64,
+    },
+    /// A valid frame with the wrong LSN: a crash never writes one.
+    LsnBreak,
+    /// A bad frame in a segment the log had rolled past.
+    Sealed,
+}
+
+impl Damage {
+    /// The damage as `Corrupt`, naming the file and where the frames ended.
+    pub fn error(self, file: &std::path::Path, end: SegmentEnd) -> Error {
+        let why = match self {
+            Damage::FramesFollow { next } => {
+                format!("{}, but valid frames follow at offset {next}", end.end)
+            }
+            Damage::LsnBreak => end.end.to_string(),
+            Damage::Sealed => format!("{} inside a sealed segment", end.end),
+        };
+        Error::corrupt(file, end.at, why)
+    }
+}
+
+/// The verdict for `end`, reading the bytes after it as far as needed.
+///
+/// Cost: nothing for `Full`; otherwise one read of every block boundary
+/// from the window's end to the segment's end (the zero-filled rest of a
+/// preallocated segment included), and of the window itself.
+pub(super) fn judge(scan: &mut SegmentScan, end: SegmentEnd, pos: Position) -> Result<Verdict> {
+    let SegmentEnd { at, end } = end;
+    if end == End::Full {
+        return Ok(Verdict::Full);
+    }
+    let seg_end = scan.end();
+    let window_end = (at + pos.window)
+        .next_multiple_of(format::BLOCK as u64)
+        .min(seg_end);
+    if let Some(next) = scan.next_valid_block(window_end.max(at + 1), seg_end)? {
+        return Ok(Verdict::Corrupt(Damage::FramesFollow { next }));
+    }
+    let torn = Verdict::Torn { zero_to: seg_end };
+    Ok(match (end, pos.newest) {
+        (End::Full, _) => unreachable!("returned above"),
+        (End::LsnBreak { .. }, _) => Verdict::Corrupt(Damage::LsnBreak),
+        (End::Invalid(_), false) => Verdict::Corrupt(Damage::Sealed),
+        (End::Invalid(_), true) => torn,
+        // A zero tail too short for a seal is not a torn write: the writer
+        // fills a segment to its end in whole blocks, so the segment is
+        // simply full (and cutting would recur on every open).
+        (End::Zero, _)
+            if at + format::padding_len(at) as u64 > scan.header.segment_bytes
+                && scan.first_nonzero(at, seg_end)?.is_none() =>
+        {
+            Verdict::Full
+        }
+        (End::Zero, false) => Verdict::Clean,
+        // Residue in the window (valid frames included: they are
+        // non-zero bytes too) or a zero frame mid-block: torn.
+        (End::Zero, true)
+            if !at.is_multiple_of(format::BLOCK as u64)
+                || scan.first_nonzero(at, window_end)?.is_some() =>
+        {
+            torn
+        }
+        (End::Zero, true) => Verdict::Clean,
+    })
+}
