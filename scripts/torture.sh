@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Kill torture: the SIGKILL crash loops of tests/crash.rs, for as long as
+# Kill torture: the SIGKILL crash loops of tests/crash.rs (library) and
+# cli/tests/crash.rs (`ringwal append`), for as long as
 # asked. Every kill is followed by a full recovery check (every record
 # acknowledged durable is present byte for byte, LSNs dense, nothing
 # invented). A failing run prints its seed; rerun it with
@@ -11,5 +12,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 kills="${1:-2000}"
 echo "torture: $kills kills per loop (CLI writer, library writer on both backends, written mode)"
-RINGWAL_KILLS="$kills" cargo test --release --test crash -- --nocapture --test-threads=1 2>&1 \
+RINGWAL_KILLS="$kills" cargo test --release --workspace --test crash -- --nocapture --test-threads=1 2>&1 \
     | grep -E "kills,|seed|panicked|test result|skipped"

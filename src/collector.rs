@@ -142,19 +142,12 @@ impl Watermarks {
     ///
     /// Cost: one `readdir` of `dir`; reads no file.
     pub fn from_dir(dir: &Path, parse: impl Fn(&str) -> Option<(u16, Lsn)>) -> Result<Watermarks> {
-        let mut w = Watermarks::new();
-        let rd = match std::fs::read_dir(dir) {
-            Ok(rd) => rd,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(w),
+        let names = match RealFs.list(dir) {
+            Ok(names) => names,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Watermarks::new()),
             Err(e) => return Err(Error::io(dir, e)),
         };
-        for entry in rd {
-            let entry = entry.map_err(|e| Error::io(dir, e))?;
-            if let Some((s, wm)) = entry.file_name().to_str().and_then(&parse) {
-                w.observe(s, wm);
-            }
-        }
-        Ok(w)
+        Ok(names.iter().filter_map(|n| parse(n)).collect())
     }
 }
 

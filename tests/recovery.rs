@@ -7,7 +7,6 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::*;
@@ -536,64 +535,6 @@ fn dir_snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
         .collect();
     v.sort();
     v
-}
-
-fn ringwal_cli(args: &[&std::ffi::OsStr]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_ringwal"))
-        .args(args)
-        .output()
-        .expect("run the ringwal binary")
-}
-
-#[test]
-fn cli_verify_names_the_damaged_segment() {
-    let _spawning = spawning_processes();
-    let mut rng = seeded_rng("cli_verify_names_the_damaged_segment");
-    let root = tempfile::tempdir().unwrap();
-    let log = root.path().join("log");
-    build_log(&log, Backend::Threaded, &mut rng, 3);
-    let verify = |dir: &Path| ringwal_cli(&["verify".as_ref(), dir.as_os_str()]);
-
-    let clean = verify(&log);
-    assert!(
-        clean.status.success(),
-        "`ringwal verify` on an intact log must succeed: {:?}\nstdout: {}\nstderr: {}",
-        clean.status,
-        String::from_utf8_lossy(&clean.stdout),
-        String::from_utf8_lossy(&clean.stderr),
-    );
-
-    let (path, frame) = middle_frame_of_oldest(&log);
-    flip_byte(&path, frame.start + 24 + frame.payload.len() as u64 / 2);
-    let out = verify(&log);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "`ringwal verify` on a damaged log must exit 1\nstdout: {stdout}\nstderr: {stderr}"
-    );
-    // Contract: `FILE:OFFSET: reason` lines naming the file.
-    let name = file_name(&path);
-    let offsets: Vec<u64> = stdout
-        .lines()
-        .chain(stderr.lines())
-        .filter_map(|line| {
-            let rest = &line[line.find(&name)? + name.len()..];
-            let rest = rest.strip_prefix(':')?;
-            let (off, _reason) = rest.split_once(':')?;
-            off.trim().parse().ok()
-        })
-        .collect();
-    assert!(
-        !offsets.is_empty(),
-        "no `{name}:OFFSET: reason` line\nstdout: {stdout}\nstderr: {stderr}"
-    );
-    assert!(
-        offsets.iter().any(|&o| o <= frame.start),
-        "offsets {offsets:?} are all past the damaged frame at {}",
-        frame.start
-    );
 }
 
 /// The same damage under `RecoveryMode::PointInTime`: the log ends just

@@ -1,9 +1,12 @@
-//! Helpers shared by `tests/recovery.rs` and `tests/crash.rs`: small-segment
-//! configurations for both backends, inspection of segment files through the
-//! public `ringwal::format` module, seeded randomness and a tiny executor.
+//! Helpers shared by the integration tests (the CLI's include this module
+//! by path): small-segment configurations for both backends, inspection of
+//! segment files through the public `ringwal::format` module, seeded
+//! randomness, a tiny executor, and the SIGKILL crash loop.
 //!
 //! Each test crate includes this module and uses a different subset of it.
 #![allow(dead_code)]
+
+pub mod crash_loop;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,14 @@
-//! Argument parsing, error reporting and dispatch for the `ringwal` binary.
+//! `ringwal`: the command-line tool for ringwal logs.
 //!
-//! The output formats and exit statuses here are a contract that scripts
-//! and other tests check from outside; change them only on purpose.
+//! `append` writes records from stdin; `cat`, `dump`, `verify` and `stat`
+//! inspect a log read-only (safe beside a live writer); `bench` measures
+//! append-to-acknowledgement latency under closed-loop load. Errors print
+//! one line, `ringwal: <message>`, on stderr and exit with status 2;
+//! `verify` exits with 1 when it finds damage.
+//!
+//! This file holds argument parsing, error reporting and dispatch. The
+//! output formats and exit statuses are a contract that scripts and other
+//! tests check from outside; change them only on purpose.
 
 mod append;
 mod bench;
@@ -316,7 +323,7 @@ pub(crate) type CmdResult = Result<ExitCode, Failure>;
 
 /// Parse the arguments, run the command, and turn the outcome into an
 /// exit status (0 ok, 1 verify found damage, 2 any error).
-pub fn main() -> ExitCode {
+fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return parse_failure(e),

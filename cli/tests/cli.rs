@@ -457,3 +457,39 @@ fn verify_notes_a_torn_tail_and_still_passes() {
     assert_eq!(lsns(&o), vec![4], "{o:?}");
     assert_eq!(run(&["verify", p(dir.path())], b"").status.code(), Some(0));
 }
+
+/// `ringwal bench --api channel` drives the channel API and says so.
+#[test]
+fn bench_runs_the_channel_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("bench.json");
+    let out = ringwal()
+        .args([
+            "bench",
+            "--secs",
+            "0.3",
+            "--producers",
+            "3",
+            "--level",
+            "written",
+        ])
+        .args([
+            "--sync-interval-ms",
+            "20",
+            "--api",
+            "channel",
+            "--window",
+            "4",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("api=channel window=4"), "{text}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(v["api"], "channel");
+    assert_eq!(v["window"], 4);
+    assert!(v["records_per_s"].as_f64().unwrap() > 0.0, "{v}");
+}

@@ -10,7 +10,7 @@
 //! a new file, so large records run slower there).
 
 use std::collections::VecDeque;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -30,44 +30,6 @@ const MAX_LATENCY_US: u64 = 3_600_000_000;
 
 /// Longest run accepted, in seconds (a day).
 const MAX_SECS: f64 = 86_400.0;
-
-/// A directory under the system temp dir, removed with everything in it
-/// when dropped. Interrupting the process (Ctrl-C) leaves it behind.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    /// Create a fresh, uniquely named directory. `create_dir` fails if the
-    /// name exists, so two runs can never share one.
-    fn new() -> Result<TempDir, Failure> {
-        let base = std::env::temp_dir();
-        let mut last = None;
-        for _ in 0..16 {
-            let name = format!(
-                "ringwal-bench-{}-{:016x}",
-                std::process::id(),
-                rand::random::<u64>()
-            );
-            let path = base.join(name);
-            match std::fs::create_dir(&path) {
-                Ok(()) => return Ok(TempDir(path)),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
-                Err(e) => return Err(Failure::io(&path.display().to_string(), e)),
-            }
-        }
-        let e = last.expect("the loop ran");
-        Err(Failure::io(&base.display().to_string(), e))
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// What one producer measured.
 struct Measured {
@@ -107,7 +69,10 @@ pub(crate) fn run(a: BenchArgs) -> CmdResult {
     let dir: &Path = match &a.dir {
         Some(d) => d,
         None => {
-            temp = TempDir::new()?;
+            temp = tempfile::Builder::new()
+                .prefix("ringwal-bench-")
+                .tempdir()
+                .map_err(|e| Failure::io(&std::env::temp_dir().display().to_string(), e))?;
             temp.path()
         }
     };
