@@ -133,6 +133,12 @@ impl Config {
         }
     }
 
+    /// How [`Wal::open`](crate::Wal::open) treats damage that is not a
+    /// torn tail (see [`RecoveryMode`]).
+    pub fn recovery_mode(&self) -> RecoveryMode {
+        self.recovery
+    }
+
     /// The widest region a crash can leave partly written at the tail of
     /// the newest segment: every write that may have been in flight.
     pub fn torn_window(&self) -> u64 {

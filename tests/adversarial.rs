@@ -1,7 +1,11 @@
 //! Hand-built segment files that no writer produces but a damaged or
 //! hostile directory can hold (found by the recovery fuzzer): recovery must
-//! refuse them or repair them without writing outside the segment.
+//! refuse them or repair them without writing outside the segment, and
+//! `verify` must predict what a strict open does with each of them.
 
+mod common;
+
+use common::open_checked;
 use ringwal::format::{self, Kind, SegmentHeader};
 use ringwal::{Config, Error, Level, RecoveryMode, Wal};
 
@@ -57,7 +61,7 @@ fn base_lsn_zero_or_near_overflow_is_corruption() {
     for base in [0u64, u64::MAX - 1] {
         let dir = tempfile::tempdir().unwrap();
         let path = segment(dir.path(), base, &[b"x".to_vec()], &[]);
-        match Wal::open(dir.path(), cfg()) {
+        match open_checked(dir.path(), cfg()) {
             Err(Error::Corrupt { file, .. }) => assert_eq!(file, path),
             other => panic!("base {base}: expected Corrupt, got {other:?}"),
         }
@@ -71,7 +75,7 @@ fn a_tail_just_short_of_the_end_is_sealed_inside_the_segment() {
     // garbage: the seal cannot fit a padding frame there.
     let payloads = vec![vec![1u8; 30688], vec![2u8; 30696]];
     let path = segment(dir.path(), 1, &payloads, &[0xAB; 8]);
-    let (wal, rep) = Wal::open(dir.path(), cfg()).unwrap();
+    let (wal, rep) = open_checked(dir.path(), cfg()).unwrap();
     assert_eq!(rep.records, 2);
     assert!(rep.truncated.is_some(), "{rep:?}");
     assert_eq!(
@@ -83,7 +87,7 @@ fn a_tail_just_short_of_the_end_is_sealed_inside_the_segment() {
     t.wait(Level::Durable).unwrap();
     assert_eq!(t.lsn(), 3);
     wal.close().unwrap();
-    let (wal, _) = Wal::open(dir.path(), cfg()).unwrap();
+    let (wal, _) = open_checked(dir.path(), cfg()).unwrap();
     let got: Vec<_> = wal
         .reader_from(0)
         .unwrap()
@@ -114,7 +118,7 @@ fn payloads_of(wal: &Wal) -> Vec<(u64, Vec<u8>)> {
 fn a_blank_file_named_out_of_lsn_range_is_corruption_not_a_place_to_resume() {
     let dir = tempfile::tempdir().unwrap();
     let path = blank(dir.path(), u64::MAX);
-    match Wal::open(dir.path(), cfg()) {
+    match open_checked(dir.path(), cfg()) {
         Err(Error::Corrupt { file, .. }) => assert_eq!(file, path),
         other => panic!("expected Corrupt, got {other:?}"),
     }
@@ -122,7 +126,7 @@ fn a_blank_file_named_out_of_lsn_range_is_corruption_not_a_place_to_resume() {
     assert!(!v.is_consistent(), "verify must agree with open: {v:?}");
 
     // Point-in-time discards it and starts the log at 1.
-    let (wal, rep) = Wal::open(dir.path(), pit_cfg()).unwrap();
+    let (wal, rep) = open_checked(dir.path(), pit_cfg()).unwrap();
     assert_eq!(rep.discarded, vec![path]);
     let t = wal.append(0, b"first").unwrap();
     assert_eq!(t.lsn(), 1);
@@ -134,7 +138,7 @@ fn a_blank_file_named_out_of_lsn_range_is_corruption_not_a_place_to_resume() {
 fn appends_stop_at_the_lsn_limit_instead_of_wrapping() {
     let dir = tempfile::tempdir().unwrap();
     segment(dir.path(), format::MAX_LSN, &[b"last".to_vec()], &[]);
-    let (wal, rep) = Wal::open(dir.path(), cfg()).unwrap();
+    let (wal, rep) = open_checked(dir.path(), cfg()).unwrap();
     assert_eq!(rep.last_lsn, format::MAX_LSN);
     match wal.append(0, b"one too many") {
         Err(Error::LsnExhausted { next }) => assert_eq!(next, format::MAX_LSN + 1),
@@ -142,7 +146,7 @@ fn appends_stop_at_the_lsn_limit_instead_of_wrapping() {
     }
     // Nothing was reserved: the log is still whole and reopens as it was.
     wal.close().unwrap();
-    let (wal, rep) = Wal::open(dir.path(), cfg()).unwrap();
+    let (wal, rep) = open_checked(dir.path(), cfg()).unwrap();
     assert_eq!((rep.records, rep.last_lsn), (1, format::MAX_LSN));
     wal.close().unwrap();
 }
@@ -158,7 +162,7 @@ fn a_blank_file_past_the_end_is_a_gap_and_never_where_the_log_resumes() {
     let recs = vec![b"one".to_vec(), b"two".to_vec()];
     segment(dir.path(), 1, &recs, &[]);
     let far = blank(dir.path(), 1000);
-    match Wal::open(dir.path(), cfg()) {
+    match open_checked(dir.path(), cfg()) {
         Err(Error::Gap {
             file,
             expected,
@@ -173,13 +177,13 @@ fn a_blank_file_past_the_end_is_a_gap_and_never_where_the_log_resumes() {
         v.problems
     );
 
-    let (wal, _) = Wal::open(dir.path(), pit_cfg()).unwrap();
+    let (wal, _) = open_checked(dir.path(), pit_cfg()).unwrap();
     assert_eq!(wal.next_lsn(), 3);
     let t = wal.append(0, b"three").unwrap();
     assert_eq!(t.lsn(), 3);
     t.wait(Level::Durable).unwrap();
     wal.close().unwrap();
-    let (wal, rep) = Wal::open(dir.path(), cfg()).unwrap();
+    let (wal, rep) = open_checked(dir.path(), cfg()).unwrap();
     assert!(rep.truncated.is_none(), "{rep:?}");
     assert_eq!(
         payloads_of(&wal),
@@ -215,7 +219,7 @@ fn a_cut_clears_the_rest_of_the_segment_so_recovery_is_idempotent() {
         bytes[far..far + 8].fill(0xee);
         std::fs::write(&path, bytes).unwrap();
     }
-    let (wal, rep) = Wal::open(dir.path(), small()).unwrap();
+    let (wal, rep) = open_checked(dir.path(), small()).unwrap();
     let cut = rep.truncated.clone().expect("the garbage is a torn tail");
     assert_eq!(
         cut.offset,
@@ -235,7 +239,7 @@ fn a_cut_clears_the_rest_of_the_segment_so_recovery_is_idempotent() {
             .unwrap();
     }
     wal.close().unwrap();
-    let (wal, rep) = Wal::open(dir.path(), small()).unwrap();
+    let (wal, rep) = open_checked(dir.path(), small()).unwrap();
     assert!(rep.truncated.is_none(), "cut again: {rep:?}");
     assert_eq!(rep.records, 13);
     wal.close().unwrap();
@@ -250,7 +254,7 @@ fn a_zero_tail_too_short_for_a_frame_is_a_full_segment() {
     let payloads = vec![vec![1u8; 30688], vec![2u8; 30688]];
     segment(dir.path(), 1, &payloads, &[]);
     for round in 0..2 {
-        let (wal, rep) = Wal::open(dir.path(), cfg()).unwrap();
+        let (wal, rep) = open_checked(dir.path(), cfg()).unwrap();
         assert!(rep.truncated.is_none(), "round {round}: {rep:?}");
         let t = wal.append(0, &[round + 3; 10]).unwrap();
         t.wait(Level::Durable).unwrap();
@@ -277,7 +281,7 @@ fn point_in_time_clears_the_segment_it_resumes_in() {
     // A blank file that is not the newest is corrupt: the recovery point.
     blank(dir.path(), 3);
     segment(dir.path(), 4, &[b"four".to_vec()], &[]);
-    let (wal, rep) = Wal::open(dir.path(), pit_cfg()).unwrap();
+    let (wal, rep) = open_checked(dir.path(), pit_cfg()).unwrap();
     assert_eq!(rep.discarded.len(), 2, "{rep:?}");
     assert!(
         rep.truncated.is_some(),
@@ -287,7 +291,7 @@ fn point_in_time_clears_the_segment_it_resumes_in() {
     assert_eq!(t.lsn(), 3);
     t.wait(Level::Durable).unwrap();
     wal.close().unwrap();
-    let (wal, rep) = Wal::open(dir.path(), cfg()).unwrap();
+    let (wal, rep) = open_checked(dir.path(), cfg()).unwrap();
     assert!(rep.truncated.is_none(), "cut again: {rep:?}");
     assert_eq!(payloads_of(&wal).len(), 3);
     wal.close().unwrap();
@@ -306,7 +310,7 @@ fn the_record_limit_never_hides_written_frames() {
             .build()
     };
     let dir = tempfile::tempdir().unwrap();
-    let (wal, _) = Wal::open(dir.path(), with_max(8 << 10)).unwrap();
+    let (wal, _) = open_checked(dir.path(), with_max(8 << 10)).unwrap();
     let mut want = Vec::new();
     // Durable one at a time: every batch ends mid-block and is padded.
     for i in 0..40u64 {
@@ -317,7 +321,7 @@ fn the_record_limit_never_hides_written_frames() {
     }
     wal.close().unwrap();
     for max in [512, 8 << 10] {
-        let (wal, rep) = Wal::open(dir.path(), with_max(max)).unwrap();
+        let (wal, rep) = open_checked(dir.path(), with_max(max)).unwrap();
         assert!(rep.truncated.is_none(), "max {max}: {rep:?}");
         assert_eq!(payloads_of(&wal), want, "max {max}");
         let v = ringwal::verify::verify_with(dir.path(), &with_max(max)).unwrap();

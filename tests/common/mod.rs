@@ -17,7 +17,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use ringwal::format::{self, Decoded, Kind, SegmentHeader};
-use ringwal::{Backend, Config, ConfigBuilder, Record, Wal};
+use ringwal::{Backend, Config, ConfigBuilder, Record, RecoveryMode, RecoveryReport, Wal};
 
 /// Both I/O backends; every library-level test runs against each.
 pub const BACKENDS: [Backend; 2] = [Backend::Uring, Backend::Threaded];
@@ -313,4 +313,37 @@ pub fn spare_files(dir: &Path) -> usize {
                 .ends_with(".spare")
         })
         .count()
+}
+
+/// `Wal::open`, after checking that `ringwal::verify` predicts what a
+/// strict open does with the directory as it is: consistent exactly when
+/// the open succeeds, the same first problem when it fails, the same
+/// records and the same torn tail when it succeeds. Point-in-time opens
+/// (verify always judges strictly) and new logs are opened unchecked.
+pub fn open_checked(dir: &Path, cfg: Config) -> ringwal::Result<(Wal, RecoveryReport)> {
+    if cfg.recovery_mode() != RecoveryMode::Strict || !dir.exists() {
+        return Wal::open(dir, cfg);
+    }
+    let v = ringwal::verify::verify_with(dir, &cfg).expect("verify reads the directory");
+    let opened = Wal::open(dir, cfg);
+    match &opened {
+        Ok((_, rep)) => {
+            assert!(
+                v.is_consistent(),
+                "open succeeded, verify found {:?}",
+                v.problems
+            );
+            assert_eq!(v.records(), rep.records, "verify and open count records");
+            assert_eq!(
+                v.torn_tail.as_ref().map(|t| (&t.file, t.offset)),
+                rep.truncated.as_ref().map(|t| (&t.file, t.offset)),
+                "verify's torn tail is the one open cut"
+            );
+        }
+        Err(e) => {
+            assert!(!v.is_consistent(), "verify consistent, open failed: {e}");
+            assert_eq!(e.to_string(), v.problems[0].to_string());
+        }
+    }
+    opened
 }

@@ -1,0 +1,300 @@
+//! A log's life across opens, through the library API on real files:
+//! one writer per directory and node, LSNs that continue across reopens,
+//! checkpoints that keep the active segment, configuration changes between
+//! runs, and limits that refuse bad input without touching the log. Every
+//! test runs against both backends.
+
+mod common;
+
+use common::*;
+use rand::Rng;
+use ringwal::format;
+use ringwal::{Backend, Error, Level, Wal};
+
+// ---------------------------------------------------------------------------
+// 1. One writer per directory and node.
+
+#[test]
+fn second_open_is_locked_and_nodes_are_independent() {
+    for_each_backend(|backend| {
+        let root = tempfile::tempdir().unwrap();
+        let log = root.path().join("log");
+        let (w1, _) = Wal::open(&log, cfg(backend)).unwrap();
+        for i in 0..50u32 {
+            let _ = w1.append(0, format!("node1-{i}").as_bytes()).unwrap();
+        }
+        w1.sync().unwrap();
+
+        match Wal::open(&log, cfg(backend)) {
+            Err(Error::Locked { path }) => {
+                assert_eq!(path, log.join(format::lock_file_name(NODE)));
+            }
+            other => panic!("second writer must get Locked, got {other:?}"),
+        }
+        // The refused open left the first writer intact.
+        let t = w1.append(0, b"node1-50").unwrap();
+        assert_eq!(t.lsn(), 51);
+        t.wait(Level::Durable).unwrap();
+
+        let (w2, report) = Wal::open(&log, small(backend).node(2).build()).unwrap();
+        assert!(report.created, "{report:?}");
+        assert_eq!(report.records, 0);
+        assert!(
+            read_all(&w2).is_empty(),
+            "node 2 must not see node 1's records"
+        );
+        let t = w2.append(0, b"node2-0").unwrap();
+        assert_eq!(t.lsn(), 1, "node 2 has its own LSN sequence");
+        t.wait(Level::Durable).unwrap();
+        match Wal::open(&log, small(backend).node(2).build()) {
+            Err(Error::Locked { .. }) => {}
+            other => panic!("second writer of node 2 must get Locked, got {other:?}"),
+        }
+
+        w1.close().unwrap();
+        let (w1, report) = Wal::open(&log, cfg(backend)).expect("reopen after close");
+        assert_eq!(report.records, 51);
+        let recs = read_all(&w1);
+        assert_eq!(recs.len(), 51);
+        assert!(recs.iter().all(|r| r.payload.starts_with(b"node1-")));
+        w1.close().unwrap();
+        w2.close().unwrap();
+        let (w2, report) = Wal::open(&log, small(backend).node(2).build()).unwrap();
+        assert_eq!(report.records, 1);
+        assert_eq!(read_all(&w2)[0].payload, b"node2-0");
+        w2.close().unwrap();
+    });
+}
+
+// ---------------------------------------------------------------------------
+// 2. LSNs across reopen cycles; checkpoints.
+
+#[test]
+fn lsns_continue_across_reopens_and_checkpoint_keeps_the_active_segment() {
+    for_each_backend(|backend| {
+        let mut rng = seeded_rng("lsns_continue_across_reopens");
+        let root = tempfile::tempdir().unwrap();
+        let log = root.path().join("log");
+        let mut payloads: Vec<Vec<u8>> = Vec::new();
+        for cycle in 0..6 {
+            // Alternate backends across reopens as well: the format is one.
+            let b = if cycle % 2 == 0 {
+                backend
+            } else {
+                other(backend)
+            };
+            let (wal, report) = Wal::open(&log, cfg(b)).unwrap();
+            let n = payloads.len() as u64;
+            assert_eq!(report.records, n, "cycle {cycle}: {report:?}");
+            assert_eq!(report.last_lsn, n, "cycle {cycle}");
+            assert_eq!(
+                report.first_lsn,
+                if n == 0 { 0 } else { 1 },
+                "cycle {cycle}"
+            );
+            assert!(report.truncated.is_none(), "cycle {cycle}: {report:?}");
+            assert_eq!(wal.next_lsn(), n + 1, "cycle {cycle}");
+            for _ in 0..rng.gen_range(20..200) {
+                let p = payload(&mut rng, payloads.len() as u64 + 1);
+                let t = wal.append(1, &p).unwrap();
+                assert_eq!(t.lsn(), payloads.len() as u64 + 1);
+                payloads.push(p);
+            }
+            wal.sync().unwrap();
+            assert_eq!(wal.durable_lsn(), payloads.len() as u64);
+            wal.close().unwrap();
+        }
+
+        let (wal, _) = Wal::open(&log, cfg(backend)).unwrap();
+        assert_records(&read_all(&wal), 1, &payloads, "after reopen cycles");
+        let segs = segment_files(&log, NODE);
+        assert!(segs.len() >= 4, "expected several segments: {}", segs.len());
+
+        // Up to the last LSN of the second segment: exactly two go.
+        let keep_from = segs[2].0;
+        assert_eq!(
+            wal.checkpoint(keep_from - 2).unwrap(),
+            1,
+            "only whole segments"
+        );
+        assert_eq!(wal.checkpoint(keep_from - 1).unwrap(), 1);
+        assert!(!segs[0].1.exists() && !segs[1].1.exists());
+        assert_eq!(wal.oldest_lsn(), keep_from);
+        match wal.reader_from(keep_from - 1) {
+            Err(Error::Gap {
+                expected, found, ..
+            }) => {
+                assert_eq!((expected, found), (keep_from - 1, keep_from));
+            }
+            Err(e) => panic!("reading below the oldest kept: expected Gap, got {e:?}"),
+            Ok(_) => panic!("reading below the oldest kept: expected Gap, got a reader"),
+        }
+        assert!(matches!(wal.reader_from(1), Err(Error::Gap { .. })));
+        let tail = &payloads[keep_from as usize - 1..];
+        assert_records(&read_all(&wal), keep_from, tail, "after checkpoint");
+        let from_mid: Vec<_> = wal
+            .reader_from(keep_from + 3)
+            .unwrap()
+            .collect::<ringwal::Result<_>>()
+            .unwrap();
+        assert_records(&from_mid, keep_from + 3, &tail[3..], "reader_from inside");
+
+        // Everything: every sealed segment goes, the active one stays.
+        let last = payloads.len() as u64;
+        let removed = wal.checkpoint(last).unwrap();
+        assert_eq!(removed, segs.len() - 3);
+        let left = segment_files(&log, NODE);
+        assert_eq!(
+            left,
+            vec![segs.last().unwrap().clone()],
+            "the active segment stays"
+        );
+        assert_eq!(wal.checkpoint(u64::MAX).unwrap(), 0);
+        let t = wal.append(0, b"after checkpoint").unwrap();
+        assert_eq!(t.lsn(), last + 1);
+        t.wait(Level::Durable).unwrap();
+        payloads.push(b"after checkpoint".to_vec());
+        wal.close().unwrap();
+
+        let (wal, report) = Wal::open(&log, cfg(backend)).unwrap();
+        let oldest = left[0].0;
+        assert_eq!(report.first_lsn, oldest, "{report:?}");
+        assert_eq!(report.last_lsn, last + 1);
+        assert_eq!(wal.oldest_lsn(), oldest);
+        assert!(matches!(
+            wal.reader_from(oldest - 1),
+            Err(Error::Gap { .. })
+        ));
+        assert_records(
+            &read_all(&wal),
+            oldest,
+            &payloads[oldest as usize - 1..],
+            "reopen after checkpoint",
+        );
+        assert_eq!(wal.next_lsn(), last + 2);
+        wal.close().unwrap();
+    });
+}
+
+/// Operators change configurations between runs (the CLI, for one, always
+/// opens with the defaults). A log written with small segments and
+/// continued with a larger `segment_bytes` must keep every acknowledged
+/// record: the active segment is as large as its header says, not as the
+/// new configuration says; and the other way round.
+#[test]
+fn changing_segment_size_between_runs_loses_nothing() {
+    for_each_backend(|backend| {
+        for (first, second) in [(SEGMENT_BYTES, 1 << 20), (1 << 20, SEGMENT_BYTES)] {
+            let what = format!("{backend:?}: segments of {first} then {second} bytes");
+            let mut rng = seeded_rng("changing_segment_size_between_runs");
+            let root = tempfile::tempdir().unwrap();
+            let log = root.path().join("log");
+            let mut payloads: Vec<Vec<u8>> = Vec::new();
+            for (run, bytes) in [first, second, first].into_iter().enumerate() {
+                let c = small(backend).segment_bytes(bytes).build();
+                let (wal, report) = Wal::open(&log, c)
+                    .unwrap_or_else(|e| panic!("{what}: open for run {run}: {e}"));
+                assert_eq!(
+                    report.records,
+                    payloads.len() as u64,
+                    "{what}: run {run}: {report:?}"
+                );
+                assert!(report.truncated.is_none(), "{what}: run {run}: {report:?}");
+                assert_records(&read_all(&wal), 1, &payloads, &format!("{what}: run {run}"));
+                // A little over two small segments' worth per run.
+                let mut written = 0;
+                while written < 2 * SEGMENT_BYTES as usize + 10_000 {
+                    let p = payload(&mut rng, payloads.len() as u64 + 1);
+                    written += p.len() + 24;
+                    let t = wal.append(0, &p).unwrap();
+                    assert_eq!(t.lsn(), payloads.len() as u64 + 1);
+                    payloads.push(p);
+                }
+                wal.sync().unwrap();
+                wal.close().unwrap();
+            }
+            let (wal, report) = Wal::open(&log, cfg(backend)).unwrap();
+            assert_eq!(report.records, payloads.len() as u64, "{what}: {report:?}");
+            assert_records(&read_all(&wal), 1, &payloads, &what);
+            wal.close().unwrap();
+        }
+    });
+}
+
+fn other(b: Backend) -> Backend {
+    match b {
+        Backend::Uring => Backend::Threaded,
+        Backend::Threaded => Backend::Uring,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 3. Limits.
+
+#[test]
+fn too_large_writes_nothing_and_invalid_config_is_refused() {
+    for_each_backend(|backend| {
+        let root = tempfile::tempdir().unwrap();
+        let log = root.path().join("log");
+        let (wal, _) = Wal::open(&log, cfg(backend)).unwrap();
+        wal.append(0, b"one").unwrap().wait(Level::Durable).unwrap();
+        match wal.append(0, &vec![b'x'; MAX_RECORD + 1]) {
+            Err(Error::TooLarge { len, max }) => {
+                assert_eq!((len, max), (MAX_RECORD + 1, MAX_RECORD))
+            }
+            other => panic!("expected TooLarge, got {other:?}"),
+        }
+        let mut called = false;
+        let res = wal.append_then(0, &vec![b'y'; MAX_RECORD * 4], |_| called = true);
+        assert!(matches!(res, Err(Error::TooLarge { .. })), "{res:?}");
+        assert!(!called, "no LSN may be handed out for a refused record");
+        assert_eq!(wal.next_lsn(), 2, "no LSN consumed");
+        let t = wal.append(0, &vec![b'z'; MAX_RECORD]).unwrap();
+        assert_eq!(t.lsn(), 2, "exactly the maximum is accepted");
+        t.wait(Level::Durable).unwrap();
+        wal.close().unwrap();
+        let (wal, report) = Wal::open(&log, cfg(backend)).unwrap();
+        assert_eq!(report.records, 2);
+        let recs = read_all(&wal);
+        assert_eq!(recs[0].payload, b"one");
+        assert_eq!(recs[1].payload, vec![b'z'; MAX_RECORD]);
+        wal.close().unwrap();
+
+        let bad = [
+            (
+                "segment not a block multiple",
+                small(backend).segment_bytes(SEGMENT_BYTES + 100).build(),
+            ),
+            (
+                "segment below 64 KiB",
+                small(backend).segment_bytes(32 << 10).build(),
+            ),
+            ("node above 99999", small(backend).node(100_000).build()),
+            (
+                "zero record size",
+                small(backend).max_record_bytes(0).build(),
+            ),
+            (
+                "record larger than a segment",
+                small(backend).max_record_bytes(64 << 10).build(),
+            ),
+        ];
+        for (what, c) in bad {
+            let dir = root.path().join("never-created");
+            match Wal::open(&dir, c) {
+                Err(Error::InvalidConfig(msg)) => assert!(!msg.is_empty()),
+                other => panic!("{what}: expected InvalidConfig, got {other:?}"),
+            }
+            assert!(
+                !dir.exists(),
+                "{what}: nothing may be created for a refused config"
+            );
+        }
+        let (wal, _) = Wal::open(
+            root.path().join("max-node"),
+            small(backend).node(99_999).build(),
+        )
+        .expect("node 99999 is valid");
+        wal.close().unwrap();
+    });
+}
