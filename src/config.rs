@@ -162,7 +162,7 @@ impl Config {
             ));
         }
         if !self.segment_bytes.is_multiple_of(format::BLOCK as u64)
-            || self.segment_bytes < 16 * format::BLOCK as u64
+            || self.segment_bytes < format::MIN_SEGMENT_BYTES
         {
             return bad(format!(
                 "segment size {} must be a multiple of {} and at least 64 KiB",
@@ -188,6 +188,14 @@ impl Config {
         }
         if self.write_bytes < format::BLOCK || self.write_bytes > 64 << 20 {
             return bad("write size must be in 4 KiB..=64 MiB".into());
+        }
+        if let Some(cpu) = self.ring_cpu {
+            let allowed = ringwal_platform::cpu::allowed();
+            if !allowed.contains(&cpu) {
+                return bad(format!(
+                    "ring CPU {cpu} is not one this process may run on (allowed: {allowed:?})"
+                ));
+            }
         }
         if self.backend == Backend::Uring && !self.vfs.is_real() {
             return bad("the io_uring backend needs the real file system".into());
@@ -255,7 +263,8 @@ impl ConfigBuilder {
         self.cfg.write_bytes = bytes;
         self
     }
-    /// Pin the ring thread to this CPU (core_affinity). Default: unpinned.
+    /// Pin the ring thread to this CPU. Default: unpinned. A CPU outside
+    /// the process's affinity mask is refused at open (`InvalidConfig`).
     pub fn ring_cpu(mut self, cpu: Option<usize>) -> Self {
         self.cfg.ring_cpu = cpu;
         self

@@ -31,6 +31,12 @@ pub const FRAME_ALIGN: usize = 8;
 /// and so that the frame area starts block-aligned.
 pub const HEADER_BYTES: usize = BLOCK;
 
+/// Smallest segment: sixteen blocks. A file with a segment's name and a
+/// blank header that is not whole blocks of at least this size was not
+/// made by a writer (spares are preallocated to the segment size before
+/// they are named).
+pub const MIN_SEGMENT_BYTES: u64 = 16 * BLOCK as u64;
+
 /// Hard format limit on a frame payload (64 MiB).
 ///
 /// Configurations may choose a lower limit; nothing may exceed this one.

@@ -132,7 +132,7 @@ impl Reader {
         let mut files = dir.list(&*vfs)?.segments;
         while let Some(last) = files.last() {
             match scan::open(&*vfs, last, dir.node())? {
-                Err(p) if p.is_blank() => files.pop(),
+                Err(p) if p.never_written() => files.pop(),
                 _ => break,
             };
         }

@@ -6,8 +6,10 @@
 //!
 //! | finding                                              | newest segment          | older segment |
 //! |------------------------------------------------------|-------------------------|---------------|
-//! | header blank (never written) or shorter than a block | discard the file        | `Corrupt`     |
+//! | segment-shaped, header and first frame block blank   | discard the file        | `Corrupt`     |
 //! | blank, but named outside `1..=MAX_LSN` or past last+1| `Corrupt` / `Gap`       | `Corrupt`     |
+//! | blank header with data behind it (a lost header)     | `Corrupt`               | `Corrupt`     |
+//! | shorter than a block, or blank and not segment-shaped| `Corrupt`               | `Corrupt`     |
 //! | header present but invalid (magic, version, CRC)     | `Corrupt`               | `Corrupt`     |
 //! | header node/base contradicts the file name           | `Corrupt`               | `Corrupt`     |
 //! | base LSN is not previous last LSN + 1                | `Gap`                   | `Gap`         |
@@ -299,7 +301,7 @@ pub(crate) fn analyze(dir: &LogDir, cfg: &Config, policy: Policy) -> Result<Anal
     // records).
     while let Some(last) = files.last() {
         match scan::open(&*cfg.vfs, last, cfg.node)? {
-            Err(p) if p.is_blank() => {
+            Err(p) if p.never_written() => {
                 let f = files.pop().expect("last exists");
                 out.incomplete.push(f.path);
             }

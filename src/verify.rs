@@ -263,7 +263,7 @@ pub fn stat(dir: &Path, node: u32) -> Result<NodeStat> {
     let mut newest_last = None;
     while let Some(last) = files.last() {
         match scan::open(&*cfg.vfs, last, node)? {
-            Err(p) if p.is_blank() => {
+            Err(p) if p.never_written() => {
                 files.pop();
                 incomplete += 1;
             }

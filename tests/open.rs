@@ -278,6 +278,13 @@ fn too_large_writes_nothing_and_invalid_config_is_refused() {
                 "record larger than a segment",
                 small(backend).max_record_bytes(64 << 10).build(),
             ),
+            // Past the kernel's CPU set: pinning to it used to abort the
+            // process.
+            ("ring CPU 1024", small(backend).ring_cpu(Some(1024)).build()),
+            (
+                "ring CPU the process may not use",
+                small(backend).ring_cpu(Some(usize::MAX)).build(),
+            ),
         ];
         for (what, c) in bad {
             let dir = root.path().join("never-created");

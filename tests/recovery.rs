@@ -603,7 +603,8 @@ fn deleted_middle_segment_fails_open() {
 }
 
 // ---------------------------------------------------------------------------
-// 4. An incomplete newest file: crash between rename and header write.
+// 4. An incomplete newest file (crash between rename and header write),
+//    and files that only look like one.
 
 #[test]
 fn blank_newest_file_is_discarded() {
@@ -636,28 +637,62 @@ fn blank_newest_file_is_discarded() {
     });
 }
 
+/// Only what a writer can leave behind is discarded: a file of a
+/// segment's shape whose header never reached the disk. A short file, or a
+/// text file, under a segment's name (an operator's stray file, a copy cut
+/// short) is reported and left alone, whether it stands after the log or
+/// is the only file of the node.
 #[test]
-fn short_blank_newest_file_is_discarded() {
+fn a_foreign_file_under_a_segment_name_is_corruption() {
     for_each_backend(|backend| {
-        let mut rng = seeded_rng("short_blank_newest_file");
+        for contents in [&[0u8; 1][..], &[0u8; 100], b"some notes\n"] {
+            let mut rng = seeded_rng("foreign_file_under_a_segment_name");
+            let root = tempfile::tempdir().unwrap();
+            let log = root.path().join("log");
+            let payloads = build_log(&log, backend, &mut rng, 2);
+            let last = payloads.len() as u64;
+            let stray = log.join(format::segment_file_name(NODE, last + 1));
+            std::fs::write(&stray, contents).unwrap();
+            let before = dir_snapshot(&log);
+            let err = expect_corrupt_or_gap(open_checked(&log, cfg(backend)), "stray newest");
+            assert!(
+                matches!(&err, Error::Corrupt { file, offset: 0, .. } if file == &stray),
+                "{err}"
+            );
+            assert_eq!(dir_snapshot(&log), before, "a failed open modified the log");
+
+            let alone = root.path().join("alone");
+            std::fs::create_dir(&alone).unwrap();
+            let first = alone.join(format::segment_file_name(NODE, 1));
+            std::fs::write(&first, contents).unwrap();
+            expect_corrupt_or_gap(open_checked(&alone, cfg(backend)), "stray first");
+            assert_eq!(std::fs::read(&first).unwrap(), contents);
+        }
+    });
+}
+
+/// A segment's header is durable before anything is written behind it, so
+/// a zeroed header sector in front of frames is damage, not a segment a
+/// crash left half-made: the segment's acknowledged records must never be
+/// discarded with it, nor their LSNs handed out again.
+#[test]
+fn a_zeroed_header_in_front_of_records_is_corruption() {
+    for_each_backend(|backend| {
+        let mut rng = seeded_rng("zeroed_header_in_front_of_records");
         let root = tempfile::tempdir().unwrap();
         let log = root.path().join("log");
-        let payloads = build_log(&log, backend, &mut rng, 2);
-        let last = payloads.len() as u64;
-        let short = log.join(format::segment_file_name(NODE, last + 1));
-        std::fs::write(&short, vec![0u8; 100]).unwrap();
-
-        let (wal, report) =
-            open_checked(&log, cfg(backend)).expect("open with a short newest file");
-        assert!(report.discarded.contains(&short), "{report:?}");
-        assert!(!short.exists());
-        let t = wal.append(0, b"next").unwrap();
-        assert_eq!(t.lsn(), last + 1);
-        t.wait(Level::Durable).unwrap();
-        wal.close().unwrap();
-        let (wal, report) = open_checked(&log, cfg(backend)).unwrap();
-        assert_eq!(report.records, last + 1);
-        wal.close().unwrap();
+        build_log(&log, backend, &mut rng, 2);
+        let (_, newest) = segment_files(&log, NODE).pop().unwrap();
+        let mut bytes = std::fs::read(&newest).unwrap();
+        bytes[..BLOCK as usize].fill(0);
+        std::fs::write(&newest, &bytes).unwrap();
+        let before = dir_snapshot(&log);
+        let err = expect_corrupt_or_gap(open_checked(&log, cfg(backend)), "zeroed header");
+        assert!(
+            matches!(&err, Error::Corrupt { file, offset: 0, .. } if file == &newest),
+            "{err}"
+        );
+        assert_eq!(dir_snapshot(&log), before, "a failed open modified the log");
     });
 }
 

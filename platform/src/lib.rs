@@ -8,6 +8,7 @@
 //! * [`file`]: opening segments (O_DIRECT when the filesystem allows it),
 //!   preallocation, durable positional writes, data and directory syncs,
 //!   exclusive advisory locks.
+//! * [`cpu`]: pinning a thread to a CPU the process may run on.
 //! * [`Notifier`]: the wake-up a producer sends to a sleeping I/O thread
 //!   (eventfd on Linux, kqueue `EVFILT_USER` on macOS).
 //! * [`IoQueue`]: the submission/completion interface the engine's I/O thread
@@ -20,6 +21,7 @@
 #![warn(missing_docs)]
 
 mod buf;
+pub mod cpu;
 pub mod file;
 mod notify;
 mod queue;

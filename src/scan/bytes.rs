@@ -42,14 +42,21 @@ pub(crate) struct SegmentScan {
     buf_start: u64,
 }
 
+/// A header block that did not decode, with what the caller needs to tell
+/// a segment whose creation a crash interrupted from anything else.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Rejected {
+    pub error: format::HeaderError,
+    pub file_len: u64,
+    /// For a blank header: the first non-zero byte of the block after it
+    /// (the first frame block), if any.
+    pub data_at: Option<u64>,
+}
+
 impl SegmentScan {
     /// Open `path` and decode its header, without checking it against the
-    /// name (the caller decides what a mismatch means). A header that does
-    /// not decode comes back with the file's length.
-    pub fn open(
-        vfs: &dyn Vfs,
-        path: &Path,
-    ) -> Result<std::result::Result<SegmentScan, (format::HeaderError, u64)>> {
+    /// name (the caller decides what a mismatch means).
+    pub fn open(vfs: &dyn Vfs, path: &Path) -> Result<std::result::Result<SegmentScan, Rejected>> {
         let file = vfs
             .open(path, OpenHow::default())
             .map_err(|e| Error::io(path, e))?;
@@ -60,7 +67,23 @@ impl SegmentScan {
             .map_err(|e| Error::io(path, e))?;
         let header = match SegmentHeader::decode(&block[..n]) {
             Ok(h) => h,
-            Err(e) => return Ok(Err((e, file_len))),
+            Err(error) => {
+                let mut data_at = None;
+                if error == format::HeaderError::Blank {
+                    let n = file
+                        .read_at(&mut block, format::BLOCK as u64)
+                        .map_err(|e| Error::io(path, e))?;
+                    data_at = block[..n]
+                        .iter()
+                        .position(|&b| b != 0)
+                        .map(|i| (format::BLOCK + i) as u64);
+                }
+                return Ok(Err(Rejected {
+                    error,
+                    file_len,
+                    data_at,
+                }));
+            }
         };
         // Only a hint: a file that refuses it reads the same, just slower.
         let _ = file.advise(0, 0, Advice::Sequential);

@@ -32,10 +32,26 @@ pub(crate) use verdict::{Position, Verdict};
 /// Why a segment's header block cannot be used.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum HeaderProblem {
-    /// The header was never written (all zeros, or the file is shorter
-    /// than a block): what a crash while the segment was being created
-    /// leaves behind.
-    Blank(HeaderError),
+    /// What a crash while the segment was being created leaves, and
+    /// nothing else: a file of a segment's shape (whole blocks, at least
+    /// [`format::MIN_SEGMENT_BYTES`]; spares are preallocated before they
+    /// get a segment's name) whose header and first frame block were never
+    /// written (the ring writes no frame into a segment before its header
+    /// is durable).
+    NeverWritten,
+    /// A blank header with data behind it: the header was lost after the
+    /// segment was written to, so the segment may hold acknowledged
+    /// records.
+    LostHeader {
+        /// The first non-zero byte after the header.
+        data_at: u64,
+    },
+    /// A file no writer makes: shorter than a block, or a blank header on
+    /// a file whose length is no segment's.
+    Misshapen {
+        /// The file's length.
+        len: u64,
+    },
     /// A header is there but is not valid: bad magic, an unknown version,
     /// a checksum mismatch.
     Invalid(HeaderError),
@@ -59,9 +75,10 @@ pub(crate) enum HeaderProblem {
 }
 
 impl HeaderProblem {
-    /// True for a header that was never written.
-    pub fn is_blank(&self) -> bool {
-        matches!(self, HeaderProblem::Blank(_))
+    /// True for a segment whose creation a crash interrupted: recovery may
+    /// discard it when it is the newest file.
+    pub fn never_written(&self) -> bool {
+        matches!(self, HeaderProblem::NeverWritten)
     }
 
     /// The problem as the error a caller reports: `Corrupt`, naming the
@@ -69,7 +86,28 @@ impl HeaderProblem {
     pub fn error(&self, file: &SegmentFile, node: u32) -> Error {
         let path = &file.path;
         match *self {
-            HeaderProblem::Blank(ref e) | HeaderProblem::Invalid(ref e) => {
+            HeaderProblem::NeverWritten => {
+                Error::corrupt(path, 0, format!("segment header: {}", HeaderError::Blank))
+            }
+            HeaderProblem::LostHeader { data_at } => Error::corrupt(
+                path,
+                0,
+                format!(
+                    "segment header is all zeros but data follows at offset {data_at}: \
+                     the header was lost after the segment was written"
+                ),
+            ),
+            HeaderProblem::Misshapen { len } => Error::corrupt(
+                path,
+                0,
+                format!(
+                    "a file of {len} bytes is no segment (segments are whole {}-byte \
+                     blocks, at least {} bytes)",
+                    format::BLOCK,
+                    format::MIN_SEGMENT_BYTES
+                ),
+            ),
+            HeaderProblem::Invalid(ref e) => {
                 Error::corrupt(path, 0, format!("segment header: {e}"))
             }
             HeaderProblem::BaseOutOfRange(base) => {
@@ -106,10 +144,19 @@ pub(crate) fn open(
 ) -> Result<std::result::Result<Walker, HeaderProblem>> {
     let scan = match SegmentScan::open(vfs, &file.path)? {
         Ok(scan) => scan,
-        Err((e @ (HeaderError::Blank | HeaderError::Short), _)) => {
-            return Ok(Err(HeaderProblem::Blank(e)))
+        Err(r) => {
+            let segment_shaped = r.file_len.is_multiple_of(format::BLOCK as u64)
+                && r.file_len >= format::MIN_SEGMENT_BYTES;
+            return Ok(Err(match (r.error, r.data_at) {
+                (HeaderError::Short, _) => HeaderProblem::Misshapen { len: r.file_len },
+                (HeaderError::Blank, _) if !segment_shaped => {
+                    HeaderProblem::Misshapen { len: r.file_len }
+                }
+                (HeaderError::Blank, Some(data_at)) => HeaderProblem::LostHeader { data_at },
+                (HeaderError::Blank, None) => HeaderProblem::NeverWritten,
+                (e, _) => HeaderProblem::Invalid(e),
+            }));
         }
-        Err((e, _)) => return Ok(Err(HeaderProblem::Invalid(e))),
     };
     let h = scan.header;
     if h.base_lsn == 0 || h.base_lsn > format::MAX_LSN {
@@ -545,13 +592,29 @@ mod tests {
             check(&good, 2),
             Some(HeaderProblem::NameMismatch { node: 1, base: 1 })
         );
+        assert_eq!(check(&vec![0u8; SEG], 1), Some(HeaderProblem::NeverWritten));
+        // Stale bytes past the first frame block (a recycled file) do not
+        // count: only the block right after the header does.
+        let mut recycled = vec![0u8; SEG];
+        recycled[3 * format::BLOCK..].fill(0x77);
+        assert_eq!(check(&recycled, 1), Some(HeaderProblem::NeverWritten));
+        let mut lost = good.clone();
+        lost[..format::BLOCK].fill(0);
+        lost[format::BLOCK + 9] = 1;
         assert_eq!(
-            check(&vec![0u8; SEG], 1),
-            Some(HeaderProblem::Blank(HeaderError::Blank))
+            check(&lost, 1),
+            Some(HeaderProblem::LostHeader { data_at: B + 9 })
         );
+        for len in [0, 1, 100, format::BLOCK, SEG - 8, 8 * format::BLOCK] {
+            assert_eq!(
+                check(&vec![0u8; len], 1),
+                Some(HeaderProblem::Misshapen { len: len as u64 }),
+                "{len}"
+            );
+        }
         assert_eq!(
-            check(&good[..100], 1),
-            Some(HeaderProblem::Blank(HeaderError::Short))
+            check(b"hello\n", 1),
+            Some(HeaderProblem::Misshapen { len: 6 })
         );
         let mut bad = good.clone();
         bad[30] ^= 1;
