@@ -38,6 +38,7 @@ mod recovery;
 mod ring;
 mod scan;
 mod segments;
+mod state;
 mod ticket;
 pub mod verify;
 mod wal;

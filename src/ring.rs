@@ -24,7 +24,8 @@ use crate::config::{Backend, SyncMethod};
 use crate::error::{Error, Lsn, Poison, Result};
 use crate::format::{self, SegmentHeader};
 use crate::segments::{self, Fill, Spare};
-use crate::wal::{install_header_buf, Batch, Shared};
+use crate::state::{Batch, Shared};
+use crate::wal::install_header_buf;
 
 /// What the ring thread starts from: the active segment after recovery.
 pub(crate) struct RingStart {
