@@ -15,17 +15,15 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender};
 use ringwal_platform::{
     new_queue, AlignedBuf, Completion, IoQueue, Op, QueueKind, VFile, Wait, WriteSync,
 };
 
 use crate::config::{Backend, SyncMethod};
 use crate::error::{Error, Lsn, Poison, Result};
-use crate::format::{self, SegmentHeader};
-use crate::segments::{self, Fill, Spare};
+use crate::format::SegmentHeader;
+use crate::lifecycle::{self, ActiveSegment, Preparer};
 use crate::state::{Batch, Shared};
-use crate::wal::install_header_buf;
 
 /// What the ring thread starts from: the active segment after recovery.
 pub(crate) struct RingStart {
@@ -50,25 +48,10 @@ struct Pending {
     done: bool,
 }
 
-struct Active {
-    base: Lsn,
-    id: u64,
-    file: VFile,
-    /// Written (not durable) bytes since the last sync of this segment.
-    dirty: bool,
-    /// End of the last write (where the next batch would go), the file's
-    /// size, and whether the zero block that seals it has been written.
-    end: u64,
-    size: u64,
-    sealed: bool,
-    /// A recycled file, whose bytes past `end` may be an earlier life's.
-    recycled: bool,
-}
-
 struct Ring {
     sh: Arc<Shared>,
     q: Box<dyn IoQueue>,
-    seg: Active,
+    seg: ActiveSegment,
     dir: VFile,
     pending: VecDeque<Pending>,
     front_id: u64,
@@ -89,11 +72,7 @@ struct Ring {
     inflight_bytes: u64,
     syncing: u64,
     last_sync: Instant,
-    spares: Receiver<Result<Spare>>,
-    spare_req: Option<Sender<Fill>>,
-    /// Batch writes and their bytes as counted at the last spare request.
-    fill_mark: (u64, u64),
-    preparer: Option<JoinHandle<()>>,
+    preparer: Preparer,
     failed: bool,
 }
 
@@ -104,16 +83,6 @@ struct Ring {
 /// producers, limits of 1, 2 and 8 gave about 55, 28 and 12 records per
 /// write and the best p99 at 1 (see README, "Measurements").
 const PARTIAL_IN_FLIGHT: usize = 1;
-
-/// Average batch write size from which spares are preallocated without
-/// being zero-written (`Fill::Allocate`). Writes this large are bound by
-/// the device's bandwidth, which zero-writing every segment first halves;
-/// small writes are bound by flushes, each of which an unwritten extent
-/// would turn into a journal commit. Measured with fio on this project's
-/// virtio disk (ext4, O_DIRECT + O_DSYNC, 4 in flight): 1 MiB writes ran at
-/// 0.7-0.95x the bandwidth on unwritten extents that they did on written
-/// ones, while 4 KiB writes at one in flight ran at half the rate.
-const LARGE_WRITE_BYTES: u64 = 512 << 10;
 
 /// Start the ring thread (and its segment preparer). The io_uring is
 /// created on the ring thread itself (single issuer); a failure to create
@@ -155,24 +124,16 @@ pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
                 q.register_buffers(&bufs);
             }
             let _ = ready_tx.send(Ok(()));
-            let (spare_req, spares, preparer) = spawn_preparer(&start.shared);
+            let preparer = Preparer::spawn(
+                &start.shared.cfg,
+                &start.shared.dir,
+                start.shared.recycled.clone(),
+            );
             let last = start.shared.acks.written();
             let mut ring = Ring {
                 sh: start.shared,
                 q,
-                seg: Active {
-                    base: start.header.base_lsn,
-                    id: 0,
-                    file: start.file,
-                    dirty: false,
-                    end: start.write_at,
-                    size: start.header.segment_bytes,
-                    sealed: false,
-                    // Unknown after a reopen; recovery then zeroed the
-                    // window behind any torn tail, and at worst the next
-                    // open cuts stale bytes as one.
-                    recycled: false,
-                },
+                seg: ActiveSegment::resumed(&start.header, start.file, start.write_at),
                 dir,
                 pending: VecDeque::new(),
                 front_id: 0,
@@ -187,10 +148,7 @@ pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
                 inflight_bytes: 0,
                 syncing: 0,
                 last_sync: Instant::now(),
-                spares,
-                spare_req: Some(spare_req),
-                fill_mark: (0, 0),
-                preparer: Some(preparer),
+                preparer,
                 failed: false,
             };
             ring.run();
@@ -210,51 +168,6 @@ pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
             ))
         }
     }
-}
-
-/// The preparer makes one spare segment ahead of need, off every hot path.
-fn spawn_preparer(sh: &Arc<Shared>) -> (Sender<Fill>, Receiver<Result<Spare>>, JoinHandle<()>) {
-    let (req_tx, req_rx) = crossbeam_channel::unbounded::<Fill>();
-    let (out_tx, out_rx) = crossbeam_channel::bounded::<Result<Spare>>(1);
-    let dir = sh.dir.clone();
-    let cfg = sh.cfg.clone();
-    let pool = sh.recycled.clone();
-    let h = std::thread::Builder::new()
-        .name(format!("ringwal-prep-{}", cfg.node))
-        .spawn(move || {
-            let mut seq = 1u64;
-            while let Ok(fill) = req_rx.recv() {
-                let reuse = pool.lock().unwrap_or_else(|p| p.into_inner()).pop();
-                let recycled = reuse.and_then(|path| {
-                    let s =
-                        segments::recycle_spare(&*cfg.vfs, &path, cfg.segment_bytes, cfg.direct_io);
-                    if s.is_err() {
-                        let _ = cfg.vfs.remove_file(&path);
-                    }
-                    s.ok()
-                });
-                let s = match recycled {
-                    Some(spare) => Ok(spare),
-                    None => segments::prepare_spare(
-                        &*cfg.vfs,
-                        &dir,
-                        seq,
-                        cfg.segment_bytes,
-                        cfg.direct_io,
-                        fill,
-                    ),
-                };
-                seq += 1;
-                if out_tx.send(s).is_err() {
-                    break;
-                }
-            }
-        })
-        .expect("spawn preparer thread");
-    // Nothing is known about the workload yet: assume small writes, for
-    // which an unwritten extent costs the most.
-    let _ = req_tx.send(Fill::Zeros);
-    (req_tx, out_rx, h)
 }
 
 impl Ring {
@@ -318,23 +231,18 @@ impl Ring {
             }
             self.sh.ring_sleeping.store(false, Ordering::SeqCst);
         }
-        self.stop_preparer();
+        self.preparer.stop();
     }
 
-    /// On a clean close in a recycled segment: zero the torn window past
-    /// the end, durably, so the next open finds a clean end (a zero frame
-    /// with nothing but zeros behind it for as far as a crash could have
-    /// written) instead of stale bytes it would cut as a torn tail. A
-    /// failure poisons, as any failed write does; no record is at risk,
-    /// since everything before `end` is already durable.
+    /// On a clean close, leave the segment with a clean end (see
+    /// `ActiveSegment::clear_torn_window`). A failure poisons, as any
+    /// failed write does; no record is at risk, since everything before
+    /// the end is already durable.
     fn clear_window(&mut self) {
-        if self.failed || !self.seg.recycled {
+        if self.failed {
             return;
         }
-        let to = (self.seg.end + self.sh.cfg.torn_window())
-            .next_multiple_of(format::BLOCK as u64)
-            .min(self.seg.size);
-        if let Err(e) = segments::write_zeros(&*self.seg.file, self.seg.end, to, true) {
+        if let Err(e) = self.seg.clear_torn_window(self.sh.cfg.torn_window()) {
             let err = Error::io(self.seg_path(), e);
             self.fail(Poison::from_error("zeroing the tail at close failed", err));
         }
@@ -557,12 +465,10 @@ impl Ring {
             self.unsynced += batch.len as u64;
         }
         self.inflight_bytes += batch.len as u64;
-        self.seg.end = batch.offset + batch.len as u64;
+        self.seg.wrote(batch.offset, batch.len);
         let c = &self.sh.counters;
         c.writes.fetch_add(1, Ordering::Relaxed);
         c.write_bytes.fetch_add(batch.len as u64, Ordering::Relaxed);
-        debug_assert_eq!(batch.offset % format::BLOCK as u64, 0);
-        debug_assert_eq!(batch.len % format::BLOCK, 0);
         let op = Op::Write {
             file: self.seg.file.clone(),
             buf: batch.buf,
@@ -606,50 +512,15 @@ impl Ring {
             self.sh.counters.syncs.fetch_add(1, Ordering::Relaxed);
             return Ok(Some(batch));
         }
-        if !self.seg.sealed {
-            // The segment may be a recycled file with an earlier life's
-            // frames past its end. A zero block right after the last batch
-            // ends it for recovery, which reads older segments strictly
-            // (anything but a zero frame after the data is corruption).
-            // Durable before the next segment gets its first write.
-            self.seg.sealed = true;
-            if self.seg.end + format::BLOCK as u64 <= self.seg.size {
-                self.push(
-                    Kind::Barrier,
-                    Op::Write {
-                        file: self.seg.file.clone(),
-                        buf: AlignedBuf::new(format::BLOCK),
-                        len: format::BLOCK,
-                        offset: self.seg.end,
-                        sync: WriteSync::Dsync,
-                    },
-                );
-                return Ok(Some(batch));
-            }
+        if let Some(seal) = self.seg.seal() {
+            self.push(Kind::Barrier, seal);
+            return Ok(Some(batch));
         }
-        let spare = self.take_spare()?;
-        let header = SegmentHeader {
-            salt: batch.salt,
-            ..crate::wal::new_header(&self.sh.cfg, batch.seg_base)
-        };
+        let spare = self.preparer.take(self.write_totals())?;
+        let header = lifecycle::new_header(&self.sh.cfg, batch.seg_base, batch.salt);
         let seg = self.sh.dir.segment(batch.seg_base);
-        let block = install_header_buf(&header);
-        let (file, recycled) = (spare.file, spare.recycled);
-        self.push(
-            Kind::Barrier,
-            Op::Write {
-                file: file.clone(),
-                buf: block,
-                len: format::BLOCK,
-                offset: 0,
-                sync: WriteSync::Dsync,
-            },
-        );
-        self.sh
-            .cfg
-            .vfs
-            .rename(&spare.path, &seg.path)
-            .map_err(|e| Error::io(&seg.path, e))?;
+        self.push(Kind::Barrier, lifecycle::header_write(&spare.file, &header));
+        lifecycle::rename_spare(&*self.sh.cfg.vfs, &spare, &seg.path)?;
         self.push(
             Kind::Barrier,
             Op::Sync {
@@ -666,58 +537,24 @@ impl Ring {
         segs.push(seg);
         drop(segs);
         self.sh.counters.rolls.fetch_add(1, Ordering::Relaxed);
-        self.seg = Active {
-            base: batch.seg_base,
-            id: batch.seg_id,
-            file,
-            dirty: false,
-            end: format::BLOCK as u64,
-            size: self.sh.cfg.segment_bytes,
-            sealed: false,
-            recycled,
-        };
+        self.seg = ActiveSegment::installed(
+            batch.seg_base,
+            batch.seg_id,
+            spare,
+            self.sh.cfg.segment_bytes,
+        );
         self.write(batch);
         Ok(None)
     }
 
-    /// The prepared spare, and a request for the next one. A spare that
-    /// failed for lack of space is asked for once more: it may have been
-    /// prepared long ago, and a checkpoint may have freed space since.
-    fn take_spare(&mut self) -> Result<Spare> {
-        let mut retried = false;
-        loop {
-            let got = self.spares.recv().map_err(|_| {
-                Error::io(
-                    self.sh.dir.path(),
-                    std::io::Error::other("segment preparer stopped"),
-                )
-            })?;
-            let fill = self.next_fill();
-            if let Some(tx) = &self.spare_req {
-                let _ = tx.send(fill);
-            }
-            match got {
-                Err(Error::NoSpace { .. }) if !retried => retried = true,
-                other => return other,
-            }
-        }
-    }
-
-    /// How to prepare the next spare, judged by the average size of the
-    /// batch writes since the last request (see `LARGE_WRITE_BYTES`).
-    fn next_fill(&mut self) -> Fill {
+    /// Batch writes and their bytes so far, by which the preparer judges
+    /// how to make the next spare.
+    fn write_totals(&self) -> (u64, u64) {
         let c = &self.sh.counters;
-        let now = (
+        (
             c.writes.load(Ordering::Relaxed),
             c.write_bytes.load(Ordering::Relaxed),
-        );
-        let (writes, bytes) = (now.0 - self.fill_mark.0, now.1 - self.fill_mark.1);
-        self.fill_mark = now;
-        if writes > 0 && bytes / writes >= LARGE_WRITE_BYTES {
-            Fill::Allocate
-        } else {
-            Fill::Zeros
-        }
+        )
     }
 
     /// In written mode, the LSN a sync should be issued for now, if any: a
@@ -783,24 +620,5 @@ impl Ring {
         self.last_sync = Instant::now();
         self.sh.counters.syncs.fetch_add(1, Ordering::Relaxed);
         true
-    }
-
-    /// Stop the preparer and delete the spares it made but nobody used.
-    /// At most one request is outstanding, so this waits for at most one
-    /// spare in preparation.
-    fn stop_preparer(&mut self) {
-        self.spare_req = None;
-        while let Ok(s) = self.spares.recv() {
-            if let Ok(s) = s {
-                let _ = self.sh.cfg.vfs.remove_file(&s.path);
-            }
-        }
-        if let Some(h) = self.preparer.take() {
-            let _ = h.join();
-        }
-        let pool = std::mem::take(&mut *self.sh.recycled.lock().unwrap_or_else(|p| p.into_inner()));
-        for path in pool {
-            let _ = self.sh.cfg.vfs.remove_file(&path);
-        }
     }
 }

@@ -6,7 +6,6 @@
 //! circle.
 
 use std::collections::VecDeque;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
@@ -16,6 +15,7 @@ use crate::acks::Acks;
 use crate::config::{Config, Level};
 use crate::error::{Error, Lsn, Poison, Result};
 use crate::format::{self, Kind};
+use crate::lifecycle::{self, RecyclePool};
 use crate::segments::{LogDir, SegmentFile};
 
 /// A batch of frames bound for one write: whole blocks once closed.
@@ -112,9 +112,9 @@ pub(crate) struct Shared {
     pub sync_wanted: AtomicU64,
     pub next_lsn: AtomicU64,
     pub segments: Mutex<Vec<SegmentFile>>,
-    /// Checkpointed segments renamed to spare names (durably), waiting for
-    /// the preparer to reuse them; see `Wal::checkpoint`.
-    pub recycled: Arc<Mutex<Vec<PathBuf>>>,
+    /// Checkpointed segments waiting for the preparer to reuse them; see
+    /// `Wal::checkpoint`.
+    pub recycled: Arc<RecyclePool>,
     pub counters: Counters,
 }
 
@@ -202,7 +202,7 @@ impl Shared {
                 r.close_active();
                 r.seg_base = r.next_lsn;
                 r.seg_id += 1;
-                r.salt = rand::random();
+                r.salt = lifecycle::new_salt();
                 r.batch_start = format::BLOCK as u64;
                 r.seg_bytes = cfg.segment_bytes;
                 continue;

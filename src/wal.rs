@@ -13,18 +13,14 @@ use ringwal_platform::{AlignedBuf, Notifier, OpenHow, VFile};
 use crate::acks::Acks;
 use crate::config::{Config, Level};
 use crate::error::{Error, Lsn, Result};
-use crate::format::{self, Kind, SegmentHeader};
+use crate::format::{self, Kind};
+use crate::lifecycle::{self, create_first_segment};
 use crate::reader::Reader;
 use crate::recovery::{self, RecoveryReport};
 use crate::ring::{self, RingStart};
-use crate::segments::{self, LogDir, SegmentFile};
+use crate::segments::{self, LogDir};
 use crate::state::{Counters, Reservation, Shared};
 use crate::ticket::Ticket;
-
-/// Checkpointed segments kept for reuse as spares (see [`Wal::checkpoint`]).
-/// Four: enough to cover the rolls between two checkpoints of a log that
-/// checkpoints often, and at most four segments of disk held back.
-pub(crate) const RECYCLE_KEEP: usize = 4;
 
 /// A snapshot of the log's counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -326,26 +322,15 @@ impl Wal {
         let room = if sh.closing.load(Ordering::SeqCst) {
             0
         } else {
-            let pool = sh.recycled.lock().unwrap_or_else(|p| p.into_inner());
-            RECYCLE_KEEP.saturating_sub(pool.len())
+            sh.recycled.room()
         };
         let mut removed = 0;
         let mut recycled = Vec::new();
         while segs.len() > 1 && segs[1].base - 1 <= up_to {
             let s = segs.remove(0);
-            if recycled.len() < room {
-                let seq = segments::RECYCLED_SEQ + s.base;
-                let to = sh.dir.spare(seq);
-                sh.cfg
-                    .vfs
-                    .rename(&s.path, &to)
-                    .map_err(|e| Error::io(&s.path, e))?;
-                recycled.push(to);
-            } else {
-                sh.cfg
-                    .vfs
-                    .remove_file(&s.path)
-                    .map_err(|e| Error::io(&s.path, e))?;
+            let keep = recycled.len() < room;
+            if let Some(spare) = lifecycle::retire(&*sh.cfg.vfs, &sh.dir, &s, keep)? {
+                recycled.push(spare);
             }
             removed += 1;
         }
@@ -359,8 +344,7 @@ impl Wal {
         // Only now that the renames are durable may the files be changed:
         // before, a crash could bring back the old name over new contents.
         if !recycled.is_empty() {
-            let mut pool = sh.recycled.lock().unwrap_or_else(|p| p.into_inner());
-            pool.extend(recycled);
+            sh.recycled.add(recycled);
         }
         Ok(removed)
     }
@@ -392,66 +376,4 @@ impl Drop for Wal {
     fn drop(&mut self) {
         let _ = self.shutdown();
     }
-}
-
-/// Create the first segment of an empty log, synchronously (open path).
-fn create_first_segment(
-    dir: &LogDir,
-    cfg: &Config,
-    base: Lsn,
-) -> Result<(SegmentFile, SegmentHeader)> {
-    let spare = segments::prepare_spare(
-        &*cfg.vfs,
-        dir,
-        0,
-        cfg.segment_bytes,
-        cfg.direct_io,
-        segments::Fill::Zeros,
-    )?;
-    let header = new_header(cfg, base);
-    let seg = dir.segment(base);
-    install_spare(&*cfg.vfs, &spare, &header, &seg.path)?;
-    cfg.vfs
-        .sync_dir(dir.path())
-        .map_err(|e| Error::io(dir.path(), e))?;
-    Ok((seg, header))
-}
-
-pub(crate) fn new_header(cfg: &Config, base: Lsn) -> SegmentHeader {
-    let created_unix_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
-    SegmentHeader {
-        node: cfg.node,
-        base_lsn: base,
-        segment_bytes: cfg.segment_bytes,
-        salt: rand::random(),
-        created_unix_ms,
-        torn_window: cfg.torn_window(),
-    }
-}
-
-/// Write `header` into the spare durably and rename it to `path`. The
-/// caller makes the rename durable (directory sync) before anything in the
-/// segment is acknowledged durable.
-pub(crate) fn install_spare(
-    vfs: &dyn ringwal_platform::Vfs,
-    spare: &segments::Spare,
-    header: &SegmentHeader,
-    path: &Path,
-) -> Result<()> {
-    let block = install_header_buf(header);
-    spare
-        .file
-        .write_at(block.as_slice(), 0, true)
-        .map_err(|e| Error::io(&spare.path, e))?;
-    vfs.rename(&spare.path, path)
-        .map_err(|e| Error::io(path, e))
-}
-
-/// A block-aligned buffer holding `header`, ready for an O_DIRECT write.
-pub(crate) fn install_header_buf(header: &SegmentHeader) -> AlignedBuf {
-    let mut block = AlignedBuf::new(format::BLOCK);
-    header.encode(block.as_mut_slice());
-    block
 }
