@@ -32,6 +32,7 @@ pub mod collector;
 mod config;
 mod error;
 pub mod format;
+mod ledger;
 mod lifecycle;
 mod prefetch;
 mod reader;

@@ -1,15 +1,7 @@
 //! The ring thread: turns staged batches into aligned writes, keeps several
 //! in flight, issues syncs, rolls segments, and acknowledges the contiguous
-//! prefix of completed work.
-//!
-//! Every operation gets an id in submission order and an entry in
-//! `pending`; completions may arrive in any order, but watermarks advance
-//! only by popping finished entries off the front. That is what makes a
-//! completed-but-later write invisible until everything before it landed,
-//! and what orders a segment's header write and directory sync before any
-//! acknowledgement of the records inside it.
+//! prefix of completed work (kept by the `ledger`).
 
-use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -22,6 +14,7 @@ use ringwal_platform::{
 use crate::config::{Backend, SyncMethod};
 use crate::error::{Error, Lsn, Poison, Result};
 use crate::format::SegmentHeader;
+use crate::ledger::{Ledger, OpKind};
 use crate::lifecycle::{self, ActiveSegment, Preparer};
 use crate::state::{Batch, Shared};
 
@@ -34,33 +27,15 @@ pub(crate) struct RingStart {
     pub write_at: u64,
 }
 
-enum Kind {
-    /// A batch write; `last_lsn` 0 means padding only.
-    Write { last_lsn: Lsn, durable: bool },
-    /// An fdatasync covering every LSN up to `covers`.
-    Sync { covers: Lsn },
-    /// Segment header write or directory sync: orders, acknowledges nothing.
-    Barrier,
-}
-
-struct Pending {
-    kind: Kind,
-    done: bool,
-}
-
 struct Ring {
     sh: Arc<Shared>,
     q: Box<dyn IoQueue>,
     seg: ActiveSegment,
     dir: VFile,
-    pending: VecDeque<Pending>,
-    front_id: u64,
-    writes: usize,
+    ledger: Ledger,
     held: Option<Batch>,
-    written: Lsn,
-    durable: Lsn,
     /// The watermarks as last handed to `Acks` (see `run` for why they
-    /// can lag `written`/`durable` for a moment).
+    /// can lag the ledger's for a moment).
     published: (Lsn, Lsn),
     sync_inflight: bool,
     sync_covers: Lsn,
@@ -135,12 +110,8 @@ pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
                 q,
                 seg: ActiveSegment::resumed(&start.header, start.file, start.write_at),
                 dir,
-                pending: VecDeque::new(),
-                front_id: 0,
-                writes: 0,
+                ledger: Ledger::new(last, depth),
                 held: None,
-                written: last,
-                durable: last,
                 published: (last, last),
                 sync_inflight: false,
                 sync_covers: last,
@@ -171,16 +142,8 @@ pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
 }
 
 impl Ring {
-    fn next_id(&self) -> u64 {
-        self.front_id + self.pending.len() as u64
-    }
-
-    fn push(&mut self, kind: Kind, op: Op) {
-        let id = self.next_id();
-        if matches!(kind, Kind::Write { .. }) {
-            self.writes += 1;
-        }
-        self.pending.push_back(Pending { kind, done: false });
+    fn push(&mut self, kind: OpKind, op: Op) {
+        let id = self.ledger.push(kind);
         self.q.push(id, op);
     }
 
@@ -253,9 +216,9 @@ impl Ring {
         if self.failed {
             // A held batch will never be written; only the kernel's
             // outstanding operations must finish before buffers go away.
-            return self.pending.is_empty();
+            return self.ledger.is_empty();
         }
-        if !self.pending.is_empty() || self.held.is_some() {
+        if !self.ledger.is_empty() || self.held.is_some() {
             return false;
         }
         let r = self.sh.lock();
@@ -272,7 +235,7 @@ impl Ring {
     fn idle_wait(&mut self) -> Wait {
         let can_submit = !self.failed
             && self.held.is_none()
-            && self.writes < self.sh.cfg.max_inflight
+            && self.ledger.writes() < self.sh.cfg.max_inflight
             && !self.over_budget();
         if can_submit {
             self.sh.ring_sleeping.store(true, Ordering::SeqCst);
@@ -305,15 +268,10 @@ impl Ring {
     }
 
     fn complete(&mut self, c: Completion) {
-        let idx = (c.id - self.front_id) as usize;
-        let p = &mut self.pending[idx];
-        p.done = true;
-        let what = match p.kind {
-            Kind::Write { .. } => {
-                self.writes -= 1;
-                "write"
-            }
-            Kind::Sync { .. } => {
+        let kind = self.ledger.complete(c.id);
+        let what = match kind {
+            OpKind::Write { .. } => "write",
+            OpKind::Sync { .. } => {
                 self.sync_inflight = false;
                 if c.result.is_ok() {
                     self.unsynced -= self.syncing;
@@ -321,17 +279,13 @@ impl Ring {
                 self.syncing = 0;
                 "sync"
             }
-            Kind::Barrier => "segment install",
+            OpKind::Barrier => "segment install",
         };
-        if let Op::Write { len, .. } = &c.op {
-            if matches!(self.pending[idx].kind, Kind::Write { .. }) {
-                self.inflight_bytes -= *len as u64;
-            }
-        }
-        if let Op::Write { buf, .. } = c.op {
-            if buf.capacity() == self.sh.cfg.buffer_bytes() {
-                self.recycle(buf);
-            }
+        // Only batch writes carry staging buffers; barrier writes (header,
+        // seal) bring their own one-block buffers, dropped here.
+        if let (OpKind::Write { .. }, Op::Write { buf, len, .. }) = (kind, c.op) {
+            self.inflight_bytes -= len as u64;
+            self.recycle(buf);
         }
         if let Err(e) = c.result {
             let err = Error::io(self.seg_path(), e);
@@ -362,39 +316,25 @@ impl Ring {
         }
     }
 
-    /// Pop finished entries off the front and move the watermarks (the
-    /// ring's own copy; `publish` hands them to the waiters).
+    /// Retire finished operations and move the watermarks (the ledger's
+    /// copy; `publish` hands them to the waiters).
     fn advance(&mut self) {
         if self.failed {
             // Keep draining so buffers return, but acknowledge nothing more.
-            while self.pending.front().is_some_and(|p| p.done) {
-                self.pending.pop_front();
-                self.front_id += 1;
-            }
-            return;
+            self.ledger.drain_done();
+        } else {
+            self.ledger.advance();
         }
-        let (mut w, mut d) = (self.written, self.durable);
-        while self.pending.front().is_some_and(|p| p.done) {
-            let p = self.pending.pop_front().expect("front checked");
-            self.front_id += 1;
-            match p.kind {
-                Kind::Write { last_lsn, durable } if last_lsn > 0 => {
-                    w = last_lsn;
-                    if durable {
-                        d = last_lsn;
-                    }
-                }
-                Kind::Sync { covers } => d = d.max(covers),
-                _ => {}
-            }
-        }
-        self.written = w;
-        self.durable = d;
+    }
+
+    /// The watermarks as the finished prefix proves them.
+    fn watermarks(&self) -> (Lsn, Lsn) {
+        (self.ledger.written(), self.ledger.durable())
     }
 
     /// Whether the watermarks moved further than the waiters were told.
     fn unpublished(&self) -> bool {
-        (self.written, self.durable) != self.published
+        self.watermarks() != self.published
     }
 
     /// Tell the waiters how far the watermarks moved. Nothing is published
@@ -403,8 +343,8 @@ impl Ring {
         if self.failed || !self.unpublished() {
             return;
         }
-        self.published = (self.written, self.durable);
-        self.sh.acks.advance(self.written, self.durable);
+        self.published = self.watermarks();
+        self.sh.acks.advance(self.published.0, self.published.1);
     }
 
     /// Whether a partly filled batch may be submitted now. Full batches go
@@ -413,7 +353,7 @@ impl Ring {
     /// records accumulate into fewer, larger writes (each durable write
     /// costs the device a cache flush) instead of many small ones.
     fn partial_ok(&self) -> bool {
-        self.writes < PARTIAL_IN_FLIGHT
+        self.ledger.writes() < PARTIAL_IN_FLIGHT
     }
 
     /// Submit batches while there is room in flight. Returns whether any
@@ -427,7 +367,7 @@ impl Ring {
 
     fn submit_writes(&mut self) -> bool {
         let mut any = false;
-        while self.writes < self.sh.cfg.max_inflight && !self.over_budget() {
+        while self.ledger.writes() < self.sh.cfg.max_inflight && !self.over_budget() {
             let batch = match self.held.take() {
                 Some(b) => b,
                 None => match self.sh.lock().take_batch(self.partial_ok()) {
@@ -477,7 +417,7 @@ impl Ring {
             sync,
         };
         self.push(
-            Kind::Write {
+            OpKind::Write {
                 last_lsn: batch.last_lsn,
                 durable,
             },
@@ -491,13 +431,13 @@ impl Ring {
     /// segment. Then installs a prepared spare: header write, rename,
     /// directory sync, all ordered before the batch's own write.
     fn roll(&mut self, batch: Batch) -> Result<Option<Batch>> {
-        if !self.pending.is_empty() {
+        if !self.ledger.is_empty() {
             return Ok(Some(batch));
         }
         if self.seg.dirty {
             self.push(
-                Kind::Sync {
-                    covers: self.written,
+                OpKind::Sync {
+                    covers: self.ledger.written(),
                 },
                 Op::Sync {
                     file: self.seg.file.clone(),
@@ -507,22 +447,25 @@ impl Ring {
             self.sync_inflight = true;
             self.syncing = self.unsynced - self.inflight_bytes;
             self.syncing = self.unsynced - self.inflight_bytes;
-            self.sync_covers = self.written;
+            self.sync_covers = self.ledger.written();
             self.seg.dirty = false;
             self.sh.counters.syncs.fetch_add(1, Ordering::Relaxed);
             return Ok(Some(batch));
         }
         if let Some(seal) = self.seg.seal() {
-            self.push(Kind::Barrier, seal);
+            self.push(OpKind::Barrier, seal);
             return Ok(Some(batch));
         }
         let spare = self.preparer.take(self.write_totals())?;
         let header = lifecycle::new_header(&self.sh.cfg, batch.seg_base, batch.salt);
         let seg = self.sh.dir.segment(batch.seg_base);
-        self.push(Kind::Barrier, lifecycle::header_write(&spare.file, &header));
+        self.push(
+            OpKind::Barrier,
+            lifecycle::header_write(&spare.file, &header),
+        );
         lifecycle::rename_spare(&*self.sh.cfg.vfs, &spare, &seg.path)?;
         self.push(
-            Kind::Barrier,
+            OpKind::Barrier,
             Op::Sync {
                 file: self.dir.clone(),
                 data_only: false,
@@ -567,7 +510,8 @@ impl Ring {
             return None;
         }
         let mut want = self.sh.sync_wanted.load(Ordering::Acquire);
-        let everything = self.written.max(self.sync_covers + 1);
+        let written = self.ledger.written();
+        let everything = written.max(self.sync_covers + 1);
         if self
             .sh
             .cfg
@@ -576,7 +520,10 @@ impl Ring {
         {
             want = want.max(everything);
         }
-        if self.sh.closing.load(Ordering::SeqCst) && self.writes == 0 && self.held.is_none() {
+        if self.sh.closing.load(Ordering::SeqCst)
+            && self.ledger.writes() == 0
+            && self.held.is_none()
+        {
             want = want.max(everything);
         }
         if self.over_budget() {
@@ -587,7 +534,7 @@ impl Ring {
         }
         // The write holding `want` is in flight: sync once it lands, so one
         // sync serves it instead of two.
-        if self.written < want && self.writes > 0 {
+        if written < want && self.ledger.writes() > 0 {
             return None;
         }
         Some(want)
@@ -599,8 +546,8 @@ impl Ring {
             return false;
         }
         self.push(
-            Kind::Sync {
-                covers: self.written,
+            OpKind::Sync {
+                covers: self.ledger.written(),
             },
             Op::Sync {
                 file: self.seg.file.clone(),
@@ -609,14 +556,11 @@ impl Ring {
         );
         self.sync_inflight = true;
         self.syncing = self.unsynced - self.inflight_bytes;
-        self.sync_covers = self.written;
+        self.sync_covers = self.ledger.written();
         // Clean only if every write is acknowledged: a write in flight, or
         // done but not yet advanced (behind a barrier of a rolled-to
         // segment), is not in `covers` and needs the next sync.
-        self.seg.dirty = self
-            .pending
-            .iter()
-            .any(|p| matches!(p.kind, Kind::Write { .. }));
+        self.seg.dirty = self.ledger.has_write();
         self.last_sync = Instant::now();
         self.sh.counters.syncs.fetch_add(1, Ordering::Relaxed);
         true
