@@ -41,6 +41,7 @@ mod ring;
 mod scan;
 mod segments;
 mod state;
+mod sync_budget;
 mod ticket;
 pub mod verify;
 mod wal;

@@ -5,7 +5,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ringwal_platform::{
     new_queue, AlignedBuf, Completion, IoQueue, Op, QueueKind, VFile, Wait, WriteSync,
@@ -17,6 +17,7 @@ use crate::format::SegmentHeader;
 use crate::ledger::{Ledger, OpKind};
 use crate::lifecycle::{self, ActiveSegment, Preparer};
 use crate::state::{Batch, Shared};
+use crate::sync_budget::SyncBudget;
 
 /// What the ring thread starts from: the active segment after recovery.
 pub(crate) struct RingStart {
@@ -37,16 +38,7 @@ struct Ring {
     /// The watermarks as last handed to `Acks` (see `run` for why they
     /// can lag the ledger's for a moment).
     published: (Lsn, Lsn),
-    sync_inflight: bool,
-    sync_covers: Lsn,
-    /// Written mode: bytes written since the last completed sync, bytes
-    /// still in flight, and the bytes the sync in flight will cover. Kept
-    /// under the torn window, so a power loss can tear no more than
-    /// recovery is allowed to cut.
-    unsynced: u64,
-    inflight_bytes: u64,
-    syncing: u64,
-    last_sync: Instant,
+    budget: SyncBudget,
     preparer: Preparer,
     failed: bool,
 }
@@ -105,6 +97,7 @@ pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
                 start.shared.recycled.clone(),
             );
             let last = start.shared.acks.written();
+            let budget = SyncBudget::new(&start.shared.cfg, last);
             let mut ring = Ring {
                 sh: start.shared,
                 q,
@@ -113,12 +106,7 @@ pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
                 ledger: Ledger::new(last, depth),
                 held: None,
                 published: (last, last),
-                sync_inflight: false,
-                sync_covers: last,
-                unsynced: 0,
-                inflight_bytes: 0,
-                syncing: 0,
-                last_sync: Instant::now(),
+                budget,
                 preparer,
                 failed: false,
             };
@@ -236,7 +224,7 @@ impl Ring {
         let can_submit = !self.failed
             && self.held.is_none()
             && self.ledger.writes() < self.sh.cfg.max_inflight
-            && !self.over_budget();
+            && !self.budget.over_budget();
         if can_submit {
             self.sh.ring_sleeping.store(true, Ordering::SeqCst);
             // Closing is not work by itself: with operations in flight the
@@ -251,7 +239,7 @@ impl Ring {
         match self.sh.cfg.sync_interval {
             Some(every) if !self.sh.cfg.durable && self.seg.dirty => Wait::Timeout(
                 every
-                    .saturating_sub(self.last_sync.elapsed())
+                    .saturating_sub(self.budget.since_sync())
                     .max(Duration::from_micros(100)),
             ),
             _ => Wait::Block,
@@ -272,11 +260,7 @@ impl Ring {
         let what = match kind {
             OpKind::Write { .. } => "write",
             OpKind::Sync { .. } => {
-                self.sync_inflight = false;
-                if c.result.is_ok() {
-                    self.unsynced -= self.syncing;
-                }
-                self.syncing = 0;
+                self.budget.sync_done(c.result.is_ok());
                 "sync"
             }
             OpKind::Barrier => "segment install",
@@ -284,7 +268,7 @@ impl Ring {
         // Only batch writes carry staging buffers; barrier writes (header,
         // seal) bring their own one-block buffers, dropped here.
         if let (OpKind::Write { .. }, Op::Write { buf, len, .. }) = (kind, c.op) {
-            self.inflight_bytes -= len as u64;
+            self.budget.write_done(len);
             self.recycle(buf);
         }
         if let Err(e) = c.result {
@@ -356,18 +340,11 @@ impl Ring {
         self.ledger.writes() < PARTIAL_IN_FLIGHT
     }
 
-    /// Submit batches while there is room in flight. Returns whether any
-    /// work was started.
-    /// Written mode: one more full write would put more unsynced bytes on
-    /// the device than the torn window; wait for a sync first.
-    fn over_budget(&self) -> bool {
-        !self.sh.cfg.durable
-            && self.unsynced + self.sh.cfg.buffer_bytes() as u64 > self.sh.cfg.torn_window()
-    }
-
+    /// Submit batches while there is room in flight and in the sync
+    /// budget. Returns whether any work was started.
     fn submit_writes(&mut self) -> bool {
         let mut any = false;
-        while self.ledger.writes() < self.sh.cfg.max_inflight && !self.over_budget() {
+        while self.ledger.writes() < self.sh.cfg.max_inflight && !self.budget.over_budget() {
             let batch = match self.held.take() {
                 Some(b) => b,
                 None => match self.sh.lock().take_batch(self.partial_ok()) {
@@ -401,10 +378,7 @@ impl Ring {
             (true, SyncMethod::WriteThenFdatasync) => WriteSync::ThenSync,
         };
         self.seg.dirty |= !durable;
-        if !durable {
-            self.unsynced += batch.len as u64;
-        }
-        self.inflight_bytes += batch.len as u64;
+        self.budget.wrote(batch.len);
         self.seg.wrote(batch.offset, batch.len);
         let c = &self.sh.counters;
         c.writes.fetch_add(1, Ordering::Relaxed);
@@ -435,21 +409,7 @@ impl Ring {
             return Ok(Some(batch));
         }
         if self.seg.dirty {
-            self.push(
-                OpKind::Sync {
-                    covers: self.ledger.written(),
-                },
-                Op::Sync {
-                    file: self.seg.file.clone(),
-                    data_only: true,
-                },
-            );
-            self.sync_inflight = true;
-            self.syncing = self.unsynced - self.inflight_bytes;
-            self.syncing = self.unsynced - self.inflight_bytes;
-            self.sync_covers = self.ledger.written();
-            self.seg.dirty = false;
-            self.sh.counters.syncs.fetch_add(1, Ordering::Relaxed);
+            self.issue_sync();
             return Ok(Some(batch));
         }
         if let Some(seal) = self.seg.seal() {
@@ -506,17 +466,17 @@ impl Ring {
     /// serve it now. `idle_wait` and `maybe_sync` share this one predicate
     /// so that "there is sync work" and "a sync gets issued" never disagree.
     fn sync_target(&self) -> Option<Lsn> {
-        if self.sh.cfg.durable || self.sync_inflight || !self.seg.dirty {
+        if self.sh.cfg.durable || self.budget.in_flight() || !self.seg.dirty {
             return None;
         }
         let mut want = self.sh.sync_wanted.load(Ordering::Acquire);
         let written = self.ledger.written();
-        let everything = written.max(self.sync_covers + 1);
+        let everything = written.max(self.budget.covers() + 1);
         if self
             .sh
             .cfg
             .sync_interval
-            .is_some_and(|every| self.last_sync.elapsed() >= every)
+            .is_some_and(|every| self.budget.since_sync() >= every)
         {
             want = want.max(everything);
         }
@@ -526,10 +486,10 @@ impl Ring {
         {
             want = want.max(everything);
         }
-        if self.over_budget() {
+        if self.budget.over_budget() {
             want = want.max(everything);
         }
-        if want <= self.sync_covers {
+        if want <= self.budget.covers() {
             return None;
         }
         // The write holding `want` is in flight: sync once it lands, so one
@@ -545,24 +505,27 @@ impl Ring {
         if self.sync_target().is_none() {
             return false;
         }
+        self.issue_sync();
+        true
+    }
+
+    /// Issue an fdatasync of the active segment covering every LSN written
+    /// so far: the one place a sync is issued, for a waiter or the
+    /// interval (`maybe_sync`) and before a roll alike.
+    fn issue_sync(&mut self) {
+        let covers = self.ledger.written();
         self.push(
-            OpKind::Sync {
-                covers: self.ledger.written(),
-            },
+            OpKind::Sync { covers },
             Op::Sync {
                 file: self.seg.file.clone(),
                 data_only: true,
             },
         );
-        self.sync_inflight = true;
-        self.syncing = self.unsynced - self.inflight_bytes;
-        self.sync_covers = self.ledger.written();
+        self.budget.issued(covers);
         // Clean only if every write is acknowledged: a write in flight, or
         // done but not yet advanced (behind a barrier of a rolled-to
         // segment), is not in `covers` and needs the next sync.
         self.seg.dirty = self.ledger.has_write();
-        self.last_sync = Instant::now();
         self.sh.counters.syncs.fetch_add(1, Ordering::Relaxed);
-        true
     }
 }
