@@ -40,7 +40,6 @@ struct Ring {
     published: (Lsn, Lsn),
     budget: SyncBudget,
     preparer: Preparer,
-    failed: bool,
 }
 
 /// Partly filled batches allowed in flight at once (full ones are limited
@@ -108,7 +107,6 @@ pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
                 published: (last, last),
                 budget,
                 preparer,
-                failed: false,
             };
             ring.run();
         })
@@ -149,7 +147,7 @@ impl Ring {
                 self.publish();
             }
             let mut started = false;
-            if !self.failed {
+            if !self.failed() {
                 started |= self.submit_writes();
                 started |= self.maybe_sync();
             }
@@ -166,7 +164,7 @@ impl Ring {
                 self.publish();
             }
             let closed = self.sh.closing.load(Ordering::SeqCst);
-            if (closed || self.failed) && self.finished() {
+            if (closed || self.failed()) && self.finished() {
                 self.clear_window();
                 break;
             }
@@ -190,7 +188,7 @@ impl Ring {
     /// failed write does; no record is at risk, since everything before
     /// the end is already durable.
     fn clear_window(&mut self) {
-        if self.failed {
+        if self.failed() {
             return;
         }
         if let Err(e) = self.seg.clear_torn_window(self.sh.cfg.torn_window()) {
@@ -201,7 +199,7 @@ impl Ring {
 
     /// True once nothing is left to write or wait for.
     fn finished(&self) -> bool {
-        if self.failed {
+        if self.failed() {
             // A held batch will never be written; only the kernel's
             // outstanding operations must finish before buffers go away.
             return self.ledger.is_empty();
@@ -221,7 +219,7 @@ impl Ring {
     /// Decide how to sleep: announce it so producers wake us, then re-check
     /// for work that arrived before the announcement was visible.
     fn idle_wait(&mut self) -> Wait {
-        let can_submit = !self.failed
+        let can_submit = !self.failed()
             && self.held.is_none()
             && self.ledger.writes() < self.sh.cfg.max_inflight
             && !self.budget.over_budget();
@@ -294,16 +292,21 @@ impl Ring {
     /// A write or sync failed: poison. Never retried; nothing after the
     /// failure point is acknowledged, whatever completes later.
     fn fail(&mut self, cause: Poison) {
-        if !self.failed {
-            self.failed = true;
-            self.sh.poisoned(cause);
+        if !self.failed() {
+            self.sh.poison(cause);
         }
+    }
+
+    /// Whether the log is poisoned: read from `Acks`, the poison's one
+    /// owner, at the cost of an atomic load.
+    fn failed(&self) -> bool {
+        self.sh.acks.is_poisoned()
     }
 
     /// Retire finished operations and move the watermarks (the ledger's
     /// copy; `publish` hands them to the waiters).
     fn advance(&mut self) {
-        if self.failed {
+        if self.failed() {
             // Keep draining so buffers return, but acknowledge nothing more.
             self.ledger.drain_done();
         } else {
@@ -324,7 +327,7 @@ impl Ring {
     /// Tell the waiters how far the watermarks moved. Nothing is published
     /// after a failure: the poison has already answered every waiter.
     fn publish(&mut self) {
-        if self.failed || !self.unpublished() {
+        if self.failed() || !self.unpublished() {
             return;
         }
         self.published = self.watermarks();
@@ -358,7 +361,7 @@ impl Ring {
                     Ok(None) => {}
                     Err(e) => self.fail(Poison::from_error("segment roll failed", e)),
                 }
-                if self.held.is_some() || self.failed {
+                if self.held.is_some() || self.failed() {
                     break;
                 }
                 any = true;

@@ -49,7 +49,6 @@ pub(crate) struct Reservation {
     pub free: Vec<AlignedBuf>,
     pub waiting_for_space: usize,
     pub closed: bool,
-    pub poison: Option<Poison>,
 }
 
 impl Reservation {
@@ -151,13 +150,18 @@ impl Shared {
         }
     }
 
-    pub fn poisoned(&self, cause: Poison) {
-        // The reservation first: a waiter woken by the poison must find
-        // every later append refused too.
-        let mut r = self.lock();
-        r.poison.get_or_insert(cause.clone());
-        drop(r);
+    /// Poison the log: every waiter fails with `cause`, and so does every
+    /// later append.
+    ///
+    /// `Acks` keeps the one cause and sets it before it wakes anyone; the
+    /// reservation reads it there, so a waiter woken by the poison finds
+    /// every later append refused. Producers parked on `space` are woken
+    /// too, after taking the reservation lock once: one that read no
+    /// poison holds that lock until it parks, so the notification cannot
+    /// fall between its check and its wait.
+    pub fn poison(&self, cause: Poison) {
         self.acks.poison(cause);
+        drop(self.lock());
         self.space.notify_all();
     }
 
@@ -183,7 +187,7 @@ impl Shared {
         let max_pad = format::BLOCK + format::FRAME_HEADER;
         let mut r = self.lock();
         loop {
-            if let Some(p) = &r.poison {
+            if let Some(p) = self.acks.poison_cause() {
                 return Err(p.error());
             }
             if r.closed {
@@ -256,5 +260,83 @@ impl Shared {
         b.last_lsn = lsn;
         then(lsn);
         Ok(lsn)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::time::Duration;
+
+    use super::*;
+
+    /// The state of a log whose ring never runs, with `buffers` staging
+    /// buffers free.
+    fn shared(buffers: usize) -> Arc<Shared> {
+        let cfg = Config::default();
+        let free = (0..buffers)
+            .map(|_| AlignedBuf::new(cfg.buffer_bytes()))
+            .collect();
+        Arc::new(Shared {
+            res: Mutex::new(Reservation {
+                next_lsn: 1,
+                seg_base: 1,
+                seg_id: 0,
+                salt: 7,
+                batch_start: format::BLOCK as u64,
+                seg_bytes: cfg.segment_bytes,
+                active: None,
+                ready: VecDeque::new(),
+                free,
+                waiting_for_space: 0,
+                closed: false,
+            }),
+            space: Condvar::new(),
+            acks: Acks::new(0),
+            notifier: Arc::new(Notifier::new().unwrap()),
+            ring_sleeping: AtomicBool::new(false),
+            closing: AtomicBool::new(false),
+            sync_wanted: AtomicU64::new(0),
+            next_lsn: AtomicU64::new(1),
+            segments: Mutex::new(Vec::new()),
+            recycled: Arc::default(),
+            counters: Counters::default(),
+            dir: LogDir::new(Path::new("/nonexistent"), 1),
+            cfg,
+        })
+    }
+
+    fn poisoned(r: Result<Lsn>) -> bool {
+        matches!(r, Err(Error::Poisoned { .. }))
+    }
+
+    #[test]
+    fn after_the_poison_appends_are_refused_and_waiters_fail() {
+        let sh = shared(1);
+        let lsn = sh.reserve(0, Kind::Data, b"x", |_| {}).unwrap();
+        sh.poison(Poison::Failed("test".into()));
+        assert!(matches!(
+            sh.acks.check(lsn, Level::Written),
+            Some(Err(Error::Poisoned { .. }))
+        ));
+        assert!(poisoned(sh.reserve(0, Kind::Data, b"y", |_| {})));
+    }
+
+    #[test]
+    fn a_producer_parked_for_space_is_woken_by_the_poison() {
+        let sh = shared(0);
+        let producer = {
+            let sh = sh.clone();
+            std::thread::spawn(move || sh.reserve(0, Kind::Data, b"x", |_| {}))
+        };
+        // Let it park if it will; refused either way, never left parked.
+        for _ in 0..1000 {
+            if sh.lock().waiting_for_space > 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        sh.poison(Poison::Failed("test".into()));
+        assert!(poisoned(producer.join().unwrap()));
     }
 }

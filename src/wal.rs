@@ -134,7 +134,6 @@ impl Wal {
                 free: buffers,
                 waiting_for_space: 0,
                 closed: false,
-                poison: None,
             }),
             space: Condvar::new(),
             acks: Acks::new(last),
