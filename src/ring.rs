@@ -419,6 +419,12 @@ impl Ring {
             self.push(OpKind::Barrier, seal);
             return Ok(Some(batch));
         }
+        // Invariant 6: the old segment is done with (written, synced,
+        // sealed, all acknowledged) before the new one gets anything.
+        assert!(
+            self.ledger.is_empty(),
+            "a new segment installed with operations still in flight"
+        );
         let spare = self.preparer.take(self.write_totals())?;
         let header = lifecycle::new_header(&self.sh.cfg, batch.seg_base, batch.salt);
         let seg = self.sh.dir.segment(batch.seg_base);

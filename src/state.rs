@@ -18,6 +18,10 @@ use crate::format::{self, Kind};
 use crate::lifecycle::{self, RecyclePool};
 use crate::segments::{LogDir, SegmentFile};
 
+// Batches are padded to the format's blocks and written with O_DIRECT
+// from buffers aligned to the platform's: the two must be one size.
+const _: () = assert!(format::BLOCK == ringwal_platform::BLOCK);
+
 /// A batch of frames bound for one write: whole blocks once closed.
 pub(crate) struct Batch {
     pub buf: AlignedBuf,
