@@ -14,7 +14,7 @@ use ringwal_platform::{AlignedBuf, Notifier};
 use crate::acks::Acks;
 use crate::config::{Config, Level};
 use crate::error::{Error, Lsn, Poison, Result};
-use crate::format::{self, Kind};
+use crate::format::{self, Kind, SegmentHeader};
 use crate::lifecycle::{self, RecyclePool};
 use crate::segments::{LogDir, SegmentFile};
 
@@ -122,6 +122,58 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// The state of a log resuming at `next_lsn` in the segment `header`
+    /// describes, whose next batch goes at `write_at`; `segments` are the
+    /// log's segments on disk, oldest first. Allocates every staging
+    /// buffer the log will ever use.
+    pub fn new(
+        cfg: Config,
+        dir: LogDir,
+        notifier: Arc<Notifier>,
+        next_lsn: Lsn,
+        header: &SegmentHeader,
+        write_at: u64,
+        segments: Vec<SegmentFile>,
+    ) -> Shared {
+        let free = (0..cfg.max_inflight + 2)
+            .map(|_| AlignedBuf::new(cfg.buffer_bytes()))
+            .collect();
+        Shared {
+            res: Mutex::new(Reservation {
+                next_lsn,
+                seg_base: header.base_lsn,
+                seg_id: 0,
+                salt: header.salt,
+                batch_start: write_at,
+                // A segment whose header records a narrower torn window than
+                // this writer's is not written to again: the first append
+                // rolls, so every segment's header bounds its own tail.
+                seg_bytes: if header.torn_window >= cfg.torn_window() {
+                    header.segment_bytes
+                } else {
+                    write_at
+                },
+                active: None,
+                ready: VecDeque::new(),
+                free,
+                waiting_for_space: 0,
+                closed: false,
+            }),
+            space: Condvar::new(),
+            acks: Acks::new(next_lsn - 1),
+            notifier,
+            ring_sleeping: AtomicBool::new(false),
+            closing: AtomicBool::new(false),
+            sync_wanted: AtomicU64::new(0),
+            next_lsn: AtomicU64::new(next_lsn),
+            segments: Mutex::new(segments),
+            recycled: Arc::default(),
+            counters: Counters::default(),
+            dir,
+            cfg,
+        }
+    }
+
     pub fn lock(&self) -> MutexGuard<'_, Reservation> {
         // Every critical section is a copy and counter updates that are
         // complete before any call that could panic (the `then` hook runs
@@ -274,40 +326,22 @@ mod tests {
 
     use super::*;
 
-    /// The state of a log whose ring never runs, with `buffers` staging
-    /// buffers free.
+    /// The state of a new log whose ring never runs, with `buffers`
+    /// staging buffers left free.
     fn shared(buffers: usize) -> Arc<Shared> {
         let cfg = Config::default();
-        let free = (0..buffers)
-            .map(|_| AlignedBuf::new(cfg.buffer_bytes()))
-            .collect();
-        Arc::new(Shared {
-            res: Mutex::new(Reservation {
-                next_lsn: 1,
-                seg_base: 1,
-                seg_id: 0,
-                salt: 7,
-                batch_start: format::BLOCK as u64,
-                seg_bytes: cfg.segment_bytes,
-                active: None,
-                ready: VecDeque::new(),
-                free,
-                waiting_for_space: 0,
-                closed: false,
-            }),
-            space: Condvar::new(),
-            acks: Acks::new(0),
-            notifier: Arc::new(Notifier::new().unwrap()),
-            ring_sleeping: AtomicBool::new(false),
-            closing: AtomicBool::new(false),
-            sync_wanted: AtomicU64::new(0),
-            next_lsn: AtomicU64::new(1),
-            segments: Mutex::new(Vec::new()),
-            recycled: Arc::default(),
-            counters: Counters::default(),
-            dir: LogDir::new(Path::new("/nonexistent"), 1),
+        let header = lifecycle::new_header(&cfg, 1, 7);
+        let sh = Shared::new(
             cfg,
-        })
+            LogDir::new(Path::new("/nonexistent"), 1),
+            Arc::new(Notifier::new().unwrap()),
+            1,
+            &header,
+            format::BLOCK as u64,
+            Vec::new(),
+        );
+        sh.lock().free.truncate(buffers);
+        Arc::new(sh)
     }
 
     fn poisoned(r: Result<Lsn>) -> bool {

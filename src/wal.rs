@@ -2,15 +2,13 @@
 //! state it shares with the ring thread and the tickets, and the
 //! reservation every append takes, live in `state`.
 
-use std::collections::VecDeque;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use ringwal_platform::{AlignedBuf, Notifier, OpenHow, VFile};
+use ringwal_platform::{Notifier, OpenHow, VFile};
 
-use crate::acks::Acks;
 use crate::config::{Config, Level};
 use crate::error::{Error, Lsn, Result};
 use crate::format::{self, Kind};
@@ -19,7 +17,7 @@ use crate::reader::Reader;
 use crate::recovery::{self, RecoveryReport};
 use crate::ring::{self, RingStart};
 use crate::segments::{self, LogDir};
-use crate::state::{Counters, Reservation, Shared};
+use crate::state::Shared;
 use crate::ticket::Ticket;
 
 /// A snapshot of the log's counters.
@@ -110,44 +108,15 @@ impl Wal {
         let (file, _) = segments::open_file(&*cfg.vfs, &active.path, false, cfg.direct_io)?;
 
         let notifier = Arc::new(Notifier::new().map_err(|e| Error::io(dir.path(), e))?);
-        let buffers = (0..cfg.max_inflight + 2)
-            .map(|_| AlignedBuf::new(cfg.buffer_bytes()))
-            .collect();
-        let last = rec.next_lsn - 1;
-        let shared = Arc::new(Shared {
-            res: Mutex::new(Reservation {
-                next_lsn: rec.next_lsn,
-                seg_base: header.base_lsn,
-                seg_id: 0,
-                salt: header.salt,
-                batch_start: write_at,
-                // A segment whose header records a narrower torn window than
-                // this writer's is not written to again: the first append
-                // rolls, so every segment's header bounds its own tail.
-                seg_bytes: if header.torn_window >= cfg.torn_window() {
-                    header.segment_bytes
-                } else {
-                    write_at
-                },
-                active: None,
-                ready: VecDeque::new(),
-                free: buffers,
-                waiting_for_space: 0,
-                closed: false,
-            }),
-            space: Condvar::new(),
-            acks: Acks::new(last),
-            notifier,
-            ring_sleeping: AtomicBool::new(false),
-            closing: AtomicBool::new(false),
-            sync_wanted: AtomicU64::new(0),
-            next_lsn: AtomicU64::new(rec.next_lsn),
-            segments: Mutex::new(rec.segments),
-            recycled: Arc::default(),
-            counters: Counters::default(),
-            dir,
+        let shared = Arc::new(Shared::new(
             cfg,
-        });
+            dir,
+            notifier,
+            rec.next_lsn,
+            &header,
+            write_at,
+            rec.segments,
+        ));
         let ring = ring::spawn(RingStart {
             shared: shared.clone(),
             file,
