@@ -6,8 +6,8 @@
 //! waiters it covers (no thundering herd), in LSN order.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::task::Waker;
 use std::thread::Thread;
 
@@ -35,14 +35,16 @@ struct Lists {
     written: BTreeMap<(Lsn, u64), Wake>,
     durable: BTreeMap<(Lsn, u64), Wake>,
     seq: u64,
-    poison: Option<Poison>,
 }
 
 /// Watermarks plus waiters. See the module docs.
 pub(crate) struct Acks {
     written: AtomicU64,
     durable: AtomicU64,
-    poisoned: AtomicBool,
+    /// The log's one poison: the ring sets it, the reservation refuses
+    /// appends by it, waiters fail with it. The first cause wins. Reading
+    /// it is one atomic load.
+    poison: OnceLock<Poison>,
     lists: Mutex<Lists>,
 }
 
@@ -51,7 +53,7 @@ impl Acks {
         Acks {
             written: AtomicU64::new(start),
             durable: AtomicU64::new(start),
-            poisoned: AtomicBool::new(false),
+            poison: OnceLock::new(),
             lists: Mutex::new(Lists::default()),
         }
     }
@@ -70,11 +72,14 @@ impl Acks {
         self.lists.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn poison_cause(&self) -> Option<Poison> {
-        if !self.poisoned.load(Ordering::Acquire) {
-            return None;
-        }
-        self.lists().poison.clone()
+    /// Why the log is poisoned, if it is. Cost: one atomic load.
+    pub fn poison_cause(&self) -> Option<&Poison> {
+        self.poison.get()
+    }
+
+    /// Whether the log is poisoned. Cost: one atomic load.
+    pub fn is_poisoned(&self) -> bool {
+        self.poison.get().is_some()
     }
 
     /// Whether the watermark for `level` covers `lsn` (always, for
@@ -100,12 +105,13 @@ impl Acks {
     /// the caller's check and the registration).
     pub fn register(&self, lsn: Lsn, level: Level, wake: Wake) -> Option<Result<(), Error>> {
         let mut l = self.lists();
-        // Only the watermarks here: `check` would read the poison through
-        // this same (non-reentrant) lock.
         if self.reached(lsn, level) {
             return Some(Ok(()));
         }
-        if let Some(p) = &l.poison {
+        // Read under the lock: `poison` sets the cause before it takes the
+        // lock to drain the lists, so either it sees this waiter or this
+        // waiter sees the cause.
+        if let Some(p) = self.poison_cause() {
             return Some(Err(p.error()));
         }
         l.seq += 1;
@@ -135,11 +141,9 @@ impl Acks {
 
     /// Poison: every current and future waiter fails with `cause`.
     pub fn poison(&self, cause: Poison) {
+        // First cause wins; a later one changes nothing but wakes again.
+        let _ = self.poison.set(cause);
         let mut l = self.lists();
-        if l.poison.is_none() {
-            l.poison = Some(cause);
-        }
-        self.poisoned.store(true, Ordering::Release);
         let all: Vec<Wake> = std::mem::take(&mut l.written)
             .into_values()
             .chain(std::mem::take(&mut l.durable).into_values())
@@ -159,5 +163,36 @@ fn split_covered(map: &mut BTreeMap<(Lsn, u64), Wake>, upto: Lsn) -> BTreeMap<(L
             std::mem::replace(map, rest)
         }
         _ => BTreeMap::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cause(e: Option<Result<(), Error>>) -> String {
+        match e {
+            Some(Err(Error::Poisoned { cause })) => cause,
+            other => panic!("expected the poison, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn poison_fails_every_waiter_now_and_later_with_the_first_cause() {
+        let acks = Acks::new(3);
+        let me = || Wake::Thread(std::thread::current());
+        assert!(acks.register(5, Level::Written, me()).is_none());
+        assert!(acks.register(6, Level::Durable, me()).is_none());
+        acks.poison(Poison::Failed("first".into()));
+        acks.poison(Poison::Failed("second".into()));
+        assert!(acks.is_poisoned());
+        {
+            let l = acks.lists();
+            assert!(l.written.is_empty() && l.durable.is_empty(), "all woken");
+        }
+        assert_eq!(cause(acks.check(5, Level::Written)), "first");
+        assert_eq!(cause(acks.register(7, Level::Durable, me())), "first");
+        // What was acknowledged before the poison stays acknowledged.
+        assert!(matches!(acks.check(3, Level::Durable), Some(Ok(()))));
     }
 }

@@ -1,30 +1,23 @@
 //! The ring thread: turns staged batches into aligned writes, keeps several
 //! in flight, issues syncs, rolls segments, and acknowledges the contiguous
-//! prefix of completed work.
-//!
-//! Every operation gets an id in submission order and an entry in
-//! `pending`; completions may arrive in any order, but watermarks advance
-//! only by popping finished entries off the front. That is what makes a
-//! completed-but-later write invisible until everything before it landed,
-//! and what orders a segment's header write and directory sync before any
-//! acknowledgement of the records inside it.
+//! prefix of completed work (kept by the `ledger`).
 
-use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crossbeam_channel::{Receiver, Sender};
 use ringwal_platform::{
     new_queue, AlignedBuf, Completion, IoQueue, Op, QueueKind, VFile, Wait, WriteSync,
 };
 
 use crate::config::{Backend, SyncMethod};
 use crate::error::{Error, Lsn, Poison, Result};
-use crate::format::{self, SegmentHeader};
-use crate::segments::{self, Fill, Spare};
-use crate::wal::{install_header_buf, Batch, Shared};
+use crate::format::SegmentHeader;
+use crate::ledger::{Ledger, OpKind};
+use crate::lifecycle::{self, ActiveSegment, Preparer};
+use crate::state::{Batch, Shared};
+use crate::sync_budget::SyncBudget;
 
 /// What the ring thread starts from: the active segment after recovery.
 pub(crate) struct RingStart {
@@ -35,65 +28,18 @@ pub(crate) struct RingStart {
     pub write_at: u64,
 }
 
-enum Kind {
-    /// A batch write; `last_lsn` 0 means padding only.
-    Write { last_lsn: Lsn, durable: bool },
-    /// An fdatasync covering every LSN up to `covers`.
-    Sync { covers: Lsn },
-    /// Segment header write or directory sync: orders, acknowledges nothing.
-    Barrier,
-}
-
-struct Pending {
-    kind: Kind,
-    done: bool,
-}
-
-struct Active {
-    base: Lsn,
-    id: u64,
-    file: VFile,
-    /// Written (not durable) bytes since the last sync of this segment.
-    dirty: bool,
-    /// End of the last write (where the next batch would go), the file's
-    /// size, and whether the zero block that seals it has been written.
-    end: u64,
-    size: u64,
-    sealed: bool,
-    /// A recycled file, whose bytes past `end` may be an earlier life's.
-    recycled: bool,
-}
-
 struct Ring {
     sh: Arc<Shared>,
     q: Box<dyn IoQueue>,
-    seg: Active,
+    seg: ActiveSegment,
     dir: VFile,
-    pending: VecDeque<Pending>,
-    front_id: u64,
-    writes: usize,
+    ledger: Ledger,
     held: Option<Batch>,
-    written: Lsn,
-    durable: Lsn,
     /// The watermarks as last handed to `Acks` (see `run` for why they
-    /// can lag `written`/`durable` for a moment).
+    /// can lag the ledger's for a moment).
     published: (Lsn, Lsn),
-    sync_inflight: bool,
-    sync_covers: Lsn,
-    /// Written mode: bytes written since the last completed sync, bytes
-    /// still in flight, and the bytes the sync in flight will cover. Kept
-    /// under the torn window, so a power loss can tear no more than
-    /// recovery is allowed to cut.
-    unsynced: u64,
-    inflight_bytes: u64,
-    syncing: u64,
-    last_sync: Instant,
-    spares: Receiver<Result<Spare>>,
-    spare_req: Option<Sender<Fill>>,
-    /// Batch writes and their bytes as counted at the last spare request.
-    fill_mark: (u64, u64),
-    preparer: Option<JoinHandle<()>>,
-    failed: bool,
+    budget: SyncBudget,
+    preparer: Preparer,
 }
 
 /// Partly filled batches allowed in flight at once (full ones are limited
@@ -103,16 +49,6 @@ struct Ring {
 /// producers, limits of 1, 2 and 8 gave about 55, 28 and 12 records per
 /// write and the best p99 at 1 (see README, "Measurements").
 const PARTIAL_IN_FLIGHT: usize = 1;
-
-/// Average batch write size from which spares are preallocated without
-/// being zero-written (`Fill::Allocate`). Writes this large are bound by
-/// the device's bandwidth, which zero-writing every segment first halves;
-/// small writes are bound by flushes, each of which an unwritten extent
-/// would turn into a journal commit. Measured with fio on this project's
-/// virtio disk (ext4, O_DIRECT + O_DSYNC, 4 in flight): 1 MiB writes ran at
-/// 0.7-0.95x the bandwidth on unwritten extents that they did on written
-/// ones, while 4 KiB writes at one in flight ran at half the rate.
-const LARGE_WRITE_BYTES: u64 = 512 << 10;
 
 /// Start the ring thread (and its segment preparer). The io_uring is
 /// created on the ring thread itself (single issuer); a failure to create
@@ -154,43 +90,23 @@ pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
                 q.register_buffers(&bufs);
             }
             let _ = ready_tx.send(Ok(()));
-            let (spare_req, spares, preparer) = spawn_preparer(&start.shared);
+            let preparer = Preparer::spawn(
+                &start.shared.cfg,
+                &start.shared.dir,
+                start.shared.recycled.clone(),
+            );
             let last = start.shared.acks.written();
+            let budget = SyncBudget::new(&start.shared.cfg, last);
             let mut ring = Ring {
                 sh: start.shared,
                 q,
-                seg: Active {
-                    base: start.header.base_lsn,
-                    id: 0,
-                    file: start.file,
-                    dirty: false,
-                    end: start.write_at,
-                    size: start.header.segment_bytes,
-                    sealed: false,
-                    // Unknown after a reopen; recovery then zeroed the
-                    // window behind any torn tail, and at worst the next
-                    // open cuts stale bytes as one.
-                    recycled: false,
-                },
+                seg: ActiveSegment::resumed(&start.header, start.file, start.write_at),
                 dir,
-                pending: VecDeque::new(),
-                front_id: 0,
-                writes: 0,
+                ledger: Ledger::new(last, depth),
                 held: None,
-                written: last,
-                durable: last,
                 published: (last, last),
-                sync_inflight: false,
-                sync_covers: last,
-                unsynced: 0,
-                inflight_bytes: 0,
-                syncing: 0,
-                last_sync: Instant::now(),
-                spares,
-                spare_req: Some(spare_req),
-                fill_mark: (0, 0),
-                preparer: Some(preparer),
-                failed: false,
+                budget,
+                preparer,
             };
             ring.run();
         })
@@ -211,62 +127,9 @@ pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
     }
 }
 
-/// The preparer makes one spare segment ahead of need, off every hot path.
-fn spawn_preparer(sh: &Arc<Shared>) -> (Sender<Fill>, Receiver<Result<Spare>>, JoinHandle<()>) {
-    let (req_tx, req_rx) = crossbeam_channel::unbounded::<Fill>();
-    let (out_tx, out_rx) = crossbeam_channel::bounded::<Result<Spare>>(1);
-    let dir = sh.dir.clone();
-    let cfg = sh.cfg.clone();
-    let pool = sh.recycled.clone();
-    let h = std::thread::Builder::new()
-        .name(format!("ringwal-prep-{}", cfg.node))
-        .spawn(move || {
-            let mut seq = 1u64;
-            while let Ok(fill) = req_rx.recv() {
-                let reuse = pool.lock().unwrap_or_else(|p| p.into_inner()).pop();
-                let recycled = reuse.and_then(|path| {
-                    let s =
-                        segments::recycle_spare(&*cfg.vfs, &path, cfg.segment_bytes, cfg.direct_io);
-                    if s.is_err() {
-                        let _ = cfg.vfs.remove_file(&path);
-                    }
-                    s.ok()
-                });
-                let s = match recycled {
-                    Some(spare) => Ok(spare),
-                    None => segments::prepare_spare(
-                        &*cfg.vfs,
-                        &dir,
-                        seq,
-                        cfg.segment_bytes,
-                        cfg.direct_io,
-                        fill,
-                    ),
-                };
-                seq += 1;
-                if out_tx.send(s).is_err() {
-                    break;
-                }
-            }
-        })
-        .expect("spawn preparer thread");
-    // Nothing is known about the workload yet: assume small writes, for
-    // which an unwritten extent costs the most.
-    let _ = req_tx.send(Fill::Zeros);
-    (req_tx, out_rx, h)
-}
-
 impl Ring {
-    fn next_id(&self) -> u64 {
-        self.front_id + self.pending.len() as u64
-    }
-
-    fn push(&mut self, kind: Kind, op: Op) {
-        let id = self.next_id();
-        if matches!(kind, Kind::Write { .. }) {
-            self.writes += 1;
-        }
-        self.pending.push_back(Pending { kind, done: false });
+    fn push(&mut self, kind: OpKind, op: Op) {
+        let id = self.ledger.push(kind);
         self.q.push(id, op);
     }
 
@@ -284,7 +147,7 @@ impl Ring {
                 self.publish();
             }
             let mut started = false;
-            if !self.failed {
+            if !self.failed() {
                 started |= self.submit_writes();
                 started |= self.maybe_sync();
             }
@@ -301,7 +164,7 @@ impl Ring {
                 self.publish();
             }
             let closed = self.sh.closing.load(Ordering::SeqCst);
-            if (closed || self.failed) && self.finished() {
+            if (closed || self.failed()) && self.finished() {
                 self.clear_window();
                 break;
             }
@@ -317,23 +180,18 @@ impl Ring {
             }
             self.sh.ring_sleeping.store(false, Ordering::SeqCst);
         }
-        self.stop_preparer();
+        self.preparer.stop();
     }
 
-    /// On a clean close in a recycled segment: zero the torn window past
-    /// the end, durably, so the next open finds a clean end (a zero frame
-    /// with nothing but zeros behind it for as far as a crash could have
-    /// written) instead of stale bytes it would cut as a torn tail. A
-    /// failure poisons, as any failed write does; no record is at risk,
-    /// since everything before `end` is already durable.
+    /// On a clean close, leave the segment with a clean end (see
+    /// `ActiveSegment::clear_torn_window`). A failure poisons, as any
+    /// failed write does; no record is at risk, since everything before
+    /// the end is already durable.
     fn clear_window(&mut self) {
-        if self.failed || !self.seg.recycled {
+        if self.failed() {
             return;
         }
-        let to = (self.seg.end + self.sh.cfg.torn_window())
-            .next_multiple_of(format::BLOCK as u64)
-            .min(self.seg.size);
-        if let Err(e) = segments::write_zeros(&*self.seg.file, self.seg.end, to, true) {
+        if let Err(e) = self.seg.clear_torn_window(self.sh.cfg.torn_window()) {
             let err = Error::io(self.seg_path(), e);
             self.fail(Poison::from_error("zeroing the tail at close failed", err));
         }
@@ -341,12 +199,12 @@ impl Ring {
 
     /// True once nothing is left to write or wait for.
     fn finished(&self) -> bool {
-        if self.failed {
+        if self.failed() {
             // A held batch will never be written; only the kernel's
             // outstanding operations must finish before buffers go away.
-            return self.pending.is_empty();
+            return self.ledger.is_empty();
         }
-        if !self.pending.is_empty() || self.held.is_some() {
+        if !self.ledger.is_empty() || self.held.is_some() {
             return false;
         }
         let r = self.sh.lock();
@@ -361,10 +219,10 @@ impl Ring {
     /// Decide how to sleep: announce it so producers wake us, then re-check
     /// for work that arrived before the announcement was visible.
     fn idle_wait(&mut self) -> Wait {
-        let can_submit = !self.failed
+        let can_submit = !self.failed()
             && self.held.is_none()
-            && self.writes < self.sh.cfg.max_inflight
-            && !self.over_budget();
+            && self.ledger.writes() < self.sh.cfg.max_inflight
+            && !self.budget.over_budget();
         if can_submit {
             self.sh.ring_sleeping.store(true, Ordering::SeqCst);
             // Closing is not work by itself: with operations in flight the
@@ -379,7 +237,7 @@ impl Ring {
         match self.sh.cfg.sync_interval {
             Some(every) if !self.sh.cfg.durable && self.seg.dirty => Wait::Timeout(
                 every
-                    .saturating_sub(self.last_sync.elapsed())
+                    .saturating_sub(self.budget.since_sync())
                     .max(Duration::from_micros(100)),
             ),
             _ => Wait::Block,
@@ -396,33 +254,20 @@ impl Ring {
     }
 
     fn complete(&mut self, c: Completion) {
-        let idx = (c.id - self.front_id) as usize;
-        let p = &mut self.pending[idx];
-        p.done = true;
-        let what = match p.kind {
-            Kind::Write { .. } => {
-                self.writes -= 1;
-                "write"
-            }
-            Kind::Sync { .. } => {
-                self.sync_inflight = false;
-                if c.result.is_ok() {
-                    self.unsynced -= self.syncing;
-                }
-                self.syncing = 0;
+        let kind = self.ledger.complete(c.id);
+        let what = match kind {
+            OpKind::Write { .. } => "write",
+            OpKind::Sync { .. } => {
+                self.budget.sync_done(c.result.is_ok());
                 "sync"
             }
-            Kind::Barrier => "segment install",
+            OpKind::Barrier => "segment install",
         };
-        if let Op::Write { len, .. } = &c.op {
-            if matches!(self.pending[idx].kind, Kind::Write { .. }) {
-                self.inflight_bytes -= *len as u64;
-            }
-        }
-        if let Op::Write { buf, .. } = c.op {
-            if buf.capacity() == self.sh.cfg.buffer_bytes() {
-                self.recycle(buf);
-            }
+        // Only batch writes carry staging buffers; barrier writes (header,
+        // seal) bring their own one-block buffers, dropped here.
+        if let (OpKind::Write { .. }, Op::Write { buf, len, .. }) = (kind, c.op) {
+            self.budget.write_done(len);
+            self.recycle(buf);
         }
         if let Err(e) = c.result {
             let err = Error::io(self.seg_path(), e);
@@ -447,55 +292,46 @@ impl Ring {
     /// A write or sync failed: poison. Never retried; nothing after the
     /// failure point is acknowledged, whatever completes later.
     fn fail(&mut self, cause: Poison) {
-        if !self.failed {
-            self.failed = true;
-            self.sh.poisoned(cause);
+        if !self.failed() {
+            self.sh.poison(cause);
         }
     }
 
-    /// Pop finished entries off the front and move the watermarks (the
-    /// ring's own copy; `publish` hands them to the waiters).
+    /// Whether the log is poisoned: read from `Acks`, the poison's one
+    /// owner, at the cost of an atomic load.
+    fn failed(&self) -> bool {
+        self.sh.acks.is_poisoned()
+    }
+
+    /// Retire finished operations and move the watermarks (the ledger's
+    /// copy; `publish` hands them to the waiters).
     fn advance(&mut self) {
-        if self.failed {
+        if self.failed() {
             // Keep draining so buffers return, but acknowledge nothing more.
-            while self.pending.front().is_some_and(|p| p.done) {
-                self.pending.pop_front();
-                self.front_id += 1;
-            }
-            return;
+            self.ledger.drain_done();
+        } else {
+            self.ledger.advance();
         }
-        let (mut w, mut d) = (self.written, self.durable);
-        while self.pending.front().is_some_and(|p| p.done) {
-            let p = self.pending.pop_front().expect("front checked");
-            self.front_id += 1;
-            match p.kind {
-                Kind::Write { last_lsn, durable } if last_lsn > 0 => {
-                    w = last_lsn;
-                    if durable {
-                        d = last_lsn;
-                    }
-                }
-                Kind::Sync { covers } => d = d.max(covers),
-                _ => {}
-            }
-        }
-        self.written = w;
-        self.durable = d;
+    }
+
+    /// The watermarks as the finished prefix proves them.
+    fn watermarks(&self) -> (Lsn, Lsn) {
+        (self.ledger.written(), self.ledger.durable())
     }
 
     /// Whether the watermarks moved further than the waiters were told.
     fn unpublished(&self) -> bool {
-        (self.written, self.durable) != self.published
+        self.watermarks() != self.published
     }
 
     /// Tell the waiters how far the watermarks moved. Nothing is published
     /// after a failure: the poison has already answered every waiter.
     fn publish(&mut self) {
-        if self.failed || !self.unpublished() {
+        if self.failed() || !self.unpublished() {
             return;
         }
-        self.published = (self.written, self.durable);
-        self.sh.acks.advance(self.written, self.durable);
+        self.published = self.watermarks();
+        self.sh.acks.advance(self.published.0, self.published.1);
     }
 
     /// Whether a partly filled batch may be submitted now. Full batches go
@@ -504,21 +340,14 @@ impl Ring {
     /// records accumulate into fewer, larger writes (each durable write
     /// costs the device a cache flush) instead of many small ones.
     fn partial_ok(&self) -> bool {
-        self.writes < PARTIAL_IN_FLIGHT
+        self.ledger.writes() < PARTIAL_IN_FLIGHT
     }
 
-    /// Submit batches while there is room in flight. Returns whether any
-    /// work was started.
-    /// Written mode: one more full write would put more unsynced bytes on
-    /// the device than the torn window; wait for a sync first.
-    fn over_budget(&self) -> bool {
-        !self.sh.cfg.durable
-            && self.unsynced + self.sh.cfg.buffer_bytes() as u64 > self.sh.cfg.torn_window()
-    }
-
+    /// Submit batches while there is room in flight and in the sync
+    /// budget. Returns whether any work was started.
     fn submit_writes(&mut self) -> bool {
         let mut any = false;
-        while self.writes < self.sh.cfg.max_inflight && !self.over_budget() {
+        while self.ledger.writes() < self.sh.cfg.max_inflight && !self.budget.over_budget() {
             let batch = match self.held.take() {
                 Some(b) => b,
                 None => match self.sh.lock().take_batch(self.partial_ok()) {
@@ -532,7 +361,7 @@ impl Ring {
                     Ok(None) => {}
                     Err(e) => self.fail(Poison::from_error("segment roll failed", e)),
                 }
-                if self.held.is_some() || self.failed {
+                if self.held.is_some() || self.failed() {
                     break;
                 }
                 any = true;
@@ -552,16 +381,11 @@ impl Ring {
             (true, SyncMethod::WriteThenFdatasync) => WriteSync::ThenSync,
         };
         self.seg.dirty |= !durable;
-        if !durable {
-            self.unsynced += batch.len as u64;
-        }
-        self.inflight_bytes += batch.len as u64;
-        self.seg.end = batch.offset + batch.len as u64;
+        self.budget.wrote(batch.len);
+        self.seg.wrote(batch.offset, batch.len);
         let c = &self.sh.counters;
         c.writes.fetch_add(1, Ordering::Relaxed);
         c.write_bytes.fetch_add(batch.len as u64, Ordering::Relaxed);
-        debug_assert_eq!(batch.offset % format::BLOCK as u64, 0);
-        debug_assert_eq!(batch.len % format::BLOCK, 0);
         let op = Op::Write {
             file: self.seg.file.clone(),
             buf: batch.buf,
@@ -570,7 +394,7 @@ impl Ring {
             sync,
         };
         self.push(
-            Kind::Write {
+            OpKind::Write {
                 last_lsn: batch.last_lsn,
                 durable,
             },
@@ -584,73 +408,33 @@ impl Ring {
     /// segment. Then installs a prepared spare: header write, rename,
     /// directory sync, all ordered before the batch's own write.
     fn roll(&mut self, batch: Batch) -> Result<Option<Batch>> {
-        if !self.pending.is_empty() {
+        if !self.ledger.is_empty() {
             return Ok(Some(batch));
         }
         if self.seg.dirty {
-            self.push(
-                Kind::Sync {
-                    covers: self.written,
-                },
-                Op::Sync {
-                    file: self.seg.file.clone(),
-                    data_only: true,
-                },
-            );
-            self.sync_inflight = true;
-            self.syncing = self.unsynced - self.inflight_bytes;
-            self.syncing = self.unsynced - self.inflight_bytes;
-            self.sync_covers = self.written;
-            self.seg.dirty = false;
-            self.sh.counters.syncs.fetch_add(1, Ordering::Relaxed);
+            self.issue_sync();
             return Ok(Some(batch));
         }
-        if !self.seg.sealed {
-            // The segment may be a recycled file with an earlier life's
-            // frames past its end. A zero block right after the last batch
-            // ends it for recovery, which reads older segments strictly
-            // (anything but a zero frame after the data is corruption).
-            // Durable before the next segment gets its first write.
-            self.seg.sealed = true;
-            if self.seg.end + format::BLOCK as u64 <= self.seg.size {
-                self.push(
-                    Kind::Barrier,
-                    Op::Write {
-                        file: self.seg.file.clone(),
-                        buf: AlignedBuf::new(format::BLOCK),
-                        len: format::BLOCK,
-                        offset: self.seg.end,
-                        sync: WriteSync::Dsync,
-                    },
-                );
-                return Ok(Some(batch));
-            }
+        if let Some(seal) = self.seg.seal() {
+            self.push(OpKind::Barrier, seal);
+            return Ok(Some(batch));
         }
-        let spare = self.take_spare()?;
-        let header = SegmentHeader {
-            salt: batch.salt,
-            ..crate::wal::new_header(&self.sh.cfg, batch.seg_base)
-        };
-        let seg = self.sh.dir.segment(batch.seg_base);
-        let block = install_header_buf(&header);
-        let (file, recycled) = (spare.file, spare.recycled);
-        self.push(
-            Kind::Barrier,
-            Op::Write {
-                file: file.clone(),
-                buf: block,
-                len: format::BLOCK,
-                offset: 0,
-                sync: WriteSync::Dsync,
-            },
+        // Invariant 6: the old segment is done with (written, synced,
+        // sealed, all acknowledged) before the new one gets anything.
+        assert!(
+            self.ledger.is_empty(),
+            "a new segment installed with operations still in flight"
         );
-        self.sh
-            .cfg
-            .vfs
-            .rename(&spare.path, &seg.path)
-            .map_err(|e| Error::io(&seg.path, e))?;
+        let spare = self.preparer.take(self.write_totals())?;
+        let header = lifecycle::new_header(&self.sh.cfg, batch.seg_base, batch.salt);
+        let seg = self.sh.dir.segment(batch.seg_base);
         self.push(
-            Kind::Barrier,
+            OpKind::Barrier,
+            lifecycle::header_write(&spare.file, &header),
+        );
+        lifecycle::rename_spare(&*self.sh.cfg.vfs, &spare, &seg.path)?;
+        self.push(
+            OpKind::Barrier,
             Op::Sync {
                 file: self.dir.clone(),
                 data_only: false,
@@ -665,58 +449,24 @@ impl Ring {
         segs.push(seg);
         drop(segs);
         self.sh.counters.rolls.fetch_add(1, Ordering::Relaxed);
-        self.seg = Active {
-            base: batch.seg_base,
-            id: batch.seg_id,
-            file,
-            dirty: false,
-            end: format::BLOCK as u64,
-            size: self.sh.cfg.segment_bytes,
-            sealed: false,
-            recycled,
-        };
+        self.seg = ActiveSegment::installed(
+            batch.seg_base,
+            batch.seg_id,
+            spare,
+            self.sh.cfg.segment_bytes,
+        );
         self.write(batch);
         Ok(None)
     }
 
-    /// The prepared spare, and a request for the next one. A spare that
-    /// failed for lack of space is asked for once more: it may have been
-    /// prepared long ago, and a checkpoint may have freed space since.
-    fn take_spare(&mut self) -> Result<Spare> {
-        let mut retried = false;
-        loop {
-            let got = self.spares.recv().map_err(|_| {
-                Error::io(
-                    self.sh.dir.path(),
-                    std::io::Error::other("segment preparer stopped"),
-                )
-            })?;
-            let fill = self.next_fill();
-            if let Some(tx) = &self.spare_req {
-                let _ = tx.send(fill);
-            }
-            match got {
-                Err(Error::NoSpace { .. }) if !retried => retried = true,
-                other => return other,
-            }
-        }
-    }
-
-    /// How to prepare the next spare, judged by the average size of the
-    /// batch writes since the last request (see `LARGE_WRITE_BYTES`).
-    fn next_fill(&mut self) -> Fill {
+    /// Batch writes and their bytes so far, by which the preparer judges
+    /// how to make the next spare.
+    fn write_totals(&self) -> (u64, u64) {
         let c = &self.sh.counters;
-        let now = (
+        (
             c.writes.load(Ordering::Relaxed),
             c.write_bytes.load(Ordering::Relaxed),
-        );
-        let (writes, bytes) = (now.0 - self.fill_mark.0, now.1 - self.fill_mark.1);
-        self.fill_mark = now;
-        if writes > 0 && bytes / writes >= LARGE_WRITE_BYTES {
-            Fill::Allocate
-        } else {
-            Fill::Zeros
-        }
+        )
     }
 
     /// In written mode, the LSN a sync should be issued for now, if any: a
@@ -725,31 +475,35 @@ impl Ring {
     /// serve it now. `idle_wait` and `maybe_sync` share this one predicate
     /// so that "there is sync work" and "a sync gets issued" never disagree.
     fn sync_target(&self) -> Option<Lsn> {
-        if self.sh.cfg.durable || self.sync_inflight || !self.seg.dirty {
+        if self.sh.cfg.durable || self.budget.in_flight() || !self.seg.dirty {
             return None;
         }
         let mut want = self.sh.sync_wanted.load(Ordering::Acquire);
-        let everything = self.written.max(self.sync_covers + 1);
+        let written = self.ledger.written();
+        let everything = written.max(self.budget.covers() + 1);
         if self
             .sh
             .cfg
             .sync_interval
-            .is_some_and(|every| self.last_sync.elapsed() >= every)
+            .is_some_and(|every| self.budget.since_sync() >= every)
         {
             want = want.max(everything);
         }
-        if self.sh.closing.load(Ordering::SeqCst) && self.writes == 0 && self.held.is_none() {
+        if self.sh.closing.load(Ordering::SeqCst)
+            && self.ledger.writes() == 0
+            && self.held.is_none()
+        {
             want = want.max(everything);
         }
-        if self.over_budget() {
+        if self.budget.over_budget() {
             want = want.max(everything);
         }
-        if want <= self.sync_covers {
+        if want <= self.budget.covers() {
             return None;
         }
         // The write holding `want` is in flight: sync once it lands, so one
         // sync serves it instead of two.
-        if self.written < want && self.writes > 0 {
+        if written < want && self.ledger.writes() > 0 {
             return None;
         }
         Some(want)
@@ -760,46 +514,27 @@ impl Ring {
         if self.sync_target().is_none() {
             return false;
         }
+        self.issue_sync();
+        true
+    }
+
+    /// Issue an fdatasync of the active segment covering every LSN written
+    /// so far: the one place a sync is issued, for a waiter or the
+    /// interval (`maybe_sync`) and before a roll alike.
+    fn issue_sync(&mut self) {
+        let covers = self.ledger.written();
         self.push(
-            Kind::Sync {
-                covers: self.written,
-            },
+            OpKind::Sync { covers },
             Op::Sync {
                 file: self.seg.file.clone(),
                 data_only: true,
             },
         );
-        self.sync_inflight = true;
-        self.syncing = self.unsynced - self.inflight_bytes;
-        self.sync_covers = self.written;
+        self.budget.issued(covers);
         // Clean only if every write is acknowledged: a write in flight, or
         // done but not yet advanced (behind a barrier of a rolled-to
         // segment), is not in `covers` and needs the next sync.
-        self.seg.dirty = self
-            .pending
-            .iter()
-            .any(|p| matches!(p.kind, Kind::Write { .. }));
-        self.last_sync = Instant::now();
+        self.seg.dirty = self.ledger.has_write();
         self.sh.counters.syncs.fetch_add(1, Ordering::Relaxed);
-        true
-    }
-
-    /// Stop the preparer and delete the spares it made but nobody used.
-    /// At most one request is outstanding, so this waits for at most one
-    /// spare in preparation.
-    fn stop_preparer(&mut self) {
-        self.spare_req = None;
-        while let Ok(s) = self.spares.recv() {
-            if let Ok(s) = s {
-                let _ = self.sh.cfg.vfs.remove_file(&s.path);
-            }
-        }
-        if let Some(h) = self.preparer.take() {
-            let _ = h.join();
-        }
-        let pool = std::mem::take(&mut *self.sh.recycled.lock().unwrap_or_else(|p| p.into_inner()));
-        for path in pool {
-            let _ = self.sh.cfg.vfs.remove_file(&path);
-        }
     }
 }

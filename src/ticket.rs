@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 use crate::acks::Wake;
 use crate::config::Level;
 use crate::error::{Lsn, Result};
-use crate::wal::Shared;
+use crate::state::Shared;
 
 /// One appended record: its LSN, and the means to wait until it reaches a
 /// [`Level`].

@@ -1,107 +1,24 @@
-//! The public log handle, the shared state, and the reservation: the one
-//! short critical section every append goes through.
+//! The public log handle: open, append, sync, checkpoint, close. The
+//! state it shares with the ring thread and the tickets, and the
+//! reservation every append takes, live in `state`.
 
-use std::collections::VecDeque;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use ringwal_platform::{AlignedBuf, Notifier, OpenHow, VFile};
+use ringwal_platform::{Notifier, OpenHow, VFile};
 
-use crate::acks::Acks;
 use crate::config::{Config, Level};
-use crate::error::{Error, Lsn, Poison, Result};
-use crate::format::{self, Kind, SegmentHeader};
+use crate::error::{Error, Lsn, Result};
+use crate::format::{self, Kind};
+use crate::lifecycle::{self, create_first_segment};
 use crate::reader::Reader;
 use crate::recovery::{self, RecoveryReport};
 use crate::ring::{self, RingStart};
-use crate::segments::{self, LogDir, SegmentFile};
+use crate::segments::{self, LogDir};
+use crate::state::Shared;
 use crate::ticket::Ticket;
-
-/// Checkpointed segments kept for reuse as spares (see [`Wal::checkpoint`]).
-/// Four: enough to cover the rolls between two checkpoints of a log that
-/// checkpoints often, and at most four segments of disk held back.
-pub(crate) const RECYCLE_KEEP: usize = 4;
-
-/// A batch of frames bound for one write: whole blocks once closed.
-pub(crate) struct Batch {
-    pub buf: AlignedBuf,
-    pub len: usize,
-    /// Segment (by base LSN) and offset the batch is written to.
-    pub seg_base: Lsn,
-    /// Which segment of this log's life: bumped at every roll. The base
-    /// alone cannot tell segments apart when an empty one is replaced.
-    pub seg_id: u64,
-    pub salt: u64,
-    pub offset: u64,
-    /// LSN of the last record in the batch (0: padding only).
-    pub last_lsn: Lsn,
-}
-
-/// State guarded by the reservation lock.
-pub(crate) struct Reservation {
-    pub next_lsn: Lsn,
-    /// The segment new frames go to, its salt, and where its next batch starts.
-    pub seg_base: Lsn,
-    pub seg_id: u64,
-    pub salt: u64,
-    pub batch_start: u64,
-    /// Size of the segment frames go to: its header's, which after a
-    /// reopen with another configured size differs from the config's.
-    pub seg_bytes: u64,
-    pub active: Option<Batch>,
-    pub ready: VecDeque<Batch>,
-    pub free: Vec<AlignedBuf>,
-    pub waiting_for_space: usize,
-    pub closed: bool,
-    pub poison: Option<Poison>,
-}
-
-impl Reservation {
-    /// Close the active batch with padding to a block boundary and queue it
-    /// for the ring. An empty batch returns its buffer to the pool.
-    pub fn close_active(&mut self) {
-        let Some(mut b) = self.active.take() else {
-            return;
-        };
-        if b.len == 0 {
-            self.free.push(b.buf);
-            return;
-        }
-        let end = b.offset + b.len as u64;
-        let pad = format::padding_len(end);
-        if pad > 0 {
-            format::encode_padding(&mut b.buf.as_mut_slice()[b.len..b.len + pad], b.salt, pad);
-            b.len += pad;
-        }
-        self.batch_start = b.offset + b.len as u64;
-        self.ready.push_back(b);
-    }
-
-    /// The next batch for the ring: a closed one, else the active one if it
-    /// holds anything (group commit takes whatever has accumulated).
-    pub fn take_batch(&mut self, take_partial: bool) -> Option<Batch> {
-        if take_partial && self.ready.is_empty() && self.active.as_ref().is_some_and(|b| b.len > 0)
-        {
-            self.close_active();
-        }
-        self.ready.pop_front()
-    }
-
-    pub fn has_batch(&self, take_partial: bool) -> bool {
-        !self.ready.is_empty() || take_partial && self.active.as_ref().is_some_and(|b| b.len > 0)
-    }
-}
-
-/// Counters for observability; relaxed atomics, read with [`Wal::stats`].
-#[derive(Default)]
-pub(crate) struct Counters {
-    pub writes: AtomicU64,
-    pub write_bytes: AtomicU64,
-    pub syncs: AtomicU64,
-    pub rolls: AtomicU64,
-}
 
 /// A snapshot of the log's counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -120,71 +37,6 @@ pub struct Stats {
     pub syncs: u64,
     /// Segments rolled to.
     pub rolls: u64,
-}
-
-/// Everything the handle, the tickets and the ring thread share.
-pub(crate) struct Shared {
-    pub cfg: Config,
-    pub dir: LogDir,
-    pub res: Mutex<Reservation>,
-    pub space: Condvar,
-    pub acks: Acks,
-    pub notifier: Arc<Notifier>,
-    pub ring_sleeping: AtomicBool,
-    /// Set once by close; mirrors `Reservation::closed` for the ring, which
-    /// checks it every loop and should not take the lock to do so.
-    pub closing: AtomicBool,
-    pub sync_wanted: AtomicU64,
-    pub next_lsn: AtomicU64,
-    pub segments: Mutex<Vec<SegmentFile>>,
-    /// Checkpointed segments renamed to spare names (durably), waiting for
-    /// the preparer to reuse them; see `Wal::checkpoint`.
-    pub recycled: Arc<Mutex<Vec<PathBuf>>>,
-    pub counters: Counters,
-}
-
-impl Shared {
-    pub fn lock(&self) -> MutexGuard<'_, Reservation> {
-        // Every critical section is a copy and counter updates that are
-        // complete before any call that could panic (the `then` hook runs
-        // last), so a poisoned mutex carries no information.
-        self.res.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Wake the ring thread if it sleeps. Cost: one syscall only when it
-    /// actually sleeps; an atomic load otherwise.
-    pub fn kick(&self) {
-        if self.ring_sleeping.load(Ordering::SeqCst)
-            && self.ring_sleeping.swap(false, Ordering::SeqCst)
-        {
-            // A failed wake-up would strand waiters; the eventfd write
-            // cannot fail short of fd exhaustion, which poisons elsewhere.
-            let _ = self.notifier.notify();
-        }
-    }
-
-    /// A waiter wants `lsn` at `level`: in written mode, durability needs
-    /// an explicit sync, so record the request and wake the ring.
-    pub fn want(&self, lsn: Lsn, level: Level) {
-        if level == Level::Durable && !self.cfg.durable {
-            if self.sync_wanted.fetch_max(lsn, Ordering::AcqRel) < lsn {
-                self.ring_sleeping.store(false, Ordering::SeqCst);
-                let _ = self.notifier.notify();
-            }
-        } else if level != Level::Accepted {
-            self.kick();
-        }
-    }
-
-    pub fn poisoned(&self, cause: Poison) {
-        // The reservation first: a waiter woken by the poison must find
-        // every later append refused too.
-        let mut r = self.lock();
-        r.poison.get_or_insert(cause.clone());
-        drop(r);
-        self.acks.poison(cause);
-        self.space.notify_all();
-    }
 }
 
 /// A write-ahead log: many producers, one ring thread, one directory and
@@ -256,45 +108,15 @@ impl Wal {
         let (file, _) = segments::open_file(&*cfg.vfs, &active.path, false, cfg.direct_io)?;
 
         let notifier = Arc::new(Notifier::new().map_err(|e| Error::io(dir.path(), e))?);
-        let buffers = (0..cfg.max_inflight + 2)
-            .map(|_| AlignedBuf::new(cfg.buffer_bytes()))
-            .collect();
-        let last = rec.next_lsn - 1;
-        let shared = Arc::new(Shared {
-            res: Mutex::new(Reservation {
-                next_lsn: rec.next_lsn,
-                seg_base: header.base_lsn,
-                seg_id: 0,
-                salt: header.salt,
-                batch_start: write_at,
-                // A segment whose header records a narrower torn window than
-                // this writer's is not written to again: the first append
-                // rolls, so every segment's header bounds its own tail.
-                seg_bytes: if header.torn_window >= cfg.torn_window() {
-                    header.segment_bytes
-                } else {
-                    write_at
-                },
-                active: None,
-                ready: VecDeque::new(),
-                free: buffers,
-                waiting_for_space: 0,
-                closed: false,
-                poison: None,
-            }),
-            space: Condvar::new(),
-            acks: Acks::new(last),
-            notifier,
-            ring_sleeping: AtomicBool::new(false),
-            closing: AtomicBool::new(false),
-            sync_wanted: AtomicU64::new(0),
-            next_lsn: AtomicU64::new(rec.next_lsn),
-            segments: Mutex::new(rec.segments),
-            recycled: Arc::default(),
-            counters: Counters::default(),
-            dir,
+        let shared = Arc::new(Shared::new(
             cfg,
-        });
+            dir,
+            notifier,
+            rec.next_lsn,
+            &header,
+            write_at,
+            rec.segments,
+        ));
         let ring = ring::spawn(RingStart {
             shared: shared.clone(),
             file,
@@ -336,105 +158,12 @@ impl Wal {
         payload: &[u8],
         then: impl FnOnce(Lsn),
     ) -> Result<Ticket> {
-        let lsn = self.reserve(stream, Kind::Data, payload, then)?;
+        let lsn = self.shared.reserve(stream, Kind::Data, payload, then)?;
         self.shared.kick();
         Ok(Ticket {
             lsn,
             shared: self.shared.clone(),
         })
-    }
-
-    fn reserve(
-        &self,
-        stream: u16,
-        kind: Kind,
-        payload: &[u8],
-        then: impl FnOnce(Lsn),
-    ) -> Result<Lsn> {
-        let cfg = &self.shared.cfg;
-        if payload.len() > cfg.max_record_bytes {
-            return Err(Error::TooLarge {
-                len: payload.len(),
-                max: cfg.max_record_bytes,
-            });
-        }
-        let flen = format::frame_len(payload.len());
-        let max_pad = format::BLOCK + format::FRAME_HEADER;
-        let mut r = self.shared.lock();
-        loop {
-            if let Some(p) = &r.poison {
-                return Err(p.error());
-            }
-            if r.closed {
-                return Err(Error::Closed);
-            }
-            if r.next_lsn > format::MAX_LSN {
-                return Err(Error::LsnExhausted { next: r.next_lsn });
-            }
-            let end = r
-                .active
-                .as_ref()
-                .map_or(r.batch_start, |b| b.offset + b.len as u64);
-            let after = end + flen as u64;
-            if after + format::padding_len(after) as u64 > r.seg_bytes {
-                // Roll: the record opens the next segment, named by its LSN.
-                r.close_active();
-                r.seg_base = r.next_lsn;
-                r.seg_id += 1;
-                r.salt = rand::random();
-                r.batch_start = format::BLOCK as u64;
-                r.seg_bytes = cfg.segment_bytes;
-                continue;
-            }
-            if r.active
-                .as_ref()
-                .is_some_and(|b| b.len + flen + max_pad > b.buf.capacity())
-            {
-                r.close_active();
-                self.shared.kick();
-                // Closing padded the batch to a block boundary, which moves
-                // where this record would start: check the segment again.
-                continue;
-            }
-            if r.active.is_none() {
-                let Some(buf) = r.free.pop() else {
-                    r.waiting_for_space += 1;
-                    self.shared.kick();
-                    r = self.shared.space.wait(r).unwrap_or_else(|p| p.into_inner());
-                    r.waiting_for_space -= 1;
-                    continue;
-                };
-                let (offset, seg_base, seg_id, salt) =
-                    (r.batch_start, r.seg_base, r.seg_id, r.salt);
-                r.active = Some(Batch {
-                    buf,
-                    len: 0,
-                    seg_base,
-                    seg_id,
-                    salt,
-                    offset,
-                    last_lsn: 0,
-                });
-            }
-            break;
-        }
-        let lsn = r.next_lsn;
-        r.next_lsn += 1;
-        self.shared.next_lsn.store(r.next_lsn, Ordering::Release);
-        let b = r.active.as_mut().expect("active batch ensured above");
-        let salt = b.salt;
-        let n = format::encode_frame(
-            &mut b.buf.as_mut_slice()[b.len..],
-            salt,
-            lsn,
-            stream,
-            kind,
-            payload,
-        );
-        b.len += n;
-        b.last_lsn = lsn;
-        then(lsn);
-        Ok(lsn)
     }
 
     /// Make every record appended so far durable, and wait for it.
@@ -559,26 +288,15 @@ impl Wal {
         let room = if sh.closing.load(Ordering::SeqCst) {
             0
         } else {
-            let pool = sh.recycled.lock().unwrap_or_else(|p| p.into_inner());
-            RECYCLE_KEEP.saturating_sub(pool.len())
+            sh.recycled.room()
         };
         let mut removed = 0;
         let mut recycled = Vec::new();
         while segs.len() > 1 && segs[1].base - 1 <= up_to {
             let s = segs.remove(0);
-            if recycled.len() < room {
-                let seq = segments::RECYCLED_SEQ + s.base;
-                let to = sh.dir.spare(seq);
-                sh.cfg
-                    .vfs
-                    .rename(&s.path, &to)
-                    .map_err(|e| Error::io(&s.path, e))?;
-                recycled.push(to);
-            } else {
-                sh.cfg
-                    .vfs
-                    .remove_file(&s.path)
-                    .map_err(|e| Error::io(&s.path, e))?;
+            let keep = recycled.len() < room;
+            if let Some(spare) = lifecycle::retire(&*sh.cfg.vfs, &sh.dir, &s, keep)? {
+                recycled.push(spare);
             }
             removed += 1;
         }
@@ -592,8 +310,7 @@ impl Wal {
         // Only now that the renames are durable may the files be changed:
         // before, a crash could bring back the old name over new contents.
         if !recycled.is_empty() {
-            let mut pool = sh.recycled.lock().unwrap_or_else(|p| p.into_inner());
-            pool.extend(recycled);
+            sh.recycled.add(recycled);
         }
         Ok(removed)
     }
@@ -625,66 +342,4 @@ impl Drop for Wal {
     fn drop(&mut self) {
         let _ = self.shutdown();
     }
-}
-
-/// Create the first segment of an empty log, synchronously (open path).
-fn create_first_segment(
-    dir: &LogDir,
-    cfg: &Config,
-    base: Lsn,
-) -> Result<(SegmentFile, SegmentHeader)> {
-    let spare = segments::prepare_spare(
-        &*cfg.vfs,
-        dir,
-        0,
-        cfg.segment_bytes,
-        cfg.direct_io,
-        segments::Fill::Zeros,
-    )?;
-    let header = new_header(cfg, base);
-    let seg = dir.segment(base);
-    install_spare(&*cfg.vfs, &spare, &header, &seg.path)?;
-    cfg.vfs
-        .sync_dir(dir.path())
-        .map_err(|e| Error::io(dir.path(), e))?;
-    Ok((seg, header))
-}
-
-pub(crate) fn new_header(cfg: &Config, base: Lsn) -> SegmentHeader {
-    let created_unix_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
-    SegmentHeader {
-        node: cfg.node,
-        base_lsn: base,
-        segment_bytes: cfg.segment_bytes,
-        salt: rand::random(),
-        created_unix_ms,
-        torn_window: cfg.torn_window(),
-    }
-}
-
-/// Write `header` into the spare durably and rename it to `path`. The
-/// caller makes the rename durable (directory sync) before anything in the
-/// segment is acknowledged durable.
-pub(crate) fn install_spare(
-    vfs: &dyn ringwal_platform::Vfs,
-    spare: &segments::Spare,
-    header: &SegmentHeader,
-    path: &Path,
-) -> Result<()> {
-    let block = install_header_buf(header);
-    spare
-        .file
-        .write_at(block.as_slice(), 0, true)
-        .map_err(|e| Error::io(&spare.path, e))?;
-    vfs.rename(&spare.path, path)
-        .map_err(|e| Error::io(path, e))
-}
-
-/// A block-aligned buffer holding `header`, ready for an O_DIRECT write.
-pub(crate) fn install_header_buf(header: &SegmentHeader) -> AlignedBuf {
-    let mut block = AlignedBuf::new(format::BLOCK);
-    header.encode(block.as_mut_slice());
-    block
 }

@@ -1,0 +1,380 @@
+//! The engine state every thread shares, and the reservation: the one
+//! short critical section every append goes through.
+//!
+//! The public handle (`wal`), the tickets and the ring thread all import
+//! this module; it imports none of them, so the write path has no import
+//! circle.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use ringwal_platform::{AlignedBuf, Notifier};
+
+use crate::acks::Acks;
+use crate::config::{Config, Level};
+use crate::error::{Error, Lsn, Poison, Result};
+use crate::format::{self, Kind, SegmentHeader};
+use crate::lifecycle::{self, RecyclePool};
+use crate::segments::{LogDir, SegmentFile};
+
+// Batches are padded to the format's blocks and written with O_DIRECT
+// from buffers aligned to the platform's: the two must be one size.
+const _: () = assert!(format::BLOCK == ringwal_platform::BLOCK);
+
+/// A batch of frames bound for one write: whole blocks once closed.
+pub(crate) struct Batch {
+    pub buf: AlignedBuf,
+    pub len: usize,
+    /// Segment (by base LSN) and offset the batch is written to.
+    pub seg_base: Lsn,
+    /// Which segment of this log's life: bumped at every roll. The base
+    /// alone cannot tell segments apart when an empty one is replaced.
+    pub seg_id: u64,
+    pub salt: u64,
+    pub offset: u64,
+    /// LSN of the last record in the batch (0: padding only).
+    pub last_lsn: Lsn,
+}
+
+/// State guarded by the reservation lock.
+pub(crate) struct Reservation {
+    pub next_lsn: Lsn,
+    /// The segment new frames go to, its salt, and where its next batch starts.
+    pub seg_base: Lsn,
+    pub seg_id: u64,
+    pub salt: u64,
+    pub batch_start: u64,
+    /// Size of the segment frames go to: its header's, which after a
+    /// reopen with another configured size differs from the config's.
+    pub seg_bytes: u64,
+    pub active: Option<Batch>,
+    pub ready: VecDeque<Batch>,
+    pub free: Vec<AlignedBuf>,
+    pub waiting_for_space: usize,
+    pub closed: bool,
+}
+
+impl Reservation {
+    /// Close the active batch with padding to a block boundary and queue it
+    /// for the ring. An empty batch returns its buffer to the pool.
+    pub fn close_active(&mut self) {
+        let Some(mut b) = self.active.take() else {
+            return;
+        };
+        if b.len == 0 {
+            self.free.push(b.buf);
+            return;
+        }
+        let end = b.offset + b.len as u64;
+        let pad = format::padding_len(end);
+        if pad > 0 {
+            format::encode_padding(&mut b.buf.as_mut_slice()[b.len..b.len + pad], b.salt, pad);
+            b.len += pad;
+        }
+        self.batch_start = b.offset + b.len as u64;
+        self.ready.push_back(b);
+    }
+
+    /// The next batch for the ring: a closed one, else the active one if it
+    /// holds anything (group commit takes whatever has accumulated).
+    pub fn take_batch(&mut self, take_partial: bool) -> Option<Batch> {
+        if take_partial && self.ready.is_empty() && self.active.as_ref().is_some_and(|b| b.len > 0)
+        {
+            self.close_active();
+        }
+        self.ready.pop_front()
+    }
+
+    pub fn has_batch(&self, take_partial: bool) -> bool {
+        !self.ready.is_empty() || take_partial && self.active.as_ref().is_some_and(|b| b.len > 0)
+    }
+}
+
+/// Counters for observability; relaxed atomics, read with `Wal::stats`.
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub writes: AtomicU64,
+    pub write_bytes: AtomicU64,
+    pub syncs: AtomicU64,
+    pub rolls: AtomicU64,
+}
+
+/// Everything the handle, the tickets and the ring thread share.
+pub(crate) struct Shared {
+    pub cfg: Config,
+    pub dir: LogDir,
+    pub res: Mutex<Reservation>,
+    pub space: Condvar,
+    pub acks: Acks,
+    pub notifier: Arc<Notifier>,
+    pub ring_sleeping: AtomicBool,
+    /// Set once by close; mirrors `Reservation::closed` for the ring, which
+    /// checks it every loop and should not take the lock to do so.
+    pub closing: AtomicBool,
+    pub sync_wanted: AtomicU64,
+    pub next_lsn: AtomicU64,
+    pub segments: Mutex<Vec<SegmentFile>>,
+    /// Checkpointed segments waiting for the preparer to reuse them; see
+    /// `Wal::checkpoint`.
+    pub recycled: Arc<RecyclePool>,
+    pub counters: Counters,
+}
+
+impl Shared {
+    /// The state of a log resuming at `next_lsn` in the segment `header`
+    /// describes, whose next batch goes at `write_at`; `segments` are the
+    /// log's segments on disk, oldest first. Allocates every staging
+    /// buffer the log will ever use.
+    pub fn new(
+        cfg: Config,
+        dir: LogDir,
+        notifier: Arc<Notifier>,
+        next_lsn: Lsn,
+        header: &SegmentHeader,
+        write_at: u64,
+        segments: Vec<SegmentFile>,
+    ) -> Shared {
+        let free = (0..cfg.max_inflight + 2)
+            .map(|_| AlignedBuf::new(cfg.buffer_bytes()))
+            .collect();
+        Shared {
+            res: Mutex::new(Reservation {
+                next_lsn,
+                seg_base: header.base_lsn,
+                seg_id: 0,
+                salt: header.salt,
+                batch_start: write_at,
+                // A segment whose header records a narrower torn window than
+                // this writer's is not written to again: the first append
+                // rolls, so every segment's header bounds its own tail.
+                seg_bytes: if header.torn_window >= cfg.torn_window() {
+                    header.segment_bytes
+                } else {
+                    write_at
+                },
+                active: None,
+                ready: VecDeque::new(),
+                free,
+                waiting_for_space: 0,
+                closed: false,
+            }),
+            space: Condvar::new(),
+            acks: Acks::new(next_lsn - 1),
+            notifier,
+            ring_sleeping: AtomicBool::new(false),
+            closing: AtomicBool::new(false),
+            sync_wanted: AtomicU64::new(0),
+            next_lsn: AtomicU64::new(next_lsn),
+            segments: Mutex::new(segments),
+            recycled: Arc::default(),
+            counters: Counters::default(),
+            dir,
+            cfg,
+        }
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, Reservation> {
+        // Every critical section is a copy and counter updates that are
+        // complete before any call that could panic (the `then` hook runs
+        // last), so a poisoned mutex carries no information.
+        self.res.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Wake the ring thread if it sleeps. Cost: one syscall only when it
+    /// actually sleeps; an atomic load otherwise.
+    pub fn kick(&self) {
+        if self.ring_sleeping.load(Ordering::SeqCst)
+            && self.ring_sleeping.swap(false, Ordering::SeqCst)
+        {
+            // A failed wake-up would strand waiters; the eventfd write
+            // cannot fail short of fd exhaustion, which poisons elsewhere.
+            let _ = self.notifier.notify();
+        }
+    }
+
+    /// A waiter wants `lsn` at `level`: in written mode, durability needs
+    /// an explicit sync, so record the request and wake the ring.
+    pub fn want(&self, lsn: Lsn, level: Level) {
+        if level == Level::Durable && !self.cfg.durable {
+            if self.sync_wanted.fetch_max(lsn, Ordering::AcqRel) < lsn {
+                self.ring_sleeping.store(false, Ordering::SeqCst);
+                let _ = self.notifier.notify();
+            }
+        } else if level != Level::Accepted {
+            self.kick();
+        }
+    }
+
+    /// Poison the log: every waiter fails with `cause`, and so does every
+    /// later append.
+    ///
+    /// `Acks` keeps the one cause and sets it before it wakes anyone; the
+    /// reservation reads it there, so a waiter woken by the poison finds
+    /// every later append refused. Producers parked on `space` are woken
+    /// too, after taking the reservation lock once: one that read no
+    /// poison holds that lock until it parks, so the notification cannot
+    /// fall between its check and its wait.
+    pub fn poison(&self, cause: Poison) {
+        self.acks.poison(cause);
+        drop(self.lock());
+        self.space.notify_all();
+    }
+
+    /// Sequence one record: give it the next LSN, copy its frame into the
+    /// active staging buffer and run `then(lsn)`, all under the
+    /// reservation lock. Rolls are decided here: a record that does not
+    /// fit starts a new segment named by its LSN, with a fresh salt.
+    pub fn reserve(
+        &self,
+        stream: u16,
+        kind: Kind,
+        payload: &[u8],
+        then: impl FnOnce(Lsn),
+    ) -> Result<Lsn> {
+        let cfg = &self.cfg;
+        if payload.len() > cfg.max_record_bytes {
+            return Err(Error::TooLarge {
+                len: payload.len(),
+                max: cfg.max_record_bytes,
+            });
+        }
+        let flen = format::frame_len(payload.len());
+        let max_pad = format::BLOCK + format::FRAME_HEADER;
+        let mut r = self.lock();
+        loop {
+            if let Some(p) = self.acks.poison_cause() {
+                return Err(p.error());
+            }
+            if r.closed {
+                return Err(Error::Closed);
+            }
+            if r.next_lsn > format::MAX_LSN {
+                return Err(Error::LsnExhausted { next: r.next_lsn });
+            }
+            let end = r
+                .active
+                .as_ref()
+                .map_or(r.batch_start, |b| b.offset + b.len as u64);
+            let after = end + flen as u64;
+            if after + format::padding_len(after) as u64 > r.seg_bytes {
+                // Roll: the record opens the next segment, named by its LSN.
+                r.close_active();
+                r.seg_base = r.next_lsn;
+                r.seg_id += 1;
+                r.salt = lifecycle::new_salt();
+                r.batch_start = format::BLOCK as u64;
+                r.seg_bytes = cfg.segment_bytes;
+                continue;
+            }
+            if r.active
+                .as_ref()
+                .is_some_and(|b| b.len + flen + max_pad > b.buf.capacity())
+            {
+                r.close_active();
+                self.kick();
+                // Closing padded the batch to a block boundary, which moves
+                // where this record would start: check the segment again.
+                continue;
+            }
+            if r.active.is_none() {
+                let Some(buf) = r.free.pop() else {
+                    r.waiting_for_space += 1;
+                    self.kick();
+                    r = self.space.wait(r).unwrap_or_else(|p| p.into_inner());
+                    r.waiting_for_space -= 1;
+                    continue;
+                };
+                let (offset, seg_base, seg_id, salt) =
+                    (r.batch_start, r.seg_base, r.seg_id, r.salt);
+                r.active = Some(Batch {
+                    buf,
+                    len: 0,
+                    seg_base,
+                    seg_id,
+                    salt,
+                    offset,
+                    last_lsn: 0,
+                });
+            }
+            break;
+        }
+        let lsn = r.next_lsn;
+        r.next_lsn += 1;
+        self.next_lsn.store(r.next_lsn, Ordering::Release);
+        let b = r.active.as_mut().expect("active batch ensured above");
+        let salt = b.salt;
+        let n = format::encode_frame(
+            &mut b.buf.as_mut_slice()[b.len..],
+            salt,
+            lsn,
+            stream,
+            kind,
+            payload,
+        );
+        b.len += n;
+        b.last_lsn = lsn;
+        then(lsn);
+        Ok(lsn)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::time::Duration;
+
+    use super::*;
+
+    /// The state of a new log whose ring never runs, with `buffers`
+    /// staging buffers left free.
+    fn shared(buffers: usize) -> Arc<Shared> {
+        let cfg = Config::default();
+        let header = lifecycle::new_header(&cfg, 1, 7);
+        let sh = Shared::new(
+            cfg,
+            LogDir::new(Path::new("/nonexistent"), 1),
+            Arc::new(Notifier::new().unwrap()),
+            1,
+            &header,
+            format::BLOCK as u64,
+            Vec::new(),
+        );
+        sh.lock().free.truncate(buffers);
+        Arc::new(sh)
+    }
+
+    fn poisoned(r: Result<Lsn>) -> bool {
+        matches!(r, Err(Error::Poisoned { .. }))
+    }
+
+    #[test]
+    fn after_the_poison_appends_are_refused_and_waiters_fail() {
+        let sh = shared(1);
+        let lsn = sh.reserve(0, Kind::Data, b"x", |_| {}).unwrap();
+        sh.poison(Poison::Failed("test".into()));
+        assert!(matches!(
+            sh.acks.check(lsn, Level::Written),
+            Some(Err(Error::Poisoned { .. }))
+        ));
+        assert!(poisoned(sh.reserve(0, Kind::Data, b"y", |_| {})));
+    }
+
+    #[test]
+    fn a_producer_parked_for_space_is_woken_by_the_poison() {
+        let sh = shared(0);
+        let producer = {
+            let sh = sh.clone();
+            std::thread::spawn(move || sh.reserve(0, Kind::Data, b"x", |_| {}))
+        };
+        // Let it park if it will; refused either way, never left parked.
+        for _ in 0..1000 {
+            if sh.lock().waiting_for_space > 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        sh.poison(Poison::Failed("test".into()));
+        assert!(poisoned(producer.join().unwrap()));
+    }
+}
