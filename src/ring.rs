@@ -66,7 +66,10 @@ pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
         .name(format!("ringwal-ring-{}", sh.cfg.node))
         .spawn(move || {
             if let Some(cpu) = start.shared.cfg.ring_cpu {
-                core_affinity::set_for_current(core_affinity::CoreId { id: cpu });
+                // Checked against the process's CPUs at open; the kernel
+                // can still refuse (a cpuset changed since), and an
+                // unpinned ring thread is slower, not wrong.
+                let _ = ringwal_platform::cpu::pin_current(cpu);
             }
             let kind = match start.shared.cfg.backend {
                 Backend::Uring => QueueKind::Uring,
@@ -428,18 +431,18 @@ impl Ring {
         let spare = self.preparer.take(self.write_totals())?;
         let header = lifecycle::new_header(&self.sh.cfg, batch.seg_base, batch.salt);
         let seg = self.sh.dir.segment(batch.seg_base);
-        self.push(
-            OpKind::Barrier,
-            lifecycle::header_write(&spare.file, &header),
-        );
-        lifecycle::rename_spare(&*self.sh.cfg.vfs, &spare, &seg.path)?;
-        self.push(
-            OpKind::Barrier,
-            Op::Sync {
-                file: self.dir.clone(),
-                data_only: false,
-            },
-        );
+        // Installed here, on this thread, before the segment's first
+        // write is even queued: the header is durable before the file has
+        // its name, and the name before any frame. So a segment-named file
+        // with a blank header in front of data is always damage (recovery
+        // must never discard it), and the install does not wait on the
+        // kernel's I/O workers, which CPU-bound neighbours can starve for
+        // seconds. Nothing else is in flight at a roll, so doing it
+        // synchronously costs the device no overlap.
+        lifecycle::install_spare(&*self.sh.cfg.vfs, &spare, &header, &seg.path)?;
+        self.dir
+            .sync_all()
+            .map_err(|e| Error::io(self.sh.dir.path(), e))?;
         let mut segs = self.sh.segments.lock().unwrap_or_else(|p| p.into_inner());
         // A segment that never got a record can be rolled past with the
         // same base; the rename above replaced its file atomically.

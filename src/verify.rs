@@ -529,9 +529,16 @@ mod tests {
 
     #[test]
     fn header_rules_match_recovery() {
-        // A blank newest header is an incomplete file; a damaged one is
-        // corruption. verify, records and a strict open must agree.
-        for (blank, consistent) in [(true, true), (false, false)] {
+        // A never-written newest file is an incomplete file; a blank header
+        // in front of data, or a damaged one, is corruption. verify,
+        // records, stat and a strict open must agree.
+        #[derive(Clone, Copy, PartialEq)]
+        enum Case {
+            NeverWritten,
+            ZeroedOverData,
+            Damaged,
+        }
+        for case in [Case::NeverWritten, Case::ZeroedOverData, Case::Damaged] {
             let dir = tempfile::tempdir().unwrap();
             make_log(dir.path(), 1, 1200);
             let newest = segment_paths(dir.path(), 1).pop().unwrap();
@@ -539,19 +546,25 @@ mod tests {
                 .write(true)
                 .open(&newest)
                 .unwrap();
-            if blank {
-                f.write_all_at(&[0u8; 64], 0).unwrap();
-            } else {
-                f.write_all_at(b"XX", 0).unwrap();
+            match case {
+                Case::NeverWritten => {
+                    let next = stat(dir.path(), 1).unwrap().last_lsn + 1;
+                    let name = format::segment_file_name(1, next);
+                    std::fs::write(dir.path().join(name), vec![0u8; SEG as usize]).unwrap();
+                }
+                Case::ZeroedOverData => f.write_all_at(&[0u8; 64], 0).unwrap(),
+                Case::Damaged => f.write_all_at(b"XX", 0).unwrap(),
             }
             drop(f);
+            let incomplete = usize::from(case == Case::NeverWritten);
+            let consistent = case == Case::NeverWritten;
             let r = verify(dir.path(), 1).unwrap();
             assert_eq!(r.is_consistent(), consistent, "{:?}", r.problems);
-            assert_eq!(r.incomplete.len(), usize::from(blank));
+            assert_eq!(r.incomplete.len(), incomplete);
             let items: Vec<Result<RecordAt>> = records(dir.path(), 1, 0).unwrap().collect();
             assert_eq!(items.iter().all(|r| r.is_ok()), consistent);
             let s = stat(dir.path(), 1).unwrap();
-            assert_eq!(s.incomplete, usize::from(blank));
+            assert_eq!(s.incomplete, incomplete);
             match Wal::open(dir.path(), small(1)) {
                 Ok((wal, _)) => {
                     assert!(consistent);

@@ -101,9 +101,11 @@ fn a_tail_just_short_of_the_end_is_sealed_inside_the_segment() {
 
 /// A header-only ("blank") file, as a crash between creating a segment and
 /// writing its header leaves it.
+/// A segment file as a crash mid-create leaves it: preallocated to the
+/// segment size, nothing written.
 fn blank(dir: &std::path::Path, base: u64) -> std::path::PathBuf {
     let path = dir.join(format::segment_file_name(1, base));
-    std::fs::write(&path, vec![0u8; format::BLOCK]).unwrap();
+    std::fs::write(&path, vec![0u8; SEG as usize]).unwrap();
     path
 }
 

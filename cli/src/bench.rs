@@ -81,7 +81,8 @@ pub(crate) fn run(a: BenchArgs) -> CmdResult {
         .backend(backend.backend())
         .sync_method(a.sync_method.method())
         .max_inflight(a.inflight)
-        .max_record_bytes(a.max_record);
+        .max_record_bytes(a.max_record)
+        .segment_bytes(a.segment_mib << 20);
     if level != Level::Durable {
         builder = builder
             .default_level(Level::Written)
@@ -91,7 +92,7 @@ pub(crate) fn run(a: BenchArgs) -> CmdResult {
     let wal = Arc::new(wal);
 
     println!(
-        "ringwal bench: backend={} sync={} inflight={} producers={} size={} B level={} api={} window={} secs={} checkpoint={} dir={}",
+        "ringwal bench: backend={} sync={} inflight={} producers={} size={} B level={} api={} window={} secs={} segment={} MiB checkpoint={} dir={}",
         backend.name(),
         a.sync_method.name(),
         a.inflight,
@@ -101,6 +102,7 @@ pub(crate) fn run(a: BenchArgs) -> CmdResult {
         a.api.name(),
         if a.api == ApiArg::Channel { a.window } else { 1 },
         a.secs,
+        a.segment_mib,
         if a.dir.is_none() { "behind-durable" } else { "off" },
         dir.display()
     );
@@ -365,6 +367,7 @@ fn write_json(path: &Path, a: &BenchArgs, backend: BackendArg, r: &Results) -> R
         "records_per_write": r.records_per_write(),
         "syncs": r.syncs,
         "rolls": r.rolls,
+        "segment_mib": a.segment_mib,
     });
     let mut text = serde_json::to_string_pretty(&obj)
         .map_err(|e| Failure::msg(format!("encoding JSON: {e}")))?;

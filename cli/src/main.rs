@@ -149,6 +149,10 @@ pub(crate) struct BenchArgs {
     /// Largest record the log accepts, in bytes (raise it for --size above 1 MiB).
     #[arg(long, default_value_t = 1 << 20)]
     pub max_record: usize,
+    /// Segment size in MiB (smaller segments roll more often: the cost of
+    /// a roll shows in the tail).
+    #[arg(long, default_value_t = 64)]
+    pub segment_mib: u64,
     /// How producers append: `append` (call, then wait on the ticket) or
     /// `channel` (each producer is a collector thread with a sender and an
     /// acknowledgement receiver; latency is from send to acknowledgement).

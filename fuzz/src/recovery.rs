@@ -442,8 +442,13 @@ pub fn build(data: &[u8]) -> Scenario {
             _ => {
                 // A header that never reached the disk: the crash between
                 // creating a segment and writing its header. Only the
-                // newest file may look like that in a log a writer left.
-                if !last {
+                // newest file may look like that in a log a writer left,
+                // and only with a segment's shape (whole blocks, at least
+                // the smallest segment): spares are preallocated before
+                // they are named. Anything shorter is a foreign file.
+                let shaped = file_len.is_multiple_of(format::BLOCK)
+                    && file_len as u64 >= format::MIN_SEGMENT_BYTES;
+                if !last || !shaped {
                     clean = false;
                 }
                 let mut buf = vec![0u8; file_len];

@@ -514,7 +514,11 @@ mod tests {
                         "{got:?}"
                     )
                 }
-                "raw_file" => assert_eq!(got, opened(0, false, 1)),
+                // Eight bytes under a segment's name: no writer makes that.
+                "raw_file" => assert!(
+                    matches!(&got, Outcome::Failed(e) if e.contains("is no segment")),
+                    "{got:?}"
+                ),
                 "raw_valid_segment" => assert_eq!(got, opened(1, false, 0)),
                 other => panic!("no expectation for seed {other}"),
             }
