@@ -5,7 +5,6 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 use ringwal_platform::{
     new_queue, AlignedBuf, Completion, IoQueue, Op, QueueKind, VFile, Wait, WriteSync,
@@ -17,7 +16,7 @@ use crate::format::SegmentHeader;
 use crate::ledger::{Ledger, OpKind};
 use crate::lifecycle::{self, ActiveSegment, Preparer};
 use crate::state::{Batch, Shared};
-use crate::sync_budget::SyncBudget;
+use crate::sync_budget::{Demand, SyncBudget};
 
 /// What the ring thread starts from: the active segment after recovery.
 pub(crate) struct RingStart {
@@ -26,6 +25,11 @@ pub(crate) struct RingStart {
     pub header: SegmentHeader,
     /// Where the next write to that segment goes.
     pub write_at: u64,
+    /// The writer's lock, held by the ring thread until its last write
+    /// and sync are done: however the log is closed (even by a `Drop` on
+    /// this very thread, which cannot wait for itself), no second writer
+    /// gets in while this one still writes.
+    pub lock: VFile,
 }
 
 struct Ring {
@@ -65,6 +69,7 @@ pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
     let handle = std::thread::Builder::new()
         .name(format!("ringwal-ring-{}", sh.cfg.node))
         .spawn(move || {
+            let _lock = start.lock;
             if let Some(cpu) = start.shared.cfg.ring_cpu {
                 // Checked against the process's CPUs at open; the kernel
                 // can still refuse (a cpuset changed since), and an
@@ -215,8 +220,9 @@ impl Ring {
             return false;
         }
         drop(r);
-        // Close drains to durable: in written mode one last sync.
-        self.sh.cfg.durable || !self.seg.dirty
+        // Close drains to durable: in written mode one last sync, unless
+        // the last one already covered everything.
+        self.sh.cfg.durable || !self.seg.dirty || !self.budget.useful(self.ledger.written())
     }
 
     /// Decide how to sleep: announce it so producers wake us, then re-check
@@ -237,13 +243,9 @@ impl Ring {
                 return Wait::NoWait;
             }
         }
-        match self.sh.cfg.sync_interval {
-            Some(every) if !self.sh.cfg.durable && self.seg.dirty => Wait::Timeout(
-                every
-                    .saturating_sub(self.budget.since_sync())
-                    .max(Duration::from_micros(100)),
-            ),
-            _ => Wait::Block,
+        match self.budget.wake_after(self.demand()) {
+            Some(left) => Wait::Timeout(left),
+            None => Wait::Block,
         }
     }
 
@@ -472,44 +474,23 @@ impl Ring {
         )
     }
 
-    /// In written mode, the LSN a sync should be issued for now, if any: a
-    /// waiter wants durability (or the sync interval elapsed, or the log is
-    /// closing) beyond what the last sync covered, and the written data can
-    /// serve it now. `idle_wait` and `maybe_sync` share this one predicate
-    /// so that "there is sync work" and "a sync gets issued" never disagree.
+    /// What the budget needs to know to decide on a sync.
+    fn demand(&self) -> Demand {
+        Demand {
+            written: self.ledger.written(),
+            wanted: self.sh.sync_wanted.load(Ordering::Acquire),
+            writes: self.ledger.writes(),
+            closing_drained: self.sh.closing.load(Ordering::SeqCst)
+                && self.ledger.writes() == 0
+                && self.held.is_none(),
+            dirty: self.seg.dirty,
+        }
+    }
+
+    /// The LSN a sync should be issued for now, if any
+    /// (`SyncBudget::target`).
     fn sync_target(&self) -> Option<Lsn> {
-        if self.sh.cfg.durable || self.budget.in_flight() || !self.seg.dirty {
-            return None;
-        }
-        let mut want = self.sh.sync_wanted.load(Ordering::Acquire);
-        let written = self.ledger.written();
-        let everything = written.max(self.budget.covers() + 1);
-        if self
-            .sh
-            .cfg
-            .sync_interval
-            .is_some_and(|every| self.budget.since_sync() >= every)
-        {
-            want = want.max(everything);
-        }
-        if self.sh.closing.load(Ordering::SeqCst)
-            && self.ledger.writes() == 0
-            && self.held.is_none()
-        {
-            want = want.max(everything);
-        }
-        if self.budget.over_budget() {
-            want = want.max(everything);
-        }
-        if want <= self.budget.covers() {
-            return None;
-        }
-        // The write holding `want` is in flight: sync once it lands, so one
-        // sync serves it instead of two.
-        if written < want && self.ledger.writes() > 0 {
-            return None;
-        }
-        Some(want)
+        self.budget.target(self.demand())
     }
 
     /// Issue the sync `sync_target` asks for. Returns whether it did.

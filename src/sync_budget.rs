@@ -10,9 +10,26 @@ use std::time::{Duration, Instant};
 use crate::config::Config;
 use crate::error::Lsn;
 
+/// What the ring knows when it asks whether to sync.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Demand {
+    /// The written watermark.
+    pub written: Lsn,
+    /// The highest LSN a waiter wants durable.
+    pub wanted: Lsn,
+    /// Batch writes in flight.
+    pub writes: usize,
+    /// The log is closing and nothing is left to write.
+    pub closing_drained: bool,
+    /// The active segment has writes that no issued sync covers.
+    pub dirty: bool,
+}
+
 /// Bytes written since the last completed sync, and the sync in flight.
 pub(crate) struct SyncBudget {
     durable: bool,
+    /// Background sync interval (written mode).
+    interval: Option<Duration>,
     /// The most one more write adds (one staging buffer), and the window
     /// the unsynced bytes must stay under.
     write_bytes: u64,
@@ -34,6 +51,7 @@ impl SyncBudget {
     pub fn new(cfg: &Config, last: Lsn) -> SyncBudget {
         SyncBudget {
             durable: cfg.durable,
+            interval: cfg.sync_interval,
             write_bytes: cfg.buffer_bytes() as u64,
             torn_window: cfg.torn_window(),
             unsynced: 0,
@@ -97,18 +115,71 @@ impl SyncBudget {
         !self.durable && self.unsynced + self.write_bytes > self.torn_window
     }
 
-    /// Whether a sync is in flight.
-    pub fn in_flight(&self) -> bool {
-        self.in_flight
+    /// Bytes whose writes completed that no sync, issued or done, covers
+    /// yet: what a sync issued now would make durable beyond the
+    /// watermark's LSNs.
+    pub fn completed_unsynced(&self) -> u64 {
+        self.unsynced - self.inflight_bytes - self.syncing
     }
 
-    /// The LSN the last sync issued covers.
-    pub fn covers(&self) -> Lsn {
-        self.covers
+    /// Whether a sync issued now would make anything durable: LSNs the
+    /// written watermark has passed since the last sync, or bytes that
+    /// completed behind an operation still pending (they count against
+    /// the torn window). While the front operation was stuck, the interval
+    /// used to fire one fdatasync after another that covered nothing new.
+    pub fn useful(&self, written: Lsn) -> bool {
+        written > self.covers || self.completed_unsynced() > 0
+    }
+
+    /// In written mode, the LSN a sync should be issued for now, if any: a
+    /// waiter wants durability (or the interval elapsed, or the log is
+    /// closing, or the torn window is full) beyond what the last sync
+    /// covered, a sync would serve something, and the written data can
+    /// serve it now. The ring's idle check and its sync decision share
+    /// this one predicate, so "there is sync work" and "a sync gets
+    /// issued" never disagree.
+    pub fn target(&self, d: Demand) -> Option<Lsn> {
+        if self.durable || self.in_flight || !d.dirty || !self.useful(d.written) {
+            return None;
+        }
+        let due = self
+            .interval
+            .is_some_and(|every| self.since_sync() >= every)
+            || d.closing_drained
+            || self.over_budget();
+        let mut want = d.wanted;
+        if due {
+            want = want.max(d.written.max(self.covers + 1));
+        }
+        if want <= self.covers {
+            return None;
+        }
+        // The write holding `want` is in flight: sync once it lands, so one
+        // sync serves it instead of two.
+        if d.written < want && d.writes > 0 {
+            return None;
+        }
+        Some(want)
+    }
+
+    /// How long the idle ring may sleep before the interval's next sync
+    /// is due; `None`: until a completion or a producer wakes it. Only a
+    /// sync that would be useful then gets a timer. Otherwise a completion
+    /// is what can make one useful or possible (a sync or write in flight,
+    /// a stuck front operation), and it wakes the ring by itself: a timer
+    /// meanwhile only spun the thread, 100 µs at a time.
+    pub fn wake_after(&self, d: Demand) -> Option<Duration> {
+        let every = self.interval?;
+        if self.durable || !d.dirty || self.in_flight || !self.useful(d.written) {
+            return None;
+        }
+        every
+            .checked_sub(self.since_sync())
+            .filter(|left| !left.is_zero())
     }
 
     /// Time since the last sync was issued.
-    pub fn since_sync(&self) -> Duration {
+    fn since_sync(&self) -> Duration {
         self.last_sync.elapsed()
     }
 }
@@ -118,10 +189,72 @@ mod tests {
     use super::*;
 
     fn written_mode() -> SyncBudget {
+        every(None)
+    }
+
+    fn every(interval: Option<Duration>) -> SyncBudget {
         let cfg = Config::builder()
             .default_level(crate::config::Level::Written)
+            .sync_interval(interval)
             .build();
         SyncBudget::new(&cfg, 0)
+    }
+
+    /// A front operation (a segment install, say) that never completes:
+    /// three writes behind it completed, so the written watermark stays at
+    /// 0. One sync makes their bytes durable; after it, however often the
+    /// interval elapses, no sync is issued, and the idle ring sleeps.
+    #[test]
+    fn a_stuck_front_operation_gets_one_sync_not_one_per_interval() {
+        let mut b = every(Some(Duration::ZERO));
+        for _ in 0..3 {
+            b.wrote(4096);
+            b.write_done(4096);
+        }
+        let stuck = Demand {
+            written: 0,
+            dirty: true,
+            ..Demand::default()
+        };
+        assert_eq!(b.target(stuck), Some(1));
+        b.issued(0);
+        assert_eq!(b.target(stuck), None, "one sync at a time");
+        assert_eq!(
+            b.wake_after(stuck),
+            None,
+            "the sync's completion wakes the ring"
+        );
+        b.sync_done(true);
+        for _ in 0..100 {
+            assert_eq!(b.target(stuck), None, "a sync that would cover nothing");
+            assert_eq!(b.wake_after(stuck), None, "a timer that would spin");
+        }
+        // Once the front operation completes the watermark moves: a sync
+        // is useful again.
+        let moved = Demand {
+            written: 3,
+            ..stuck
+        };
+        assert_eq!(b.target(moved), Some(3));
+    }
+
+    #[test]
+    fn the_interval_sets_the_timer_only_for_a_useful_sync() {
+        let mut b = every(Some(Duration::from_secs(3600)));
+        let d = Demand {
+            written: 5,
+            dirty: true,
+            ..Demand::default()
+        };
+        assert_eq!(b.target(d), None, "not due yet");
+        let left = b.wake_after(d).expect("a timer for the next interval");
+        assert!(left > Duration::from_secs(3500) && left <= Duration::from_secs(3600));
+        // A waiter wanting durability is served at once.
+        assert_eq!(b.target(Demand { wanted: 5, ..d }), Some(5));
+        b.issued(5);
+        b.sync_done(true);
+        assert_eq!(b.wake_after(d), None, "everything written is covered");
+        assert_eq!(every(None).wake_after(d), None, "no interval, no timer");
     }
 
     #[test]
@@ -135,7 +268,7 @@ mod tests {
         b.sync_done(true);
         // The second write was in flight at the sync: still unsynced.
         assert_eq!(b.unsynced, 8192);
-        assert!(!b.in_flight());
+        assert!(!b.in_flight);
     }
 
     #[test]

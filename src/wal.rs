@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use ringwal_platform::{Notifier, OpenHow, VFile};
+use ringwal_platform::{Notifier, OpenHow};
 
 use crate::config::{Config, Level};
 use crate::error::{Error, Lsn, Result};
@@ -50,7 +50,6 @@ pub struct Stats {
 pub struct Wal {
     shared: Arc<Shared>,
     ring: Mutex<Option<JoinHandle<()>>>,
-    _lock: VFile,
 }
 
 impl std::fmt::Debug for Wal {
@@ -122,12 +121,12 @@ impl Wal {
             file,
             header,
             write_at,
+            lock,
         })?;
         Ok((
             Wal {
                 shared,
                 ring: Mutex::new(Some(ring)),
-                _lock: lock,
             },
             rec.report,
         ))
@@ -319,6 +318,13 @@ impl Wal {
     /// release the lock. Returns the first failure, if any (a poisoned log
     /// reports it here too). Dropping the log does the same and discards
     /// the result.
+    ///
+    /// Blocks until the ring thread is done, except on the ring thread
+    /// itself (a waker it runs may own the last handle): there the drain is
+    /// started and finished by that thread after this returns, which can
+    /// then not report the drain's outcome. Either way every record is
+    /// written and every waiter answered, and the lock is held until the
+    /// last write is done.
     pub fn close(self) -> Result<()> {
         self.shutdown()
     }
@@ -333,6 +339,15 @@ impl Wal {
         self.shared.space.notify_all();
         self.shared.ring_sleeping.store(false, Ordering::SeqCst);
         let _ = self.shared.notifier.notify();
+        if handle.thread().id() == std::thread::current().id() {
+            // The last handle went away on the ring thread itself: a waker
+            // it ran (an executor polling inline) dropped it. The thread
+            // cannot wait for itself; once this returns it goes back to
+            // its loop, sees the log closing, and finishes the drain on its
+            // own (it holds the writer lock until it is done). Waiters are
+            // answered as the drain proceeds.
+            return self.check_poison();
+        }
         let _ = handle.join();
         self.check_poison()
     }

@@ -6,6 +6,8 @@
 mod common;
 
 use std::collections::BTreeSet;
+use std::future::Future;
+use std::sync::Arc;
 
 use common::*;
 use ringwal::{Backend, Level, Wal};
@@ -145,4 +147,80 @@ fn producer_payload(thread: usize, i: usize) -> Vec<u8> {
     let mut p = format!("producer-{thread}-{i}-").into_bytes();
     p.resize(p.len() + (i * 7 + thread * 13) % 200, b'a' + (thread as u8));
     p
+}
+
+// ---------------------------------------------------------------------------
+// 3. The last handle dropped on the ring thread.
+
+/// A task polled inline by its own waker, as hand-written executors do:
+/// the ring thread, waking it, runs it to completion.
+struct InlineTask {
+    fut: std::sync::Mutex<Option<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>>>,
+}
+
+impl std::task::Wake for InlineTask {
+    fn wake(self: Arc<Self>) {
+        let waker = std::task::Waker::from(self.clone());
+        let mut cx = std::task::Context::from_waker(&waker);
+        let mut slot = self.fut.lock().unwrap();
+        if let Some(f) = slot.as_mut() {
+            if f.as_mut().poll(&mut cx).is_ready() {
+                *slot = None;
+            }
+        }
+    }
+}
+
+/// When a waker owns the last `Arc<Wal>`, the log's `Drop` runs on the
+/// ring thread, which cannot join itself. It must still drain: every
+/// record appended reaches the disk, every ticket resolves, nothing
+/// panics, and the writer lock is held until the drain is done.
+#[test]
+fn dropping_the_last_handle_on_the_ring_thread_still_drains() {
+    for_each_backend(|backend| {
+        let dir = tempfile::tempdir().unwrap();
+        let (wal, _) = Wal::open(dir.path(), cfg(backend)).unwrap();
+        let wal = Arc::new(wal);
+        let first = wal.append(0, b"first").unwrap();
+        let task = Arc::new(InlineTask {
+            fut: std::sync::Mutex::new(None),
+        });
+        let owner = wal.clone();
+        *task.fut.lock().unwrap() = Some(Box::pin(async move {
+            first.reached(Level::Durable).await.unwrap();
+            drop(owner); // the last handle, on whatever thread woke us
+        }));
+        // Poll once here: the future registers the task's waker, so the
+        // ring thread is the one that completes it.
+        std::task::Wake::wake_by_ref(&task);
+        let tickets: Vec<_> = (0..2000)
+            .map(|i| wal.append(0, format!("record {i}").as_bytes()).unwrap())
+            .collect();
+        drop(wal);
+        // Waited for on another thread, so that a ring thread that died
+        // (joining itself used to panic it) fails the test instead of
+        // hanging it.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let all: Result<(), _> = tickets.iter().try_for_each(|t| t.wait(Level::Durable));
+            let _ = tx.send(all);
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(60))
+            .expect("every ticket resolves")
+            .expect("every ticket reaches Durable");
+        assert!(task.fut.lock().unwrap().is_none(), "the task ran");
+        // The lock goes once the ring thread has finished its drain.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let (wal, report) = loop {
+            match Wal::open(dir.path(), cfg(backend)) {
+                Ok(x) => break x,
+                Err(ringwal::Error::Locked { .. }) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(5))
+                }
+                Err(e) => panic!("{backend:?}: reopen: {e}"),
+            }
+        };
+        assert_eq!(report.records, 2001, "{backend:?}: {report:?}");
+        wal.close().unwrap();
+    });
 }
