@@ -1,0 +1,270 @@
+//! Frames: kinds, encoding, padding and decoding.
+
+use super::*;
+
+// Frame header field offsets.
+const F_CRC: usize = 0;
+const F_LEN: usize = 4;
+const F_LSN: usize = 8;
+const F_STREAM: usize = 16;
+const F_KIND: usize = 18;
+const F_FLAGS: usize = 19;
+const F_RESERVED: usize = 20;
+
+/// Frame type, stored in one byte of the frame header.
+///
+/// Every kind except [`Kind::Padding`] consumes one LSN.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// An application record.
+    Data = 1,
+    /// Filler that closes a batch at a block boundary; carries LSN 0.
+    Padding = 2,
+    /// Start of a transaction.
+    TxBegin = 3,
+    /// Transaction committed.
+    TxCommit = 4,
+    /// Transaction rolled back.
+    TxAbort = 5,
+    /// Checkpoint marker.
+    Checkpoint = 6,
+}
+
+impl Kind {
+    /// Maps a stored kind byte back to a `Kind`; `None` for any value this
+    /// version does not define (including 0, which marks unwritten space).
+    ///
+    /// Cost: a single match.
+    pub fn from_u8(v: u8) -> Option<Kind> {
+        Some(match v {
+            1 => Kind::Data,
+            2 => Kind::Padding,
+            3 => Kind::TxBegin,
+            4 => Kind::TxCommit,
+            5 => Kind::TxAbort,
+            6 => Kind::Checkpoint,
+            _ => return None,
+        })
+    }
+
+    /// The kind's lowercase name, as `ringwal dump` prints it: `data`,
+    /// `padding`, `tx_begin`, `tx_commit`, `tx_abort`, `checkpoint`.
+    ///
+    /// Cost: a single match; no allocation.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Data => "data",
+            Kind::Padding => "padding",
+            Kind::TxBegin => "tx_begin",
+            Kind::TxCommit => "tx_commit",
+            Kind::TxAbort => "tx_abort",
+            Kind::Checkpoint => "checkpoint",
+        }
+    }
+}
+
+/// Bytes a frame with `payload_len` payload bytes occupies on disk:
+/// [`FRAME_HEADER`] plus the payload rounded up to [`FRAME_ALIGN`].
+///
+/// The result is always a multiple of [`FRAME_ALIGN`], so the next frame
+/// starts aligned. Constant-time; usable in const contexts. Overflows (and
+/// panics in debug builds) only for lengths near `usize::MAX`, far above
+/// [`MAX_PAYLOAD`].
+pub const fn frame_len(payload_len: usize) -> usize {
+    FRAME_HEADER + payload_len.next_multiple_of(FRAME_ALIGN)
+}
+
+fn frame_crc(salt: u64, frame: &[u8], payload_len: usize) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&salt.to_le_bytes());
+    h.update(&frame[F_LEN..FRAME_HEADER + payload_len]);
+    h.finalize()
+}
+
+/// Fills in the header of a frame whose payload is already at
+/// `out[FRAME_HEADER..]`, then seals it with the checksum. Shared by data and
+/// padding frames so the padding path never needs a separate zero buffer.
+fn seal_frame(out: &mut [u8], salt: u64, lsn: u64, stream: u16, kind: Kind, payload_len: usize) {
+    // MAX_PAYLOAD < u32::MAX, so the cast below is exact.
+    put(out, F_LEN, &(payload_len as u32).to_le_bytes());
+    put(out, F_LSN, &lsn.to_le_bytes());
+    put(out, F_STREAM, &stream.to_le_bytes());
+    out[F_KIND] = kind as u8;
+    out[F_FLAGS] = 0;
+    put(out, F_RESERVED, &0u32.to_le_bytes());
+    let crc = frame_crc(salt, out, payload_len);
+    put(out, F_CRC, &crc.to_le_bytes());
+}
+
+/// Encodes one frame at the start of `out` and returns its length, which is
+/// exactly `frame_len(payload.len())`. The alignment tail is written as zeros
+/// and nothing past the frame is touched. Frame flags are written as 0.
+///
+/// Cost: one copy of the payload plus one CRC pass over it; no allocation.
+/// Panics if `out` is shorter than the frame or the payload exceeds
+/// [`MAX_PAYLOAD`].
+pub fn encode_frame(
+    out: &mut [u8],
+    salt: u64,
+    lsn: u64,
+    stream: u16,
+    kind: Kind,
+    payload: &[u8],
+) -> usize {
+    assert!(payload.len() <= MAX_PAYLOAD, "payload exceeds MAX_PAYLOAD");
+    let total = frame_len(payload.len());
+    assert!(out.len() >= total, "frame buffer too short");
+    let end = FRAME_HEADER + payload.len();
+    out[FRAME_HEADER..end].copy_from_slice(payload);
+    out[end..total].fill(0);
+    seal_frame(out, salt, lsn, stream, kind, payload.len());
+    total
+}
+
+/// Bytes of padding needed so that a batch ending at segment offset `end`
+/// (8-aligned) is closed at a block boundary; 0 if `end` is already aligned.
+///
+/// A padding frame needs at least [`FRAME_HEADER`] bytes, so when the gap to
+/// the next boundary is smaller than that (8 or 16 bytes) the padding runs to
+/// the boundary after it (gap + [`BLOCK`]). The result is therefore 0 or in
+/// `FRAME_HEADER..BLOCK + FRAME_HEADER`, always a multiple of [`FRAME_ALIGN`].
+/// Constant-time.
+pub fn padding_len(end: u64) -> usize {
+    debug_assert!(
+        end.is_multiple_of(FRAME_ALIGN as u64),
+        "batch end not frame-aligned"
+    );
+    let rem = (end % BLOCK as u64) as usize;
+    if rem == 0 {
+        return 0;
+    }
+    let gap = BLOCK - rem;
+    if gap < FRAME_HEADER {
+        gap + BLOCK
+    } else {
+        gap
+    }
+}
+
+/// Writes one padding frame occupying exactly `out[..total]`: kind
+/// [`Kind::Padding`], LSN 0, stream 0, zero payload of `total - FRAME_HEADER`
+/// bytes and a valid checksum, so recovery can step over it like any frame.
+///
+/// Cost: zeroes and checksums `total` bytes; no allocation.
+/// Panics unless `total >= FRAME_HEADER`, `total` is a multiple of
+/// [`FRAME_ALIGN`], the payload fits [`MAX_PAYLOAD`] and `out.len() >= total`.
+pub fn encode_padding(out: &mut [u8], salt: u64, total: usize) {
+    assert!(total >= FRAME_HEADER, "padding shorter than a frame header");
+    assert!(
+        total.is_multiple_of(FRAME_ALIGN),
+        "padding not frame-aligned"
+    );
+    assert!(
+        total - FRAME_HEADER <= MAX_PAYLOAD,
+        "padding exceeds MAX_PAYLOAD"
+    );
+    assert!(out.len() >= total, "padding buffer too short");
+    out[FRAME_HEADER..total].fill(0);
+    seal_frame(out, salt, 0, 0, Kind::Padding, total - FRAME_HEADER);
+}
+
+/// A frame that passed every check of [`decode_frame`], borrowing its payload
+/// from the scanned buffer (no copy).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameRef<'a> {
+    /// Log sequence number; 0 for padding.
+    pub lsn: u64,
+    /// Application stream id.
+    pub stream: u16,
+    /// Frame type.
+    pub kind: Kind,
+    /// Per-frame flags byte as stored; v1 writers store 0.
+    pub flags: u8,
+    /// The payload bytes (alignment tail excluded).
+    pub payload: &'a [u8],
+    /// Total bytes the frame occupies, alignment included: the distance to
+    /// the next frame.
+    pub len: usize,
+}
+
+/// Outcome of decoding the bytes at one frame offset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decoded<'a> {
+    /// A valid frame.
+    Frame(FrameRef<'a>),
+    /// The 24 header bytes are all zero: never-written space (end of log in a preallocated segment).
+    Zero,
+    /// Not a valid frame; the reason names what failed.
+    Invalid(InvalidFrame),
+}
+
+/// Why the bytes at a frame offset are not a valid frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidFrame {
+    /// Fewer than [`FRAME_HEADER`] bytes remain.
+    #[error("frame header truncated")]
+    Truncated,
+    /// The stored payload length exceeds the limit in force.
+    #[error("frame length {0} exceeds limit")]
+    TooLong(u32),
+    /// The frame, alignment included, would extend beyond the buffer.
+    #[error("frame runs past the end of the segment")]
+    PastEnd,
+    /// The kind byte is not a kind defined by this version.
+    #[error("unknown frame kind {0}")]
+    Kind(u8),
+    /// The reserved header word is not zero.
+    #[error("reserved bytes not zero")]
+    Reserved,
+    /// The checksum does not match (damaged, torn, or written under another salt).
+    #[error("frame checksum mismatch")]
+    Checksum,
+}
+
+/// Decode the frame at the start of `buf` (buf = the rest of the segment from this offset). Never panics on any input, never reads past buf.
+///
+/// Checks run cheapest first so garbage is rejected before any CRC work:
+/// Truncated, Zero, TooLong, PastEnd, Kind, Reserved, Checksum. The payload
+/// limit is `min(max_payload, MAX_PAYLOAD)`. Alignment bytes after the
+/// payload are not checked: they carry no information and always share an
+/// 8-byte word (hence a block) with the payload's end.
+///
+/// Cost: constant for rejected headers; one CRC pass over the payload
+/// otherwise. No allocation.
+pub fn decode_frame(buf: &[u8], salt: u64, max_payload: usize) -> Decoded<'_> {
+    let Some(h) = buf.first_chunk::<FRAME_HEADER>() else {
+        return Decoded::Invalid(InvalidFrame::Truncated);
+    };
+    if h.iter().all(|&x| x == 0) {
+        return Decoded::Zero;
+    }
+    let len = get_u32(h, F_LEN);
+    // Widening u32 -> usize is lossless on the 32/64-bit targets Rust std
+    // supports for file I/O; the limit check then bounds frame_len.
+    let plen = len as usize;
+    if plen > max_payload.min(MAX_PAYLOAD) {
+        return Decoded::Invalid(InvalidFrame::TooLong(len));
+    }
+    let total = frame_len(plen);
+    if total > buf.len() {
+        return Decoded::Invalid(InvalidFrame::PastEnd);
+    }
+    let Some(kind) = Kind::from_u8(h[F_KIND]) else {
+        return Decoded::Invalid(InvalidFrame::Kind(h[F_KIND]));
+    };
+    if get_u32(h, F_RESERVED) != 0 {
+        return Decoded::Invalid(InvalidFrame::Reserved);
+    }
+    if get_u32(h, F_CRC) != frame_crc(salt, buf, plen) {
+        return Decoded::Invalid(InvalidFrame::Checksum);
+    }
+    Decoded::Frame(FrameRef {
+        lsn: get_u64(h, F_LSN),
+        stream: u16::from_le_bytes([h[F_STREAM], h[F_STREAM + 1]]),
+        kind,
+        flags: h[F_FLAGS],
+        payload: &buf[FRAME_HEADER..FRAME_HEADER + plen],
+        len: total,
+    })
+}

@@ -1,0 +1,89 @@
+//! On-disk format, version 1: segment headers, frames, padding and file names.
+//!
+//! This module is pure byte layout. It performs no I/O and allocates only in
+//! the file-name helpers, so every other layer (writer, recovery, tools) can
+//! share one definition of the bytes. The normative description lives in
+//! `docs/format.md`; the two must change together.
+//!
+//! All integers are little-endian.
+
+/// Size of one block: the unit of every write and of the segment header.
+///
+/// Writers only ever issue whole, block-aligned writes, which is what lets
+/// recovery reason about torn writes at block granularity.
+pub const BLOCK: usize = 4096;
+
+/// First eight bytes of every segment file.
+pub const MAGIC: [u8; 8] = *b"RINGWAL1";
+
+/// The only format version this module reads or writes.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Size of the fixed frame header that precedes every payload.
+pub const FRAME_HEADER: usize = 24;
+
+/// Every frame starts at a multiple of this many bytes from the segment start.
+pub const FRAME_ALIGN: usize = 8;
+
+/// Bytes reserved for the segment header; the first frame starts here.
+///
+/// The header takes a whole block so that rewriting it can never tear a frame
+/// and so that the frame area starts block-aligned.
+pub const HEADER_BYTES: usize = BLOCK;
+
+/// Smallest segment: sixteen blocks. A file with a segment's name and a
+/// blank header that is not whole blocks of at least this size was not
+/// made by a writer (spares are preallocated to the segment size before
+/// they are named).
+pub const MIN_SEGMENT_BYTES: u64 = 16 * BLOCK as u64;
+
+/// Hard format limit on a frame payload (64 MiB).
+///
+/// Configurations may choose a lower limit; nothing may exceed this one.
+/// Keeping it well below `u32::MAX` also means `frame_len` of any accepted
+/// length cannot overflow on 32-bit targets.
+pub const MAX_PAYLOAD: usize = 64 << 20;
+
+/// Largest node id that file names can carry (five decimal digits).
+///
+/// Names built for larger ids are longer than the fixed shape and will not
+/// parse back; configuration must reject such ids before any file is created.
+pub const MAX_NODE: u32 = 99_999;
+
+/// Largest LSN a log may use.
+///
+/// LSNs are dense from 1, so a real log never gets near this (2^62 records
+/// at a billion per second is over a century). Any larger LSN in a file
+/// name or header is therefore damage, and stopping here keeps every
+/// `lsn + 1` in the engine far from overflow.
+pub const MAX_LSN: u64 = 1 << 62;
+
+/// File-name suffix of preallocated spare segments.
+pub const SPARE_SUFFIX: &str = ".spare";
+
+mod frame;
+mod header;
+mod names;
+
+pub use frame::*;
+pub use header::*;
+pub use names::*;
+
+pub(crate) fn get_u32(b: &[u8], off: usize) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[off..off + 4]);
+    u32::from_le_bytes(a)
+}
+
+pub(crate) fn get_u64(b: &[u8], off: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[off..off + 8]);
+    u64::from_le_bytes(a)
+}
+
+pub(crate) fn put(b: &mut [u8], off: usize, bytes: &[u8]) {
+    b[off..off + bytes.len()].copy_from_slice(bytes);
+}
+
+#[cfg(test)]
+mod tests;
