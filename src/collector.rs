@@ -76,6 +76,7 @@ use ringwal_platform::{RealFs, Vfs};
 use crate::config::{Config, Level};
 use crate::error::{Error, Lsn, Result};
 use crate::format::Kind;
+use crate::manifest;
 use crate::scan::{self, Position, Step, Verdict};
 use crate::segments::LogDir;
 use crate::ticket::Ticket;
@@ -240,6 +241,10 @@ fn scan_frames(
         }
         Err(e) => return Err(e),
     };
+    let log_id = manifest::read(vfs, &LogDir::new(dir, node))
+        .ok()
+        .flatten()
+        .map(|m| m.log_id);
     let count = files.len();
     for (i, f) in files.iter().enumerate() {
         if f.base > upto {
@@ -247,7 +252,7 @@ fn scan_frames(
         }
         // A newest file whose header never became valid (a crash while it
         // was created), or a header contradicting its name.
-        let Ok(mut w) = scan::open(vfs, f, node)? else {
+        let Ok(mut w) = scan::open(vfs, f, node, log_id)? else {
             out.ended_early.push((f.path.clone(), 0));
             continue;
         };
@@ -266,6 +271,8 @@ fn scan_frames(
                         out.skipped += 1;
                     }
                 }
+                // LSNs that never held a record: nothing to replay.
+                Step::Hole { .. } => {}
                 Step::End(end) => break end,
             }
         };

@@ -42,6 +42,23 @@ pub enum Error {
         /// The LSN found instead (or the oldest one kept).
         found: Lsn,
     },
+    /// Records the log acknowledged as durable are not on disk: its
+    /// manifest says LSNs up to `durable` were durable, but the log ends at
+    /// `last` (a segment file cut short, or replaced by an older copy).
+    /// Nothing was modified; restore the file, or open in point-in-time
+    /// mode to accept the loss (the lost LSNs are never handed out again).
+    #[error(
+        "{}: acknowledged records lost: LSNs up to {durable} were durable, but the log ends at {last}",
+        file.display()
+    )]
+    Lost {
+        /// The newest segment (or the manifest, when no segment is left).
+        file: PathBuf,
+        /// The highest LSN the manifest says was durable.
+        durable: Lsn,
+        /// The last LSN on disk.
+        last: Lsn,
+    },
     /// A write or sync failed earlier; the log accepts nothing more and
     /// reports nothing more as durable. Reopen to recover; nothing that was
     /// acknowledged is lost.

@@ -17,7 +17,8 @@ use ringwal_platform::{AlignedBuf, FileIo, Op, VFile, Vfs, WriteSync};
 
 use crate::config::{Config, DirectIo};
 use crate::error::{Error, Lsn, Result};
-use crate::format::{self, SegmentHeader};
+use crate::format::{self, Manifest, SegmentHeader};
+use crate::manifest;
 use crate::segments::{open_file, LogDir, SegmentFile};
 
 /// Checkpointed segments kept for reuse as spares (see `Wal::checkpoint`).
@@ -58,13 +59,17 @@ pub(crate) fn new_salt() -> u64 {
     })
 }
 
-/// The header of a new segment whose first record is `base`, under this
-/// writer's configuration, sealed with `salt` (see [`new_salt`]).
-pub(crate) fn new_header(cfg: &Config, base: Lsn, salt: u64) -> SegmentHeader {
+/// The header of a new segment of log `log_id` whose first record is
+/// `base`, under this writer's configuration, sealed with `salt` (see
+/// [`new_salt`]), in the current format version.
+pub(crate) fn new_header(cfg: &Config, base: Lsn, salt: u64, log_id: u64) -> SegmentHeader {
     let created_unix_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
     SegmentHeader {
+        version: format::FORMAT_VERSION,
+        log_id,
+        key_id: 0,
         node: cfg.node,
         base_lsn: base,
         segment_bytes: cfg.segment_bytes,
@@ -74,10 +79,11 @@ pub(crate) fn new_header(cfg: &Config, base: Lsn, salt: u64) -> SegmentHeader {
     }
 }
 
-/// A block-aligned buffer holding `header`, ready for an O_DIRECT write.
+/// A block-aligned buffer holding every header block of `header` (in
+/// version 2, the header and its copy), ready for an O_DIRECT write.
 fn header_block(header: &SegmentHeader) -> AlignedBuf {
-    let mut block = AlignedBuf::new(format::BLOCK);
-    header.encode(block.as_mut_slice());
+    let mut block = AlignedBuf::new(header.header_bytes() as usize);
+    header.encode_blocks(block.as_mut_slice());
     block
 }
 
@@ -103,11 +109,13 @@ pub(crate) fn install_spare(
         .map_err(|e| Error::io(path, e))
 }
 
-/// Create the first segment of an empty log, synchronously (open path).
+/// Create the first segment of an empty log `log_id`, synchronously (open
+/// path).
 pub(crate) fn create_first_segment(
     dir: &LogDir,
     cfg: &Config,
     base: Lsn,
+    log_id: u64,
 ) -> Result<(SegmentFile, SegmentHeader)> {
     let spare = prepare_spare(
         &*cfg.vfs,
@@ -117,7 +125,7 @@ pub(crate) fn create_first_segment(
         cfg.direct_io,
         Fill::Zeros,
     )?;
-    let header = new_header(cfg, base, new_salt());
+    let header = new_header(cfg, base, new_salt(), log_id);
     let seg = dir.segment(base);
     install_spare(&*cfg.vfs, &spare, &header, &seg.path)?;
     cfg.vfs
@@ -133,6 +141,10 @@ pub(crate) struct ActiveSegment {
     /// Which segment of this log's life (see `Batch::seg_id`).
     pub id: u64,
     pub file: VFile,
+    /// Its salt and format version (a version-1 segment left active by
+    /// recovery gets no vouch at close: version 1 has none).
+    salt: u64,
+    version: u32,
     /// Written (not durable) bytes since the last sync of this segment.
     pub dirty: bool,
     /// End of the last write (where the next batch would go), the file's
@@ -151,6 +163,8 @@ impl ActiveSegment {
             base: header.base_lsn,
             id: 0,
             file,
+            salt: header.salt,
+            version: header.version,
             dirty: false,
             end: write_at,
             size: header.segment_bytes,
@@ -162,15 +176,17 @@ impl ActiveSegment {
         }
     }
 
-    /// A spare just installed as segment `id` with first record `base`.
-    pub fn installed(base: Lsn, id: u64, spare: Spare, size: u64) -> ActiveSegment {
+    /// A spare just installed as segment `id` under `header`.
+    pub fn installed(header: &SegmentHeader, id: u64, spare: Spare) -> ActiveSegment {
         ActiveSegment {
-            base,
+            base: header.base_lsn,
             id,
             file: spare.file,
+            salt: header.salt,
+            version: header.version,
             dirty: false,
-            end: format::BLOCK as u64,
-            size,
+            end: header.frames_start(),
+            size: header.segment_bytes,
             sealed: false,
             recycled: spare.recycled,
         }
@@ -224,6 +240,30 @@ impl ActiveSegment {
             offset: self.end,
             sync: WriteSync::Dsync,
         })
+    }
+
+    /// On a clean close: one block right after the last batch holding a
+    /// vouch for `durable` (every LSN acknowledged), durably, so that no
+    /// damage anywhere in the segment can pass for a torn tail: a cleanly
+    /// closed log has no ambiguous end. Skipped in a version-1 segment and
+    /// when no block is left (a full segment's end is not ambiguous).
+    /// Cost: one durable 4 KiB write.
+    pub fn close_vouch(&mut self, durable: Lsn) -> std::io::Result<()> {
+        let block = format::BLOCK as u64;
+        if self.version < 2 || self.end + block > self.size {
+            return Ok(());
+        }
+        let mut buf = AlignedBuf::new(format::BLOCK);
+        let b = buf.as_mut_slice();
+        format::encode_vouch(b, self.salt, durable);
+        format::encode_padding(
+            &mut b[format::VOUCH_LEN..],
+            self.salt,
+            format::BLOCK - format::VOUCH_LEN,
+        );
+        self.file.write_at(buf.as_slice(), self.end, true)?;
+        self.end += block;
+        Ok(())
     }
 
     /// On a clean close in a recycled segment: zero `torn_window` bytes
@@ -404,7 +444,9 @@ pub(crate) fn recycle_spare(
             std::io::Error::other(format!("recycled file is {size} bytes, not {bytes}")),
         ));
     }
-    let blank = AlignedBuf::new(format::BLOCK);
+    // Both the header block and its copy's: a copy left behind would be
+    // read in place of a damaged new header.
+    let blank = AlignedBuf::new(format::HEADER_BYTES);
     file.write_at(blank.as_slice(), 0, true).map_err(io)?;
     Ok(Spare {
         path: path.to_path_buf(),
@@ -413,10 +455,20 @@ pub(crate) fn recycle_spare(
     })
 }
 
-/// The preparer thread, which makes one spare segment ahead of need, off
-/// every hot path, and the ring's end of its two channels.
+/// What the ring asks of the preparer thread.
+enum Request {
+    /// Make the next spare, filled so.
+    Spare(Fill),
+    /// A segment was installed: raise the manifest to this. Done before
+    /// the next spare is prepared, so it waits on no zero-writing.
+    Manifest(Manifest),
+}
+
+/// The preparer thread, which makes one spare segment ahead of need and
+/// brings the manifest up to date after each roll, off every hot path;
+/// and the ring's end of its two channels.
 pub(crate) struct Preparer {
-    requests: Option<Sender<Fill>>,
+    requests: Option<Sender<Request>>,
     spares: Receiver<Result<Spare>>,
     thread: Option<JoinHandle<()>>,
     /// Batch writes and their bytes as counted at the last spare request.
@@ -428,9 +480,16 @@ pub(crate) struct Preparer {
 
 impl Preparer {
     /// Start the thread and ask it for the first spare: a recycled file
-    /// when the pool holds one, else a new one.
-    pub fn spawn(cfg: &Config, dir: &LogDir, pool: Arc<RecyclePool>) -> Preparer {
-        let (req_tx, req_rx) = crossbeam_channel::unbounded::<Fill>();
+    /// when the pool holds one, else a new one. A manifest write that
+    /// fails is handed to `failed` (the ring poisons the log with it).
+    pub fn spawn(
+        cfg: &Config,
+        dir: &LogDir,
+        pool: Arc<RecyclePool>,
+        manifest: Arc<manifest::Keeper>,
+        failed: Box<dyn Fn(Error) + Send>,
+    ) -> Preparer {
+        let (req_tx, req_rx) = crossbeam_channel::unbounded::<Request>();
         let (out_tx, out_rx) = crossbeam_channel::bounded::<Result<Spare>>(1);
         let thread = {
             let dir = dir.clone();
@@ -440,7 +499,16 @@ impl Preparer {
                 .name(format!("ringwal-prep-{}", cfg.node))
                 .spawn(move || {
                     let mut seq = 1u64;
-                    while let Ok(fill) = req_rx.recv() {
+                    while let Ok(req) = req_rx.recv() {
+                        let fill = match req {
+                            Request::Spare(fill) => fill,
+                            Request::Manifest(m) => {
+                                if let Err(e) = manifest.raise(m) {
+                                    failed(e);
+                                }
+                                continue;
+                            }
+                        };
                         let recycled = pool.take().and_then(|path| {
                             let s =
                                 recycle_spare(&*cfg.vfs, &path, cfg.segment_bytes, cfg.direct_io);
@@ -470,7 +538,7 @@ impl Preparer {
         };
         // Nothing is known about the workload yet: assume small writes, for
         // which an unwritten extent costs the most.
-        let _ = req_tx.send(Fill::Zeros);
+        let _ = req_tx.send(Request::Spare(Fill::Zeros));
         Preparer {
             requests: Some(req_tx),
             spares: out_rx,
@@ -482,11 +550,11 @@ impl Preparer {
         }
     }
 
-    /// The prepared spare, and a request for the next one, judged by the
-    /// batch writes and bytes written so far (`totals`). A spare that
-    /// failed for lack of space is asked for once more: it may have been
-    /// prepared long ago, and a checkpoint may have freed space since.
-    pub fn take(&mut self, totals: (u64, u64)) -> Result<Spare> {
+    /// The prepared spare. One that failed for lack of space is asked for
+    /// once more: it may have been prepared long ago, and a checkpoint may
+    /// have freed space since. The next one is asked for by
+    /// [`installed`](Self::installed).
+    pub fn take(&mut self) -> Result<Spare> {
         let mut retried = false;
         loop {
             let got = self.spares.recv().map_err(|_| {
@@ -495,14 +563,29 @@ impl Preparer {
                     std::io::Error::other("segment preparer stopped"),
                 )
             })?;
-            let fill = self.next_fill(totals);
-            if let Some(tx) = &self.requests {
-                let _ = tx.send(fill);
-            }
             match got {
-                Err(Error::NoSpace { .. }) if !retried => retried = true,
+                Err(Error::NoSpace { .. }) if !retried => {
+                    retried = true;
+                    self.send(Request::Spare(Fill::Zeros));
+                }
                 other => return other,
             }
+        }
+    }
+
+    /// The spare taken last is installed: have the manifest raised to `m`,
+    /// then the next spare made, prepared as the batch writes and bytes
+    /// written so far (`totals`) suggest.
+    pub fn installed(&mut self, m: Manifest, totals: (u64, u64)) {
+        self.send(Request::Manifest(m));
+        let fill = self.next_fill(totals);
+        self.send(Request::Spare(fill));
+    }
+
+    fn send(&self, req: Request) {
+        if let Some(tx) = &self.requests {
+            // The thread only stops when this end is dropped.
+            let _ = tx.send(req);
         }
     }
 

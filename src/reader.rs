@@ -8,6 +8,7 @@ use ringwal_platform::Vfs;
 
 use crate::error::{Error, Lsn, Result};
 use crate::format::Kind;
+use crate::manifest;
 use crate::scan::{self, Position, Step, Verdict, Walker};
 use crate::segments::{LogDir, SegmentFile};
 
@@ -45,6 +46,10 @@ pub struct RecordAt {
 
 /// Iterator over records in LSN order, across segments.
 ///
+/// LSNs that a point-in-time recovery recorded as skipped (they will never
+/// hold a record) end the iteration with one [`Error::Gap`] naming them;
+/// a reader started at the gap's `found` LSN reads on past them.
+///
 /// Reads through the page cache in 1 MiB chunks; allocates one `Vec` per
 /// record. Every segment is checked as recovery checks it (header against
 /// name, LSN continuity, and how its frames end), so the iterator stops
@@ -68,6 +73,8 @@ pub struct Reader {
     upto: Lsn,
     /// The reader's torn window, for judging the newest segment's end.
     window: u64,
+    /// The log's id, which version-2 segments must carry, when known.
+    log_id: Option<u64>,
     done: bool,
 }
 
@@ -93,6 +100,7 @@ impl Reader {
         from: Lsn,
         upto: Lsn,
         window: u64,
+        log_id: Option<u64>,
     ) -> Result<Reader> {
         let oldest = segments.first().map_or(1, |s| s.base);
         let from = if from == 0 { oldest } else { from };
@@ -116,27 +124,31 @@ impl Reader {
             from,
             upto,
             window,
+            log_id,
             done: false,
         })
     }
 
     /// Every record of `dir`'s node on disk now, `from` on: the segments
     /// listed once, here, minus newest files whose header was never
-    /// written (a crash mid-create, which recovery discards).
+    /// written (a crash mid-create, which recovery discards). Segments are
+    /// held to the log id of the node's manifest when it has a readable
+    /// one (`verify` reports a manifest that is not).
     pub(crate) fn open_dir(
         vfs: Arc<dyn Vfs>,
         dir: LogDir,
         from: Lsn,
         window: u64,
     ) -> Result<Reader> {
+        let log_id = manifest::read(&*vfs, &dir).ok().flatten().map(|m| m.log_id);
         let mut files = dir.list(&*vfs)?.segments;
         while let Some(last) = files.last() {
-            match scan::open(&*vfs, last, dir.node())? {
+            match scan::open(&*vfs, last, dir.node(), log_id)? {
                 Err(p) if p.never_written() => files.pop(),
                 _ => break,
             };
         }
-        Reader::new(vfs, dir, files, from, Lsn::MAX, window)
+        Reader::new(vfs, dir, files, from, Lsn::MAX, window, log_id)
     }
 
     /// The same records with their segment and offset. Costs one more
@@ -149,7 +161,7 @@ impl Reader {
         let Some(seg) = self.segments.next() else {
             return Ok(false);
         };
-        let walker = match scan::open(&*self.vfs, &seg, self.dir.node())? {
+        let walker = match scan::open(&*self.vfs, &seg, self.dir.node(), self.log_id)? {
             Ok(w) => w,
             Err(p) => return Err(p.error(&seg, self.dir.node())),
         };
@@ -188,6 +200,20 @@ impl Reader {
                         payload: frame.payload.to_vec(),
                     };
                     return Ok(Some((rec, at)));
+                }
+                Step::Hole { first, count, .. } => {
+                    let after = first + count;
+                    self.expect = Some(after);
+                    if after <= self.from {
+                        continue;
+                    }
+                    // LSNs no record will ever have: say so, once. A
+                    // reader from `after` on reads past them.
+                    return Err(Error::Gap {
+                        file: w.path().to_path_buf(),
+                        expected: first.max(self.from),
+                        found: after,
+                    });
                 }
                 Step::End(end) => end,
             };

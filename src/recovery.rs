@@ -31,6 +31,8 @@ use crate::config::{Config, RecoveryMode};
 use crate::error::{Error, Lsn, Result};
 use crate::format::{self, SegmentHeader, MAX_LSN};
 
+use crate::format::Manifest;
+use crate::manifest;
 use crate::prefetch::Prefetcher;
 use crate::scan::{self, End, Position, Verdict};
 use crate::segments::{self, LogDir, SegmentFile};
@@ -50,6 +52,15 @@ pub struct RecoveryReport {
     pub last_lsn: Lsn,
     /// The torn tail that was cut, if any.
     pub truncated: Option<Truncation>,
+    /// Segments whose header block was damaged or blank and whose header
+    /// was read from its copy (version 2 keeps one). Nothing was lost;
+    /// the header block is left as it is for an operator to look at.
+    pub headers_from_copy: Vec<PathBuf>,
+    /// Point-in-time mode: LSNs (first, last) recorded as skipped so that
+    /// none is handed out again: records lost past the recovery point, and
+    /// LSNs handed out before the crash that never reached the disk.
+    /// Readers meet them as one `Gap`.
+    pub skipped: Option<(Lsn, Lsn)>,
     /// Files removed or set aside: incomplete segments from a crash
     /// mid-create, leftover spares, and (point-in-time mode) segments after
     /// the recovery point.
@@ -145,6 +156,8 @@ pub(crate) struct Analysis {
     pub segments: Vec<SegmentState>,
     /// Newest files whose header never became valid (crash mid-create).
     pub incomplete: Vec<PathBuf>,
+    /// Segments read through their header's copy.
+    pub headers_from_copy: Vec<PathBuf>,
     pub spares: Vec<PathBuf>,
     /// Segments after a point-in-time recovery point.
     pub set_aside: Vec<PathBuf>,
@@ -155,6 +168,13 @@ pub(crate) struct Analysis {
     pub bytes_scanned: u64,
     /// The newest segment file with a written header, if any.
     pub newest: Option<PathBuf>,
+    /// The node's manifest, if it has one (and it decodes).
+    pub manifest: Option<Manifest>,
+    /// Point-in-time mode: the highest LSN any valid frame on disk
+    /// carries, past the recovery point and in the files set aside
+    /// included. The log resumes above it and above every LSN the manifest
+    /// says was handed out.
+    pub highest_seen: Lsn,
 }
 
 impl Analysis {
@@ -199,19 +219,94 @@ impl Analysis {
         }
     }
 
+    /// The log id segments must carry: the manifest's, if there is one.
+    fn log_id(&self) -> Option<u64> {
+        self.manifest.map(|m| m.log_id)
+    }
+
+    /// Hold what is on disk against what the manifest promises: the newest
+    /// segment it names is there, every LSN it says was durable is, and no
+    /// segment it still keeps is gone from the front. Judged only when the
+    /// segments themselves raised no problem (otherwise the first problem
+    /// says more).
+    fn check_manifest(&mut self, dir: &LogDir, listed: &[SegmentFile]) {
+        let Some(m) = self.manifest else {
+            return;
+        };
+        if !self.problems.is_empty() {
+            return;
+        }
+        let newest_on_disk = listed.last().map_or(0, |f| f.base);
+        if newest_on_disk < m.newest_base {
+            self.problems.push(Error::Gap {
+                file: dir.segment(m.newest_base).path,
+                expected: m.newest_base,
+                found: newest_on_disk,
+            });
+            return;
+        }
+        if let Some(first) = listed.first().filter(|f| f.base > m.oldest_lsn.max(1)) {
+            self.problems.push(Error::Gap {
+                file: first.path.clone(),
+                expected: m.oldest_lsn,
+                found: first.base,
+            });
+            return;
+        }
+        let last = self.segments.last().map_or(0, |s| s.last_lsn);
+        if last < m.durable_lsn {
+            let file = self
+                .segments
+                .last()
+                .map_or_else(|| dir.manifest(), |s| s.file.path.clone());
+            self.problems.push(Error::Lost {
+                file,
+                durable: m.durable_lsn,
+                last,
+            });
+        }
+    }
+
+    /// Point-in-time mode: the LSNs in the files set aside count as seen.
+    fn see_set_aside(&mut self, cfg: &Config) -> Result<()> {
+        for path in &self.set_aside {
+            let Some((_, base)) = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(format::parse_segment_file_name)
+            else {
+                continue;
+            };
+            self.highest_seen = self.highest_seen.max(base.saturating_sub(1).min(MAX_LSN));
+            let file = SegmentFile {
+                base,
+                path: path.clone(),
+            };
+            if let Ok(mut w) = scan::open(&*cfg.vfs, &file, cfg.node, None)? {
+                let end = w.walk_to_end()?;
+                self.highest_seen = self
+                    .highest_seen
+                    .max(w.last_lsn())
+                    .max(w.highest_lsn_from(end.at)?);
+            }
+        }
+        Ok(())
+    }
+
     /// Point-in-time mode: the segment left newest was judged as an older
     /// one (no torn window, no residue rule). Whatever follows its valid
     /// prefix belongs to the part of the log that was set aside, so it is
     /// cut and zeroed like a torn tail; otherwise a later open, judging the
     /// segment as newest, would cut again or find stale frames.
     fn clear_after_recovery_point(&mut self, cfg: &Config) -> Result<()> {
+        let log_id = self.log_id();
         let Some(last) = self.segments.last_mut() else {
             return Ok(());
         };
         if last.cut.is_some() {
             return Ok(());
         }
-        let Ok(mut walker) = scan::open(&*cfg.vfs, &last.file, cfg.node)? else {
+        let Ok(mut walker) = scan::open(&*cfg.vfs, &last.file, cfg.node, log_id)? else {
             return Ok(());
         };
         let end = walker.end();
@@ -235,13 +330,16 @@ impl Analysis {
         prev_last: Option<Lsn>,
         policy: Policy,
     ) -> Result<Option<SegmentState>> {
-        let mut w = match scan::open(&*cfg.vfs, f, cfg.node)? {
+        let mut w = match scan::open(&*cfg.vfs, f, cfg.node, self.log_id())? {
             Ok(w) => w,
             Err(problem) => {
                 self.problems.push(problem.error(f, cfg.node));
                 return Ok(None);
             }
         };
+        if w.header_from_copy() {
+            self.headers_from_copy.push(f.path.clone());
+        }
         let base = w.header().base_lsn;
         if let Some(prev) = prev_last.filter(|&p| base != p + 1) {
             self.problems.push(Error::Gap {
@@ -270,6 +368,12 @@ impl Analysis {
             why: CutWhy::At(end.end),
             zero_to,
         };
+        if policy == Policy::SetAsideAfterFirst {
+            self.highest_seen = self
+                .highest_seen
+                .max(w.last_lsn())
+                .max(w.highest_lsn_from(end.at)?);
+        }
         match verdict {
             Verdict::Clean | Verdict::Full => {}
             Verdict::Torn { zero_to } => state.cut = Some(cut(zero_to)),
@@ -293,6 +397,11 @@ pub(crate) fn analyze(dir: &LogDir, cfg: &Config, policy: Policy) -> Result<Anal
         spares: listing.spares,
         ..Analysis::default()
     };
+    match manifest::read(&*cfg.vfs, dir) {
+        Ok(m) => out.manifest = m,
+        Err(e @ Error::Corrupt { .. }) => out.problems.push(e),
+        Err(e) => return Err(e),
+    }
     let mut files = listing.segments;
 
     // Incomplete newest files: a crash between rename and a durable header.
@@ -300,7 +409,7 @@ pub(crate) fn analyze(dir: &LogDir, cfg: &Config, policy: Policy) -> Result<Anal
     // present header is corruption (the segment may hold acknowledged
     // records).
     while let Some(last) = files.last() {
-        match scan::open(&*cfg.vfs, last, cfg.node)? {
+        match scan::open(&*cfg.vfs, last, cfg.node, out.log_id())? {
             Err(p) if p.never_written() => {
                 let f = files.pop().expect("last exists");
                 out.incomplete.push(f.path);
@@ -309,6 +418,7 @@ pub(crate) fn analyze(dir: &LogDir, cfg: &Config, policy: Policy) -> Result<Anal
         }
     }
     out.newest = files.last().map(|f| f.path.clone());
+    let listed = files.clone();
 
     let count = files.len();
     // Reading ahead on a second thread overlaps the disk with the checks.
@@ -348,8 +458,12 @@ pub(crate) fn analyze(dir: &LogDir, cfg: &Config, policy: Policy) -> Result<Anal
         }
     }
     out.judge_incomplete();
-    if policy == Policy::SetAsideAfterFirst && !out.set_aside.is_empty() {
-        out.clear_after_recovery_point(cfg)?;
+    out.check_manifest(dir, &listed);
+    if policy == Policy::SetAsideAfterFirst {
+        out.see_set_aside(cfg)?;
+        if !out.set_aside.is_empty() {
+            out.clear_after_recovery_point(cfg)?;
+        }
     }
     Ok(out)
 }
@@ -362,6 +476,8 @@ pub(crate) struct Recovered {
     /// The newest segment and the offset where the next write goes.
     pub active: Option<(SegmentFile, SegmentHeader, u64)>,
     pub next_lsn: Lsn,
+    /// The manifest found, if any (the writer writes the next one).
+    pub manifest: Option<Manifest>,
 }
 
 /// Recover `dir` for writing: analyze, fail on corruption (strict mode),
@@ -376,6 +492,7 @@ pub(crate) fn recover(dir: &LogDir, cfg: &Config) -> Result<Recovered> {
     }
     let mut report = RecoveryReport {
         bytes_scanned: a.bytes_scanned,
+        headers_from_copy: std::mem::take(&mut a.headers_from_copy),
         ..RecoveryReport::default()
     };
     for p in a.incomplete.iter().chain(a.spares.iter()) {
@@ -383,12 +500,26 @@ pub(crate) fn recover(dir: &LogDir, cfg: &Config) -> Result<Recovered> {
         report.discarded.push(p.clone());
     }
     for p in &a.set_aside {
-        let mut to = p.clone().into_os_string();
-        to.push(".corrupt");
-        cfg.vfs
-            .rename(p, std::path::Path::new(&to))
-            .map_err(|e| Error::io(p, e))?;
+        let to = set_aside_name(&*cfg.vfs, p)?;
+        cfg.vfs.rename(p, &to).map_err(|e| Error::io(p, e))?;
         report.discarded.push(p.clone());
+    }
+    // Where the log resumes. A surviving segment fixes it: its last LSN +
+    // 1. The name of a discarded blank file counts only when no segment
+    // survives (in strict mode a disagreement is a `Gap` above; in
+    // point-in-time mode following the name would put a sequence break
+    // inside the active segment). Point-in-time recovery never hands out
+    // an LSN again: it resumes above every LSN on disk and every one the
+    // manifest says was handed out, and records the LSNs in between as a
+    // skip.
+    let last = a.segments.last().map(|s| s.last_lsn);
+    let mut next_lsn = match last {
+        Some(l) => l + 1,
+        None => a.floor_lsn.max(1),
+    };
+    if cfg.recovery == RecoveryMode::PointInTime {
+        let handed_out = a.manifest.map_or(0, |m| m.handed_out);
+        next_lsn = next_lsn.max(handed_out.max(a.highest_seen).min(MAX_LSN) + 1);
     }
     let mut active = None;
     if let Some(last) = a.segments.last_mut() {
@@ -406,6 +537,24 @@ pub(crate) fn recover(dir: &LogDir, cfg: &Config) -> Result<Recovered> {
             write_at =
                 (write_at + format::padding_len(write_at) as u64).min(last.header.segment_bytes);
         }
+        if next_lsn > last.last_lsn + 1 {
+            let first = last.last_lsn + 1;
+            let count = next_lsn - first;
+            write_at = write_skip(
+                &*cfg.vfs,
+                &last.file.path,
+                &last.header,
+                write_at,
+                first,
+                count,
+            )?;
+            last.last_lsn = next_lsn - 1;
+            report.skipped = Some((first, next_lsn - 1));
+        }
+        // Everything found is made durable before the manifest may call it
+        // so: a process crash can leave unsynced writes in the page cache
+        // that a power loss would still take.
+        sync_segment(&*cfg.vfs, &last.file.path)?;
         active = Some((last.file.clone(), last.header, write_at));
     }
     if !report.discarded.is_empty() || report.truncated.is_some() {
@@ -415,27 +564,98 @@ pub(crate) fn recover(dir: &LogDir, cfg: &Config) -> Result<Recovered> {
     report.segments_scanned = a.segments.len();
     report.records = a.segments.iter().map(|s| s.records).sum();
     report.first_lsn = a.segments.first().map_or(0, |s| s.header.base_lsn);
-    report.last_lsn = a.segments.last().map_or(0, |s| s.last_lsn);
+    report.last_lsn = last.unwrap_or(0);
     if report.records == 0 {
         report.first_lsn = 0;
         report.last_lsn = 0;
     }
-    // A surviving segment fixes where the log resumes: its last LSN + 1.
-    // The name of a discarded blank file counts only when no segment
-    // survives (in strict mode a disagreement is a `Gap` above; in
-    // point-in-time mode following the name would put a sequence break
-    // inside the active segment).
-    let next_lsn = match a.segments.last() {
-        Some(s) => s.last_lsn + 1,
-        None => a.floor_lsn.max(1),
-    };
     report.elapsed = start.elapsed();
     Ok(Recovered {
         report,
         segments: a.segments.into_iter().map(|s| s.file).collect(),
         active,
         next_lsn,
+        manifest: a.manifest,
     })
+}
+
+/// A name to set `path` aside under that no earlier set-aside file has:
+/// `NAME.corrupt`, else `NAME.corrupt.1`, `.2`, ... (a name that comes
+/// round again must never overwrite the evidence of an earlier recovery).
+fn set_aside_name(vfs: &dyn ringwal_platform::Vfs, path: &Path) -> Result<PathBuf> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let names = vfs.list(dir).map_err(|e| Error::io(dir, e))?;
+    let base = format!(
+        "{}.corrupt",
+        path.file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("segment")
+    );
+    let taken = |n: &str| names.iter().any(|x| x == n);
+    let name = (0..)
+        .map(|i| {
+            if i == 0 {
+                base.clone()
+            } else {
+                format!("{base}.{i}")
+            }
+        })
+        .find(|n| !taken(n))
+        .expect("an unused name");
+    Ok(dir.join(name))
+}
+
+/// Make the segment at `path` durable (one fdatasync).
+fn sync_segment(vfs: &dyn ringwal_platform::Vfs, path: &Path) -> Result<()> {
+    let how = ringwal_platform::OpenHow {
+        write: true,
+        ..ringwal_platform::OpenHow::default()
+    };
+    let file = vfs.open(path, how).map_err(|e| Error::io(path, e))?;
+    file.sync_data().map_err(|e| Error::io(path, e))
+}
+
+/// Record LSNs `first..first + count` as skipped: one block at `at` (a
+/// block boundary) holding a skip frame and padding, durable. Returns
+/// where the next write goes.
+fn write_skip(
+    vfs: &dyn ringwal_platform::Vfs,
+    path: &Path,
+    header: &SegmentHeader,
+    at: u64,
+    first: Lsn,
+    count: u64,
+) -> Result<u64> {
+    let block = format::BLOCK as u64;
+    if at + block > header.segment_bytes {
+        // No room left: the skip cannot be recorded in this segment, so
+        // the next segment's base carries it (`Wal::open` rolls when the
+        // active segment is full). Not expected with real segment sizes.
+        return Err(Error::corrupt(
+            path,
+            at,
+            format!(
+                "no room to record skipped LSNs {first}..{}",
+                first + count - 1
+            ),
+        ));
+    }
+    let mut buf = ringwal_platform::AlignedBuf::new(format::BLOCK);
+    let frame = format::frame_len(8);
+    format::encode_skip(buf.as_mut_slice(), header.salt, first, count);
+    format::encode_padding(
+        &mut buf.as_mut_slice()[frame..],
+        header.salt,
+        format::BLOCK - frame,
+    );
+    let how = ringwal_platform::OpenHow {
+        write: true,
+        ..ringwal_platform::OpenHow::default()
+    };
+    let file = vfs.open(path, how).map_err(|e| Error::io(path, e))?;
+    file.write_at(buf.as_slice(), at, true)
+        .map_err(|e| Error::io(path, e))?;
+    Ok(at + block)
 }
 
 /// Seal the valid prefix at `at` with a padding frame up to the next block

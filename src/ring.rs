@@ -12,7 +12,7 @@ use ringwal_platform::{
 
 use crate::config::{Backend, SyncMethod};
 use crate::error::{Error, Lsn, Poison, Result};
-use crate::format::SegmentHeader;
+use crate::format::{self, Manifest, SegmentHeader};
 use crate::ledger::{Ledger, OpKind};
 use crate::lifecycle::{self, ActiveSegment, Preparer};
 use crate::state::{Batch, Shared};
@@ -98,10 +98,15 @@ pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
                 q.register_buffers(&bufs);
             }
             let _ = ready_tx.send(Ok(()));
+            let poison_on = start.shared.clone();
             let preparer = Preparer::spawn(
                 &start.shared.cfg,
                 &start.shared.dir,
                 start.shared.recycled.clone(),
+                start.shared.manifest.clone(),
+                Box::new(move |e| {
+                    poison_on.poison(Poison::from_error("writing the manifest failed", e))
+                }),
             );
             let last = start.shared.acks.written();
             let budget = SyncBudget::new(&start.shared.cfg, last);
@@ -173,7 +178,7 @@ impl Ring {
             }
             let closed = self.sh.closing.load(Ordering::SeqCst);
             if (closed || self.failed()) && self.finished() {
-                self.clear_window();
+                self.close_out();
                 break;
             }
             let wait = if progress {
@@ -191,13 +196,31 @@ impl Ring {
         self.preparer.stop();
     }
 
-    /// On a clean close, leave the segment with a clean end (see
-    /// `ActiveSegment::clear_torn_window`). A failure poisons, as any
-    /// failed write does; no record is at risk, since everything before
-    /// the end is already durable.
-    fn clear_window(&mut self) {
+    /// On a clean close: a last vouch for everything durable (so the
+    /// closed log has no ambiguous tail), the manifest raised to it, and
+    /// a clean end behind it (see `ActiveSegment::clear_torn_window`). A
+    /// failure poisons, as any failed write does, and `close` reports it;
+    /// no record is at risk, since everything before the end is already
+    /// durable.
+    fn close_out(&mut self) {
         if self.failed() {
             return;
+        }
+        let durable = self.ledger.durable();
+        if let Err(e) = self.seg.close_vouch(durable) {
+            let err = Error::io(self.seg_path(), e);
+            return self.fail(Poison::from_error("the closing vouch failed", err));
+        }
+        let m = Manifest {
+            durable_lsn: durable,
+            handed_out: durable,
+            ..self.sh.manifest.get()
+        };
+        if let Err(e) = self.sh.manifest.raise(m) {
+            return self.fail(Poison::from_error(
+                "writing the manifest at close failed",
+                e,
+            ));
         }
         if let Err(e) = self.seg.clear_torn_window(self.sh.cfg.torn_window()) {
             let err = Error::io(self.seg_path(), e);
@@ -378,7 +401,15 @@ impl Ring {
         any
     }
 
-    fn write(&mut self, batch: Batch) {
+    fn write(&mut self, mut batch: Batch) {
+        // The batch's first frame vouches for every LSN this ring knows
+        // to be durable now: damage behind it can then never pass for a
+        // torn tail. A CRC over 40 bytes per write.
+        format::encode_vouch(
+            &mut batch.buf.as_mut_slice()[..format::VOUCH_LEN],
+            batch.salt,
+            self.ledger.durable(),
+        );
         let durable = self.sh.cfg.durable;
         let sync = match (durable, self.sh.cfg.sync_method) {
             (false, _) => WriteSync::None,
@@ -430,8 +461,9 @@ impl Ring {
             self.ledger.is_empty(),
             "a new segment installed with operations still in flight"
         );
-        let spare = self.preparer.take(self.write_totals())?;
-        let header = lifecycle::new_header(&self.sh.cfg, batch.seg_base, batch.salt);
+        let spare = self.preparer.take()?;
+        let header =
+            lifecycle::new_header(&self.sh.cfg, batch.seg_base, batch.salt, self.sh.log_id);
         let seg = self.sh.dir.segment(batch.seg_base);
         // Installed here, on this thread, before the segment's first
         // write is even queued: the header is durable before the file has
@@ -454,12 +486,17 @@ impl Ring {
         segs.push(seg);
         drop(segs);
         self.sh.counters.rolls.fetch_add(1, Ordering::Relaxed);
-        self.seg = ActiveSegment::installed(
-            batch.seg_base,
-            batch.seg_id,
-            spare,
-            self.sh.cfg.segment_bytes,
-        );
+        // The new segment is durable and everything before it is (drained
+        // and, in written mode, synced): the manifest may now promise it.
+        // Written by the preparer, so the roll does not wait for it.
+        let m = Manifest {
+            newest_base: batch.seg_base,
+            durable_lsn: batch.seg_base - 1,
+            handed_out: self.sh.next_lsn.load(Ordering::Acquire) - 1,
+            ..self.sh.manifest.get()
+        };
+        self.preparer.installed(m, self.write_totals());
+        self.seg = ActiveSegment::installed(&header, batch.seg_id, spare);
         self.write(batch);
         Ok(None)
     }

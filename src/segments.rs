@@ -60,6 +60,11 @@ impl LogDir {
         self.path.join(format::spare_file_name(self.node, seq))
     }
 
+    /// The node's manifest.
+    pub fn manifest(&self) -> PathBuf {
+        self.path.join(format::manifest_file_name(self.node))
+    }
+
     /// The writer's lock file.
     pub fn lock(&self) -> PathBuf {
         self.path.join(format::lock_file_name(self.node))

@@ -16,13 +16,17 @@ use crate::config::{Config, Level};
 use crate::error::{Error, Lsn, Poison, Result};
 use crate::format::{self, Kind, SegmentHeader};
 use crate::lifecycle::{self, RecyclePool};
+use crate::manifest;
 use crate::segments::{LogDir, SegmentFile};
 
 // Batches are padded to the format's blocks and written with O_DIRECT
 // from buffers aligned to the platform's: the two must be one size.
 const _: () = assert!(format::BLOCK == ringwal_platform::BLOCK);
 
-/// A batch of frames bound for one write: whole blocks once closed.
+/// A batch of frames bound for one write: whole blocks once closed. Its
+/// first [`format::VOUCH_LEN`] bytes are kept for the vouch frame the ring
+/// writes there when it submits the batch (the durable LSN is known only
+/// then).
 pub(crate) struct Batch {
     pub buf: AlignedBuf,
     pub len: usize,
@@ -62,7 +66,7 @@ impl Reservation {
         let Some(mut b) = self.active.take() else {
             return;
         };
-        if b.len == 0 {
+        if b.last_lsn == 0 {
             self.free.push(b.buf);
             return;
         }
@@ -79,7 +83,9 @@ impl Reservation {
     /// The next batch for the ring: a closed one, else the active one if it
     /// holds anything (group commit takes whatever has accumulated).
     pub fn take_batch(&mut self, take_partial: bool) -> Option<Batch> {
-        if take_partial && self.ready.is_empty() && self.active.as_ref().is_some_and(|b| b.len > 0)
+        if take_partial
+            && self.ready.is_empty()
+            && self.active.as_ref().is_some_and(|b| b.last_lsn > 0)
         {
             self.close_active();
         }
@@ -87,7 +93,8 @@ impl Reservation {
     }
 
     pub fn has_batch(&self, take_partial: bool) -> bool {
-        !self.ready.is_empty() || take_partial && self.active.as_ref().is_some_and(|b| b.len > 0)
+        !self.ready.is_empty()
+            || take_partial && self.active.as_ref().is_some_and(|b| b.last_lsn > 0)
     }
 }
 
@@ -98,6 +105,18 @@ pub(crate) struct Counters {
     pub write_bytes: AtomicU64,
     pub syncs: AtomicU64,
     pub rolls: AtomicU64,
+}
+
+/// Where a log resumes after recovery.
+pub(crate) struct Resume<'a> {
+    /// The LSN the next append gets.
+    pub next_lsn: Lsn,
+    /// The header of the segment appends continue in.
+    pub header: &'a SegmentHeader,
+    /// Where that segment's next batch goes.
+    pub write_at: u64,
+    /// The log's segments on disk, oldest first.
+    pub segments: Vec<SegmentFile>,
 }
 
 /// Everything the handle, the tickets and the ring thread share.
@@ -119,22 +138,28 @@ pub(crate) struct Shared {
     /// `Wal::checkpoint`.
     pub recycled: Arc<RecyclePool>,
     pub counters: Counters,
+    /// The random id of this log, in every segment header it writes.
+    pub log_id: u64,
+    /// The manifest, raised at rolls, checkpoints and close.
+    pub manifest: Arc<manifest::Keeper>,
 }
 
 impl Shared {
-    /// The state of a log resuming at `next_lsn` in the segment `header`
-    /// describes, whose next batch goes at `write_at`; `segments` are the
-    /// log's segments on disk, oldest first. Allocates every staging
-    /// buffer the log will ever use.
+    /// The state of a log resuming where `at` says, under `manifest`.
+    /// Allocates every staging buffer the log will ever use.
     pub fn new(
         cfg: Config,
         dir: LogDir,
         notifier: Arc<Notifier>,
-        next_lsn: Lsn,
-        header: &SegmentHeader,
-        write_at: u64,
-        segments: Vec<SegmentFile>,
+        at: Resume<'_>,
+        manifest: manifest::Keeper,
     ) -> Shared {
+        let Resume {
+            next_lsn,
+            header,
+            write_at,
+            segments,
+        } = at;
         let free = (0..cfg.max_inflight + 2)
             .map(|_| AlignedBuf::new(cfg.buffer_bytes()))
             .collect();
@@ -147,8 +172,12 @@ impl Shared {
                 batch_start: write_at,
                 // A segment whose header records a narrower torn window than
                 // this writer's is not written to again: the first append
-                // rolls, so every segment's header bounds its own tail.
-                seg_bytes: if header.torn_window >= cfg.torn_window() {
+                // rolls, so every segment's header bounds its own tail. Nor
+                // is one of an older format version: new writes go to a
+                // segment of the current one.
+                seg_bytes: if header.torn_window >= cfg.torn_window()
+                    && header.version == format::FORMAT_VERSION
+                {
                     header.segment_bytes
                 } else {
                     write_at
@@ -169,6 +198,8 @@ impl Shared {
             segments: Mutex::new(segments),
             recycled: Arc::default(),
             counters: Counters::default(),
+            log_id: manifest.get().log_id,
+            manifest: Arc::new(manifest),
             dir,
             cfg,
         }
@@ -263,7 +294,7 @@ impl Shared {
                 r.seg_base = r.next_lsn;
                 r.seg_id += 1;
                 r.salt = lifecycle::new_salt();
-                r.batch_start = format::BLOCK as u64;
+                r.batch_start = format::HEADER_BYTES as u64;
                 r.seg_bytes = cfg.segment_bytes;
                 continue;
             }
@@ -289,7 +320,7 @@ impl Shared {
                     (r.batch_start, r.seg_base, r.seg_id, r.salt);
                 r.active = Some(Batch {
                     buf,
-                    len: 0,
+                    len: format::VOUCH_LEN,
                     seg_base,
                     seg_id,
                     salt,
@@ -330,16 +361,24 @@ mod tests {
     /// staging buffers left free.
     fn shared(buffers: usize) -> Arc<Shared> {
         let cfg = Config::default();
-        let header = lifecycle::new_header(&cfg, 1, 7);
-        let sh = Shared::new(
-            cfg,
-            LogDir::new(Path::new("/nonexistent"), 1),
-            Arc::new(Notifier::new().unwrap()),
-            1,
-            &header,
-            format::BLOCK as u64,
-            Vec::new(),
-        );
+        let header = lifecycle::new_header(&cfg, 1, 7, 9);
+        let dir = LogDir::new(Path::new("/nonexistent"), 1);
+        let manifest = format::Manifest {
+            node: 1,
+            log_id: 9,
+            newest_base: 1,
+            durable_lsn: 0,
+            handed_out: 0,
+            oldest_lsn: 1,
+        };
+        let keeper = manifest::Keeper::new(cfg.vfs.clone(), dir.clone(), manifest);
+        let at = Resume {
+            next_lsn: 1,
+            header: &header,
+            write_at: format::HEADER_BYTES as u64,
+            segments: Vec::new(),
+        };
+        let sh = Shared::new(cfg, dir, Arc::new(Notifier::new().unwrap()), at, keeper);
         sh.lock().free.truncate(buffers);
         Arc::new(sh)
     }

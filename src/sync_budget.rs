@@ -173,9 +173,13 @@ impl SyncBudget {
         if self.durable || !d.dirty || self.in_flight || !self.useful(d.written) {
             return None;
         }
-        every
-            .checked_sub(self.since_sync())
-            .filter(|left| !left.is_zero())
+        match every.checked_sub(self.since_sync()) {
+            Some(left) if !left.is_zero() => Some(left),
+            // Due already (the deadline passed since the ring last
+            // looked): come round at once, unless a write in flight holds
+            // the sync back, whose completion wakes the ring anyway.
+            _ => self.target(d).map(|_| Duration::ZERO),
+        }
     }
 
     /// Time since the last sync was issued.
@@ -255,6 +259,32 @@ mod tests {
         b.sync_done(true);
         assert_eq!(b.wake_after(d), None, "everything written is covered");
         assert_eq!(every(None).wake_after(d), None, "no interval, no timer");
+    }
+
+    /// The interval can run out between the ring's sync decision and its
+    /// sleep: it must come round for the sync then, not sleep until a
+    /// producer happens to wake it.
+    #[test]
+    fn an_interval_that_ran_out_wakes_the_ring_at_once() {
+        let mut b = every(Some(Duration::ZERO));
+        b.wrote(4096);
+        b.write_done(4096);
+        let d = Demand {
+            written: 1,
+            dirty: true,
+            ..Demand::default()
+        };
+        assert_eq!(b.wake_after(d), Some(Duration::ZERO));
+        // With the write still in flight, its completion wakes the ring.
+        let mut b = every(Some(Duration::ZERO));
+        b.wrote(4096);
+        let d = Demand {
+            written: 0,
+            writes: 1,
+            dirty: true,
+            ..Demand::default()
+        };
+        assert_eq!(b.wake_after(d), None);
     }
 
     #[test]

@@ -23,7 +23,7 @@ use crate::format;
 use crate::reader::Reader;
 pub use crate::reader::{Located as Records, RecordAt};
 use crate::recovery::{self, CutWhy, Policy};
-use crate::scan::{self, Step};
+use crate::scan;
 use crate::segments::LogDir;
 
 /// One segment whose header and frames [`verify`] accepted.
@@ -73,6 +73,9 @@ pub struct VerifyReport {
     pub incomplete: Vec<PathBuf>,
     /// Preallocated spare files; they hold no log data. Not an error.
     pub spares: Vec<PathBuf>,
+    /// Segments whose header block is damaged or blank and whose header
+    /// was read from its copy. Not an error, but a sign of a bad sector.
+    pub headers_from_copy: Vec<PathBuf>,
     /// Corruption ([`Error::Corrupt`], naming file and offset) and LSN gaps
     /// ([`Error::Gap`], naming the file), in file order. Non-empty means a
     /// strict `Wal::open` would fail.
@@ -180,7 +183,7 @@ fn verify_once(dir: &Path, cfg: &Config) -> Result<VerifyReport> {
             base_lsn: s.header.base_lsn,
             last_lsn: s.last_lsn,
             records: s.records,
-            valid_bytes: s.valid_end - format::BLOCK as u64,
+            valid_bytes: s.valid_end - s.header.frames_start(),
             segment_bytes: s.header.segment_bytes,
         })
         .collect();
@@ -190,6 +193,7 @@ fn verify_once(dir: &Path, cfg: &Config) -> Result<VerifyReport> {
         torn_tail,
         incomplete: a.incomplete,
         spares: a.spares,
+        headers_from_copy: a.headers_from_copy,
         problems: a.problems,
     })
 }
@@ -262,14 +266,14 @@ pub fn stat(dir: &Path, node: u32) -> Result<NodeStat> {
     let mut incomplete = 0;
     let mut newest_last = None;
     while let Some(last) = files.last() {
-        match scan::open(&*cfg.vfs, last, node)? {
+        match scan::open(&*cfg.vfs, last, node, None)? {
             Err(p) if p.never_written() => {
                 files.pop();
                 incomplete += 1;
             }
             Err(_) => break,
             Ok(mut w) => {
-                while let Step::Record { .. } = w.next()? {}
+                w.walk_to_end()?;
                 newest_last = Some(w.last_lsn());
                 break;
             }
@@ -427,7 +431,7 @@ mod tests {
             assert_eq!(rec.len, rec.payload.len());
             assert_eq!(rec.stream, (lsn % 3) as u16);
             assert_eq!(rec.kind, Kind::Data);
-            assert!(rec.offset >= format::BLOCK as u64 && rec.offset < SEG);
+            assert!(rec.offset >= format::HEADER_BYTES as u64 && rec.offset < SEG);
             assert!(format::parse_segment_file_name(&rec.segment).is_some());
         }
         // The reported location is where the frame really is.
@@ -449,15 +453,14 @@ mod tests {
         assert_eq!(got, (777..=1200).collect::<Vec<_>>());
         assert_eq!(records(dir.path(), 1, 5000).unwrap().count(), 0);
 
-        // Remove the oldest segment as a checkpoint would.
-        let first = segment_paths(dir.path(), 1).remove(0);
-        std::fs::remove_file(&first).unwrap();
-        let oldest = segment_paths(dir.path(), 1)
-            .first()
-            .and_then(|p| p.file_name()?.to_str().map(String::from))
-            .and_then(|n| format::parse_segment_file_name(&n))
-            .map(|(_, base)| base)
-            .unwrap();
+        // Drop the oldest segment with a checkpoint.
+        let second = segment_paths(dir.path(), 1)[1].clone();
+        let oldest = format::parse_segment_file_name(second.file_name().unwrap().to_str().unwrap())
+            .unwrap()
+            .1;
+        let (wal, _) = Wal::open(dir.path(), small(1)).unwrap();
+        assert_eq!(wal.checkpoint(oldest - 1).unwrap(), 1);
+        wal.close().unwrap();
         match records(dir.path(), 1, 1) {
             Err(Error::Gap {
                 expected, found, ..
@@ -466,6 +469,15 @@ mod tests {
         }
         // A log that starts later is still consistent.
         assert!(verify(dir.path(), 1).unwrap().is_consistent());
+        // One whose oldest segment went missing without a checkpoint is not.
+        let first = segment_paths(dir.path(), 1).remove(0);
+        std::fs::remove_file(&first).unwrap();
+        let r = verify(dir.path(), 1).unwrap();
+        assert!(
+            matches!(r.problems.as_slice(), [Error::Gap { expected, .. }] if *expected == oldest),
+            "{:?}",
+            r.problems
+        );
     }
 
     #[test]
@@ -473,7 +485,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         make_log(dir.path(), 1, 1500);
         let segs = segment_paths(dir.path(), 1);
-        let at = format::BLOCK as u64 + 4000;
+        let at = format::HEADER_BYTES as u64 + 4000;
         flip(&segs[1], at);
 
         let r = verify(dir.path(), 1).unwrap();
@@ -481,7 +493,7 @@ mod tests {
         match &r.problems[0] {
             Error::Corrupt { file, offset, .. } => {
                 assert_eq!(file, &segs[1]);
-                assert!(*offset <= at && *offset >= format::BLOCK as u64);
+                assert!(*offset <= at && *offset >= format::HEADER_BYTES as u64);
             }
             other => panic!("expected Corrupt, got {other:?}"),
         }
@@ -499,9 +511,12 @@ mod tests {
         make_log(dir.path(), 1, 2500);
         let segs = segment_paths(dir.path(), 1);
         assert!(segs.len() > 5, "{segs:?}");
-        flip(&segs[1], format::BLOCK as u64 + 200);
+        flip(&segs[1], format::HEADER_BYTES as u64 + 200);
         std::fs::remove_file(&segs[3]).unwrap();
-        flip(&segs[4], 2 * format::BLOCK as u64 + 64);
+        flip(
+            &segs[4],
+            format::HEADER_BYTES as u64 + format::BLOCK as u64 + 64,
+        );
         let r = verify(dir.path(), 1).unwrap();
         let named: Vec<(&Path, bool)> = r
             .problems
@@ -529,16 +544,25 @@ mod tests {
 
     #[test]
     fn header_rules_match_recovery() {
-        // A never-written newest file is an incomplete file; a blank header
-        // in front of data, or a damaged one, is corruption. verify,
-        // records, stat and a strict open must agree.
-        #[derive(Clone, Copy, PartialEq)]
+        // A never-written newest file is an incomplete file; a damaged or
+        // blank header with its copy intact reads through the copy; with
+        // both lost it is corruption. verify, records, stat and a strict
+        // open must agree.
+        #[derive(Clone, Copy, PartialEq, Debug)]
         enum Case {
             NeverWritten,
-            ZeroedOverData,
-            Damaged,
+            HeaderZeroed,
+            HeaderDamaged,
+            BothZeroed,
+            BothDamaged,
         }
-        for case in [Case::NeverWritten, Case::ZeroedOverData, Case::Damaged] {
+        for case in [
+            Case::NeverWritten,
+            Case::HeaderZeroed,
+            Case::HeaderDamaged,
+            Case::BothZeroed,
+            Case::BothDamaged,
+        ] {
             let dir = tempfile::tempdir().unwrap();
             make_log(dir.path(), 1, 1200);
             let newest = segment_paths(dir.path(), 1).pop().unwrap();
@@ -546,32 +570,57 @@ mod tests {
                 .write(true)
                 .open(&newest)
                 .unwrap();
+            let block = format::BLOCK as u64;
             match case {
                 Case::NeverWritten => {
                     let next = stat(dir.path(), 1).unwrap().last_lsn + 1;
                     let name = format::segment_file_name(1, next);
                     std::fs::write(dir.path().join(name), vec![0u8; SEG as usize]).unwrap();
                 }
-                Case::ZeroedOverData => f.write_all_at(&[0u8; 64], 0).unwrap(),
-                Case::Damaged => f.write_all_at(b"XX", 0).unwrap(),
+                Case::HeaderZeroed => f.write_all_at(&[0u8; 64], 0).unwrap(),
+                Case::HeaderDamaged => f.write_all_at(b"XX", 0).unwrap(),
+                Case::BothZeroed => {
+                    f.write_all_at(&[0u8; 64], 0).unwrap();
+                    f.write_all_at(&[0u8; 4096], block).unwrap();
+                }
+                Case::BothDamaged => {
+                    f.write_all_at(b"XX", 0).unwrap();
+                    f.write_all_at(b"XX", block).unwrap();
+                }
             }
             drop(f);
             let incomplete = usize::from(case == Case::NeverWritten);
-            let consistent = case == Case::NeverWritten;
+            let consistent = matches!(
+                case,
+                Case::NeverWritten | Case::HeaderZeroed | Case::HeaderDamaged
+            );
             let r = verify(dir.path(), 1).unwrap();
-            assert_eq!(r.is_consistent(), consistent, "{:?}", r.problems);
+            assert_eq!(r.is_consistent(), consistent, "{case:?}: {:?}", r.problems);
             assert_eq!(r.incomplete.len(), incomplete);
+            let from_copy = matches!(case, Case::HeaderZeroed | Case::HeaderDamaged);
+            assert_eq!(
+                r.headers_from_copy,
+                if from_copy {
+                    vec![newest.clone()]
+                } else {
+                    vec![]
+                }
+            );
             let items: Vec<Result<RecordAt>> = records(dir.path(), 1, 0).unwrap().collect();
-            assert_eq!(items.iter().all(|r| r.is_ok()), consistent);
+            assert_eq!(items.iter().all(|r| r.is_ok()), consistent, "{case:?}");
+            if consistent {
+                assert_eq!(items.len(), 1200);
+            }
             let s = stat(dir.path(), 1).unwrap();
             assert_eq!(s.incomplete, incomplete);
             match Wal::open(dir.path(), small(1)) {
-                Ok((wal, _)) => {
-                    assert!(consistent);
+                Ok((wal, rep)) => {
+                    assert!(consistent, "{case:?}");
+                    assert_eq!(rep.headers_from_copy.len(), usize::from(from_copy));
                     wal.close().unwrap();
                 }
                 Err(e) => {
-                    assert!(!consistent);
+                    assert!(!consistent, "{case:?}: {e}");
                     assert_eq!(e.to_string(), r.problems[0].to_string());
                 }
             }
@@ -603,7 +652,7 @@ mod tests {
             .unwrap()
             .segments
             .last()
-            .map(|s| s.valid_bytes + format::BLOCK as u64)
+            .map(|s| s.valid_bytes + format::HEADER_BYTES as u64)
             .unwrap();
         // Half a frame header of garbage where the next write would go.
         let f = std::fs::OpenOptions::new()
@@ -667,7 +716,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         make_log(dir.path(), 1, 800);
         let segs = segment_paths(dir.path(), 1);
-        flip(&segs[0], format::BLOCK as u64 + 100);
+        flip(&segs[0], format::HEADER_BYTES as u64 + 100);
         let before: Vec<Vec<u8>> = segs.iter().map(|p| std::fs::read(p).unwrap()).collect();
         let names_before = std::fs::read_dir(dir.path()).unwrap().count();
         assert!(!verify(dir.path(), 1).unwrap().is_consistent());

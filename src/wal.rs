@@ -10,14 +10,16 @@ use std::thread::JoinHandle;
 use ringwal_platform::{Notifier, OpenHow};
 
 use crate::config::{Config, Level};
-use crate::error::{Error, Lsn, Result};
-use crate::format::{self, Kind};
+use crate::error::{Error, Lsn, Poison, Result};
+use crate::format::Kind;
+use crate::format::Manifest;
 use crate::lifecycle::{self, create_first_segment};
+use crate::manifest;
 use crate::reader::Reader;
 use crate::recovery::{self, RecoveryReport};
 use crate::ring::{self, RingStart};
 use crate::segments::{self, LogDir};
-use crate::state::Shared;
+use crate::state::{Resume, Shared};
 use crate::ticket::Ticket;
 
 /// A snapshot of the log's counters.
@@ -77,7 +79,7 @@ impl Wal {
         cfg.validate()?;
         let given = dir.as_ref();
         let vfs = cfg.vfs.clone();
-        vfs.create_dir_all(given).map_err(|e| Error::io(given, e))?;
+        create_dir_durably(&*vfs, given)?;
         let dir = LogDir::resolve(&*vfs, given, cfg.node)?;
         let lock_path = dir.lock();
         let lock = vfs
@@ -95,27 +97,46 @@ impl Wal {
         }
 
         let mut rec = recovery::recover(&dir, &cfg)?;
+        let log_id = match rec.manifest {
+            Some(m) => m.log_id,
+            None => lifecycle::new_salt(),
+        };
         let (active, header, write_at) = match rec.active.take() {
             Some(a) => a,
             None => {
-                let (seg, header) = create_first_segment(&dir, &cfg, rec.next_lsn)?;
+                let (seg, header) = create_first_segment(&dir, &cfg, rec.next_lsn, log_id)?;
                 rec.segments.push(seg.clone());
                 rec.report.created = true;
-                (seg, header, format::BLOCK as u64)
+                (seg, header, header.frames_start())
             }
         };
         let (file, _) = segments::open_file(&*cfg.vfs, &active.path, false, cfg.direct_io)?;
+        // What the log holds now, all of it durable (recovery synced what
+        // it found): the manifest every later open holds it to. Written
+        // afresh, not raised: a point-in-time recovery may have set the
+        // newest segments aside.
+        let manifest = Manifest {
+            node: cfg.node,
+            log_id,
+            newest_base: active.base,
+            durable_lsn: rec.next_lsn - 1,
+            handed_out: rec
+                .manifest
+                .map_or(0, |m| m.handed_out)
+                .max(rec.next_lsn - 1),
+            oldest_lsn: rec.segments.first().map_or(active.base, |s| s.base),
+        };
+        manifest::write(&*vfs, &dir, &manifest)?;
+        let keeper = manifest::Keeper::new(vfs.clone(), dir.clone(), manifest);
 
         let notifier = Arc::new(Notifier::new().map_err(|e| Error::io(dir.path(), e))?);
-        let shared = Arc::new(Shared::new(
-            cfg,
-            dir,
-            notifier,
-            rec.next_lsn,
-            &header,
+        let at = Resume {
+            next_lsn: rec.next_lsn,
+            header: &header,
             write_at,
-            rec.segments,
-        ));
+            segments: rec.segments,
+        };
+        let shared = Arc::new(Shared::new(cfg, dir, notifier, at, keeper));
         let ring = ring::spawn(RingStart {
             shared: shared.clone(),
             file,
@@ -263,6 +284,7 @@ impl Wal {
             from,
             upto,
             self.shared.cfg.torn_window(),
+            Some(self.shared.log_id),
         )
     }
 
@@ -284,34 +306,74 @@ impl Wal {
         self.check_poison()?;
         let sh = &self.shared;
         let mut segs = sh.segments.lock().unwrap_or_else(|p| p.into_inner());
+        let going = (1..segs.len())
+            .take_while(|&i| segs[i].base - 1 <= up_to)
+            .count();
+        if going == 0 {
+            return Ok(0);
+        }
+        // The manifest first: from now on it promises only what stays, so
+        // a crash part way leaves more segments than it promises, never
+        // fewer. A failed write of it poisons, as any failed sync does.
+        let m = Manifest {
+            oldest_lsn: segs[going].base,
+            durable_lsn: sh.acks.durable(),
+            handed_out: sh.next_lsn.load(Ordering::Acquire) - 1,
+            ..sh.manifest.get()
+        };
+        if let Err(e) = sh.manifest.raise(m) {
+            sh.poison(Poison::from_error(
+                "writing the manifest at a checkpoint failed",
+                e,
+            ));
+            return Err(self.check_poison().expect_err("just poisoned"));
+        }
         let room = if sh.closing.load(Ordering::SeqCst) {
             0
         } else {
             sh.recycled.room()
         };
-        let mut removed = 0;
         let mut recycled = Vec::new();
-        while segs.len() > 1 && segs[1].base - 1 <= up_to {
-            let s = segs.remove(0);
+        let mut removed = 0;
+        let mut failed = None;
+        for _ in 0..going {
             let keep = recycled.len() < room;
-            if let Some(spare) = lifecycle::retire(&*sh.cfg.vfs, &sh.dir, &s, keep)? {
-                recycled.push(spare);
+            // A segment leaves the list only once its file is gone, so the
+            // list always says what is on disk, whatever fails.
+            match lifecycle::retire(&*sh.cfg.vfs, &sh.dir, &segs[0], keep) {
+                Ok(spare) => {
+                    segs.remove(0);
+                    recycled.extend(spare);
+                    removed += 1;
+                }
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
             }
-            removed += 1;
         }
         drop(segs);
         if removed > 0 {
-            sh.cfg
-                .vfs
-                .sync_dir(sh.dir.path())
-                .map_err(|e| Error::io(sh.dir.path(), e))?;
+            if let Err(e) = sh.cfg.vfs.sync_dir(sh.dir.path()) {
+                // Never retried: after a failed fsync the renames and
+                // unlinks may or may not be durable.
+                let e = Error::io(sh.dir.path(), e);
+                sh.poison(Poison::from_error(
+                    "syncing the directory at a checkpoint failed",
+                    e,
+                ));
+                return Err(self.check_poison().expect_err("just poisoned"));
+            }
         }
         // Only now that the renames are durable may the files be changed:
         // before, a crash could bring back the old name over new contents.
         if !recycled.is_empty() {
             sh.recycled.add(recycled);
         }
-        Ok(removed)
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(removed),
+        }
     }
 
     /// Drain every appended record to disk, sync, stop the ring thread and
@@ -357,4 +419,32 @@ impl Drop for Wal {
     fn drop(&mut self) {
         let _ = self.shutdown();
     }
+}
+
+/// `mkdir -p dir`, and make every directory it created durable in its
+/// parent: a log whose directory entry a power loss could take away is no
+/// log. Cost: one listing, plus a directory fsync per created level.
+fn create_dir_durably(vfs: &dyn ringwal_platform::Vfs, dir: &Path) -> Result<()> {
+    let mut missing = Vec::new();
+    let mut at = Some(dir);
+    while let Some(d) = at.filter(|d| !d.as_os_str().is_empty()) {
+        match vfs.list(d) {
+            Ok(_) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => missing.push(d),
+            Err(e) => return Err(Error::io(d, e)),
+        }
+        at = d.parent();
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    vfs.create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    for d in missing {
+        let parent = match d.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        vfs.sync_dir(parent).map_err(|e| Error::io(parent, e))?;
+    }
+    Ok(())
 }

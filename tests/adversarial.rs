@@ -38,6 +38,9 @@ fn segment(
 ) -> std::path::PathBuf {
     let mut buf = vec![0u8; SEG as usize];
     let h = SegmentHeader {
+        version: 1,
+        log_id: 0,
+        key_id: 0,
         node: 1,
         base_lsn: base,
         segment_bytes: SEG,
@@ -268,7 +271,9 @@ fn a_zero_tail_too_short_for_a_frame_is_a_full_segment() {
 
 /// Point-in-time: the segment left newest after later ones are set aside
 /// keeps nothing past its valid prefix, so the next open (which judges it
-/// as the newest) finds nothing to cut.
+/// as the newest) finds nothing to cut; and the log resumes above every
+/// LSN on disk (the set-aside segment held LSN 4), recording the LSNs it
+/// gave up as skipped rather than handing them out again.
 #[test]
 fn point_in_time_clears_the_segment_it_resumes_in() {
     let dir = tempfile::tempdir().unwrap();
@@ -289,13 +294,32 @@ fn point_in_time_clears_the_segment_it_resumes_in() {
         rep.truncated.is_some(),
         "stale bytes must be cleared: {rep:?}"
     );
-    let t = wal.append(0, b"three").unwrap();
-    assert_eq!(t.lsn(), 3);
+    assert_eq!(rep.skipped, Some((3, 4)), "{rep:?}");
+    let t = wal.append(0, b"five").unwrap();
+    assert_eq!(t.lsn(), 5);
     t.wait(Level::Durable).unwrap();
     wal.close().unwrap();
     let (wal, rep) = open_checked(dir.path(), cfg()).unwrap();
     assert!(rep.truncated.is_none(), "cut again: {rep:?}");
-    assert_eq!(payloads_of(&wal).len(), 3);
+    let read: Vec<_> = wal.reader_from(0).unwrap().collect();
+    assert_eq!(read.len(), 3, "{read:?}");
+    assert!(
+        matches!(
+            read[2],
+            Err(Error::Gap {
+                expected: 3,
+                found: 5,
+                ..
+            })
+        ),
+        "the skipped LSNs read as one gap: {read:?}"
+    );
+    let after: Vec<_> = wal
+        .reader_from(5)
+        .unwrap()
+        .map(|r| r.unwrap().payload)
+        .collect();
+    assert_eq!(after, vec![b"five".to_vec()]);
     wal.close().unwrap();
 }
 

@@ -17,6 +17,8 @@ use ringwal::format::{self, Kind};
 use ringwal::{Backend, Error, Level, Wal};
 
 const BLOCK: u64 = format::BLOCK as u64;
+/// Where a segment's first frame starts (after the header and its copy).
+const FRAMES: u64 = format::HEADER_BYTES as u64;
 
 /// Append bursts of records (a burst is appended without waiting, so one
 /// write carries several frames) until the directory holds at least
@@ -45,7 +47,7 @@ fn fill(
         let segs = segment_files(wal.dir(), wal.config().node());
         if segs.len() >= min_segments {
             let newest = scan_segment(&segs.last().expect("a segment").1);
-            if newest.data_end >= BLOCK + min_blocks * BLOCK {
+            if newest.data_end >= FRAMES + min_blocks * BLOCK {
                 return;
             }
         }
@@ -111,7 +113,9 @@ fn torn_tail_at_every_offset_recovers_the_prefix() {
         );
         let end = newest.data_end;
         assert_eq!(end % BLOCK, 0, "a closed log ends every write on a block");
-        let from = ((end - 1) / BLOCK * BLOCK).saturating_sub(BLOCK).max(BLOCK);
+        let from = ((end - 1) / BLOCK * BLOCK)
+            .saturating_sub(BLOCK)
+            .max(FRAMES);
         eprintln!(
             "newest segment {} (base {newest_base}): data ends at {end}; cutting at every 8 bytes in {from}..={end}",
             file_name(&newest_path)
@@ -123,7 +127,7 @@ fn torn_tail_at_every_offset_recovers_the_prefix() {
         // Garbage needs a byte to land on: not at the end of a segment
         // whose data fills it to the last byte.
         let len = newest.bytes.len() as u64;
-        let cases: Vec<(u64, Damage)> = std::iter::once(BLOCK)
+        let cases: Vec<(u64, Damage)> = std::iter::once(FRAMES)
             .filter(|&b| b < from)
             .chain((from..=end).step_by(8))
             .flat_map(|at| {
@@ -197,6 +201,7 @@ impl TornCase<'_> {
         let what = format!("{damage:?} from offset {at}");
         let work = root.join(format!("case-{at}-{damage:?}"));
         copy_dir(log, &work);
+        as_after_crash(&work, NODE);
         let target = work.join(newest_path.file_name().unwrap());
 
         let orig = &newest.bytes;
@@ -220,7 +225,7 @@ impl TornCase<'_> {
                 cut = f.start;
                 break;
             }
-            if f.kind != Kind::Padding {
+            if !matches!(f.kind, Kind::Padding | Kind::Vouch) {
                 kept += 1;
             }
         }
@@ -286,9 +291,12 @@ impl TornCase<'_> {
 
 /// Writes can complete out of order: a later write may land while an
 /// earlier one never does. A lost block in the newest segment with valid
-/// frames after it (within the torn window) is a torn tail: recovery keeps
-/// the frames before it, and must erase the ones after, or they would
-/// resurface behind the next appends.
+/// frames after it (within the torn window), none of which vouches for the
+/// lost records, is a torn tail: recovery keeps the frames before it, and
+/// must erase the ones after, or they would resurface behind the next
+/// appends. If a later write does vouch for them (it was submitted after
+/// they were acknowledged durable), the same loss is corruption: open
+/// fails and touches nothing.
 #[test]
 fn lost_block_before_later_writes_is_a_torn_tail() {
     for_each_backend(|backend| {
@@ -331,6 +339,35 @@ fn lost_block_before_later_writes_is_a_torn_tail() {
             std::fs::write(&target, &img).unwrap();
             let n = base - 1 + newest.records().filter(|f| f.end <= lost).count() as u64;
 
+            // As written (each write submitted once the ones before it were
+            // durable), the later writes vouch for the lost block.
+            let before = dir_snapshot(&work);
+            match open_checked(&work, cfg(backend)) {
+                Err(Error::Corrupt {
+                    file,
+                    offset,
+                    reason,
+                }) => {
+                    assert_eq!((&file, offset), (&target, lost), "{what}: {reason}");
+                    assert!(reason.contains("vouches"), "{what}: {reason}");
+                }
+                other => panic!("{what}: vouched-for records lost must be Corrupt: {other:?}"),
+            }
+            assert_eq!(
+                dir_snapshot(&work),
+                before,
+                "{what}: a failed open modified the log"
+            );
+
+            // As a crash leaves it: the later writes went out while the
+            // lost one was in flight, so they vouch for nothing after it,
+            // and the manifest knows only what the last roll did.
+            assert!(
+                common::unvouch_from(&mut img, lost + BLOCK, n) > 0,
+                "{what}"
+            );
+            std::fs::write(&target, &img).unwrap();
+            as_after_crash(&work, NODE);
             let (wal, report) = open_checked(&work, cfg(backend))
                 .unwrap_or_else(|e| panic!("{what}: expected a torn tail, got {e}"));
             assert_eq!(report.records, n, "{what}: {report:?}");
@@ -432,7 +469,10 @@ fn stale_case(backend: Backend, stale_gap: u64) {
         .unwrap_or_else(|e| panic!("{what}: a lost block at the tail is a torn tail: {e}"));
     assert_eq!(report.records, n, "{what}: {report:?}");
     let before_write = std::fs::read(&path).unwrap();
-    let t = wal.append(0, &a_payload).unwrap();
+    // The new write opens with its vouch frame: a record that much shorter
+    // ends at p too.
+    let new_payload = vec![b'a'; a_len as usize - format::FRAME_HEADER - format::VOUCH_LEN];
+    let t = wal.append(0, &new_payload).unwrap();
     assert_eq!(t.lsn(), n + 1);
     t.wait(Level::Durable).unwrap();
     wal.close().unwrap();
@@ -440,7 +480,7 @@ fn stale_case(backend: Backend, stale_gap: u64) {
     let new_frame = after.frames.iter().find(|f| f.lsn == n + 1).unwrap();
     assert_eq!(
         (new_frame.start, new_frame.end),
-        (x, p),
+        (x + format::VOUCH_LEN as u64, p),
         "{what}: layout assumption"
     );
 
@@ -540,8 +580,10 @@ fn dir_snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
 
 /// The same damage under `RecoveryMode::PointInTime`: the log ends just
 /// before the damaged frame, later segments are set aside as `.corrupt`
-/// (kept, never read), appends continue densely, and a strict reopen then
-/// accepts the result.
+/// (kept, never read), the LSNs past the recovery point are recorded as
+/// skipped (never handed out again: the next append gets the LSN after
+/// the last one the log ever had), and a strict reopen then accepts the
+/// result.
 #[test]
 fn point_in_time_recovery_stops_at_the_flipped_byte() {
     use ringwal::RecoveryMode;
@@ -566,16 +608,34 @@ fn point_in_time_recovery_stops_at_the_flipped_byte() {
             aside.push(".corrupt");
             assert!(Path::new(&aside).exists(), "{aside:?} kept as evidence");
         }
-        assert_records(&read_all(&wal), 1, &payloads[..n as usize], "point in time");
+        let total = payloads.len() as u64;
+        assert_eq!(report.skipped, Some((n + 1, total)), "{report:?}");
+        let upto_gap: Vec<_> = wal.reader_from(0).unwrap().collect();
+        assert_eq!(upto_gap.len() as u64, n + 1);
+        assert!(
+            matches!(upto_gap.last(), Some(Err(Error::Gap { expected, found, .. })) if (*expected, *found) == (n + 1, total + 1)),
+            "{:?}",
+            upto_gap.last()
+        );
+        let kept: Vec<_> = upto_gap[..n as usize]
+            .iter()
+            .map(|r| r.as_ref().unwrap().clone())
+            .collect();
+        assert_records(&kept, 1, &payloads[..n as usize], "point in time");
         let t = wal.append(0, b"after point in time").unwrap();
-        assert_eq!(t.lsn(), n + 1);
+        assert_eq!(t.lsn(), total + 1);
         t.wait(Level::Durable).unwrap();
         wal.close().unwrap();
 
         let (wal, report) = open_checked(&log, cfg(backend)).expect("strict reopen");
         assert_eq!(report.records, n + 1, "{report:?}");
-        let recs = read_all(&wal);
-        assert_eq!(recs.last().unwrap().payload, b"after point in time");
+        let recs: Vec<_> = wal
+            .reader_from(total + 1)
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
+        assert_eq!(recs.len(), 1);
+        assert_eq!(recs[0].payload, b"after point in time");
         wal.close().unwrap();
     });
 }
@@ -671,20 +731,31 @@ fn a_foreign_file_under_a_segment_name_is_corruption() {
     });
 }
 
-/// A segment's header is durable before anything is written behind it, so
-/// a zeroed header sector in front of frames is damage, not a segment a
-/// crash left half-made: the segment's acknowledged records must never be
-/// discarded with it, nor their LSNs handed out again.
+/// A segment's header is durable before anything is written behind it.
+/// One lost header block is survived: the copy in the next block is read
+/// instead, every record comes back, and the report names the segment. A
+/// header lost with its copy, in front of data, is damage, not a segment
+/// a crash left half-made: the segment's acknowledged records must never
+/// be discarded with it, nor their LSNs handed out again.
 #[test]
 fn a_zeroed_header_in_front_of_records_is_corruption() {
     for_each_backend(|backend| {
         let mut rng = seeded_rng("zeroed_header_in_front_of_records");
         let root = tempfile::tempdir().unwrap();
         let log = root.path().join("log");
-        build_log(&log, backend, &mut rng, 2);
+        let payloads = build_log(&log, backend, &mut rng, 2);
         let (_, newest) = segment_files(&log, NODE).pop().unwrap();
         let mut bytes = std::fs::read(&newest).unwrap();
+
         bytes[..BLOCK as usize].fill(0);
+        std::fs::write(&newest, &bytes).unwrap();
+        let (wal, report) = open_checked(&log, cfg(backend)).expect("read through the copy");
+        assert_eq!(report.headers_from_copy, vec![newest.clone()], "{report:?}");
+        assert_records(&read_all(&wal), 1, &payloads, "header from its copy");
+        wal.close().unwrap();
+
+        let mut bytes = std::fs::read(&newest).unwrap();
+        bytes[..2 * BLOCK as usize].fill(0);
         std::fs::write(&newest, &bytes).unwrap();
         let before = dir_snapshot(&log);
         let err = expect_corrupt_or_gap(open_checked(&log, cfg(backend)), "zeroed header");
@@ -696,8 +767,8 @@ fn a_zeroed_header_in_front_of_records_is_corruption() {
     });
 }
 
-/// A newest segment whose header is damaged may hold acknowledged records:
-/// it must be reported, never discarded.
+/// A newest segment whose header (and its copy) is damaged may hold
+/// acknowledged records: it must be reported, never discarded.
 #[test]
 fn damaged_header_of_newest_segment_is_corruption() {
     for_each_backend(|backend| {
@@ -707,6 +778,10 @@ fn damaged_header_of_newest_segment_is_corruption() {
         build_log(&log, backend, &mut rng, 2);
         let (_, newest) = segment_files(&log, NODE).pop().unwrap();
         flip_byte(&newest, 44); // inside the salt: the header CRC fails
+        let (wal, report) = open_checked(&log, cfg(backend)).expect("read through the copy");
+        assert_eq!(report.headers_from_copy, vec![newest.clone()]);
+        wal.close().unwrap();
+        flip_byte(&newest, BLOCK + 44); // and now the copy's
         let before = dir_snapshot(&log);
         let err = expect_corrupt_or_gap(open_checked(&log, cfg(backend)), "damaged newest header");
         if let Error::Corrupt { file, .. } = &err {

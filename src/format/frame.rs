@@ -13,7 +13,8 @@ const F_RESERVED: usize = 20;
 
 /// Frame type, stored in one byte of the frame header.
 ///
-/// Every kind except [`Kind::Padding`] consumes one LSN.
+/// [`Kind::Padding`] and [`Kind::Vouch`] consume no LSN, [`Kind::Skip`]
+/// consumes the LSNs it names, every other kind one.
 #[repr(u8)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -29,6 +30,17 @@ pub enum Kind {
     TxAbort = 5,
     /// Checkpoint marker.
     Checkpoint = 6,
+    /// Version 2: the first frame of every write. Its 8-byte payload is the
+    /// highest LSN the writer knew to be durable when it submitted the
+    /// write, so a later write vouches for the ones before it: damage
+    /// behind a vouch that covers it is corruption, never a torn tail.
+    /// Carries LSN 0, like padding.
+    Vouch = 7,
+    /// Version 2: LSNs that will never hold a record (a point-in-time
+    /// recovery resumed above LSNs it could not keep, rather than hand them
+    /// out again). `lsn` is the first of them; the 8-byte payload is how
+    /// many.
+    Skip = 8,
 }
 
 impl Kind {
@@ -44,12 +56,15 @@ impl Kind {
             4 => Kind::TxCommit,
             5 => Kind::TxAbort,
             6 => Kind::Checkpoint,
+            7 => Kind::Vouch,
+            8 => Kind::Skip,
             _ => return None,
         })
     }
 
     /// The kind's lowercase name, as `ringwal dump` prints it: `data`,
-    /// `padding`, `tx_begin`, `tx_commit`, `tx_abort`, `checkpoint`.
+    /// `padding`, `tx_begin`, `tx_commit`, `tx_abort`, `checkpoint`,
+    /// `vouch`, `skip`.
     ///
     /// Cost: a single match; no allocation.
     pub fn name(self) -> &'static str {
@@ -60,6 +75,8 @@ impl Kind {
             Kind::TxCommit => "tx_commit",
             Kind::TxAbort => "tx_abort",
             Kind::Checkpoint => "checkpoint",
+            Kind::Vouch => "vouch",
+            Kind::Skip => "skip",
         }
     }
 }
@@ -169,6 +186,30 @@ pub fn encode_padding(out: &mut [u8], salt: u64, total: usize) {
     seal_frame(out, salt, 0, 0, Kind::Padding, total - FRAME_HEADER);
 }
 
+/// Bytes of a vouch frame: a frame header and its 8-byte payload.
+pub const VOUCH_LEN: usize = frame_len(8);
+
+/// Writes a vouch frame into `out[..VOUCH_LEN]`: kind [`Kind::Vouch`],
+/// LSN 0, payload `durable` (the highest LSN known durable when the write
+/// it opens was submitted).
+///
+/// Cost: a CRC over 40 bytes; no allocation. Panics if `out` is shorter
+/// than [`VOUCH_LEN`].
+pub fn encode_vouch(out: &mut [u8], salt: u64, durable: u64) {
+    encode_frame(out, salt, 0, 0, Kind::Vouch, &durable.to_le_bytes());
+}
+
+/// Writes a skip frame into `out[..frame_len(8)]`: kind [`Kind::Skip`],
+/// LSN `first`, payload `count` (the LSNs `first..first + count` hold no
+/// record, ever).
+///
+/// Cost: a CRC over 40 bytes; no allocation. Panics if `out` is shorter
+/// than `frame_len(8)` or `count` is 0.
+pub fn encode_skip(out: &mut [u8], salt: u64, first: u64, count: u64) {
+    assert!(count > 0, "a skip of no LSNs");
+    encode_frame(out, salt, first, 0, Kind::Skip, &count.to_le_bytes());
+}
+
 /// A frame that passed every check of [`decode_frame`], borrowing its payload
 /// from the scanned buffer (no copy).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -186,6 +227,18 @@ pub struct FrameRef<'a> {
     /// Total bytes the frame occupies, alignment included: the distance to
     /// the next frame.
     pub len: usize,
+}
+
+impl FrameRef<'_> {
+    /// The 8-byte payload of a [`Kind::Vouch`] or [`Kind::Skip`] frame (the
+    /// durable LSN, or the number of LSNs skipped); `None` for other kinds
+    /// or a payload of another length.
+    pub fn word(&self) -> Option<u64> {
+        if !matches!(self.kind, Kind::Vouch | Kind::Skip) {
+            return None;
+        }
+        Some(u64::from_le_bytes(self.payload.try_into().ok()?))
+    }
 }
 
 /// Outcome of decoding the bytes at one frame offset.

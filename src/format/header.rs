@@ -2,7 +2,8 @@
 
 use super::*;
 
-// Header field offsets. Only the first 64 bytes carry data.
+// Header field offsets. Version 1 uses the first 64 bytes, version 2 the
+// first 80; the rest of the block is zero.
 const H_MAGIC: usize = 0;
 const H_VERSION: usize = 8;
 const H_CRC: usize = 12;
@@ -13,7 +14,11 @@ const H_SEGMENT_BYTES: usize = 32;
 const H_SALT: usize = 40;
 const H_CREATED: usize = 48;
 const H_TORN_WINDOW: usize = 56;
-const H_USED: usize = 64;
+const H_USED_V1: usize = 64;
+const H_LOG_ID: usize = 64;
+const H_KEY_ID: usize = 72;
+const H_RESERVED: usize = 76;
+const H_USED_V2: usize = 80;
 
 /// Decoded contents of a segment header (the first block of a segment file).
 ///
@@ -21,6 +26,9 @@ const H_USED: usize = 64;
 /// [`SegmentHeader::decode`] establishes that bytes on disk were valid.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SegmentHeader {
+    /// Format version of the segment: 1 or 2 ([`FORMAT_VERSION`], what
+    /// writers make). It fixes where frames start and which fields exist.
+    pub version: u32,
     /// Node that owns the segment; must match the node in the file name.
     pub node: u32,
     /// LSN of the first frame in the segment (previous segment's last LSN + 1).
@@ -35,6 +43,13 @@ pub struct SegmentHeader {
     /// write), so recovery judges a tail by the writer's own bound even if
     /// the next opener is configured differently. 0: not recorded.
     pub torn_window: u64,
+    /// Version 2: the random id of the log the segment belongs to (its
+    /// manifest holds the same), so a segment of another log under the
+    /// right name is refused. 0 in version 1.
+    pub log_id: u64,
+    /// Version 2: the key the segment's payloads are encrypted with; 0 for
+    /// none (the only value this version writes). 0 in version 1.
+    pub key_id: u32,
 }
 
 /// Why a segment header block was rejected.
@@ -56,27 +71,62 @@ pub enum HeaderError {
     /// Fewer than [`BLOCK`] bytes were supplied.
     #[error("header shorter than one block")]
     Short,
+    /// A version-2 header whose reserved word is not zero: written by a
+    /// later writer this reader does not know.
+    #[error("reserved header bytes not zero")]
+    Reserved,
 }
 
-fn header_crc(block: &[u8]) -> u32 {
+fn header_crc(block: &[u8], used: usize) -> u32 {
     let mut h = crc32fast::Hasher::new();
     h.update(&block[..H_CRC]);
-    h.update(&block[H_CRC + 4..H_USED]);
+    h.update(&block[H_CRC + 4..used]);
     h.finalize()
 }
 
+/// Bytes of a header block that carry data in `version`.
+fn used(version: u32) -> usize {
+    if version == 1 {
+        H_USED_V1
+    } else {
+        H_USED_V2
+    }
+}
+
 impl SegmentHeader {
-    /// Writes the complete header block into `out[..BLOCK]`: fields, checksum
-    /// and zeros for bytes 64..4096, so the caller can write the block as is.
+    /// Bytes at the start of the segment taken by the header: one block in
+    /// version 1; in version 2 the header block and an identical copy of it,
+    /// so that one bad sector cannot make a whole segment unreadable.
+    pub fn header_bytes(&self) -> u64 {
+        if self.version == 1 {
+            BLOCK as u64
+        } else {
+            2 * BLOCK as u64
+        }
+    }
+
+    /// Offset of the segment's first frame: [`header_bytes`](Self::header_bytes).
+    pub fn frames_start(&self) -> u64 {
+        self.header_bytes()
+    }
+
+    /// Writes one header block into `out[..BLOCK]`: fields, checksum and
+    /// zeros for the rest of the block, in the layout of `self.version`.
     ///
-    /// Cost: zeroes and checksums one block (a CRC over 60 bytes).
-    /// Panics if `out.len() < BLOCK`. Bytes of `out` past `BLOCK` are untouched.
+    /// Cost: zeroes and checksums one block (a CRC over at most 76 bytes).
+    /// Panics if `out.len() < BLOCK` or the version is not 1 or 2. Bytes of
+    /// `out` past `BLOCK` are untouched.
     pub fn encode(&self, out: &mut [u8]) {
         assert!(out.len() >= BLOCK, "header buffer shorter than one block");
+        assert!(
+            self.version == 1 || self.version == FORMAT_VERSION,
+            "no layout for header version {}",
+            self.version
+        );
         let b = &mut out[..BLOCK];
         b.fill(0);
         put(b, H_MAGIC, &MAGIC);
-        put(b, H_VERSION, &FORMAT_VERSION.to_le_bytes());
+        put(b, H_VERSION, &self.version.to_le_bytes());
         put(b, H_NODE, &self.node.to_le_bytes());
         put(b, H_FLAGS, &0u32.to_le_bytes());
         put(b, H_BASE_LSN, &self.base_lsn.to_le_bytes());
@@ -84,44 +134,75 @@ impl SegmentHeader {
         put(b, H_SALT, &self.salt.to_le_bytes());
         put(b, H_CREATED, &self.created_unix_ms.to_le_bytes());
         put(b, H_TORN_WINDOW, &self.torn_window.to_le_bytes());
-        let crc = header_crc(b);
+        if self.version >= 2 {
+            put(b, H_LOG_ID, &self.log_id.to_le_bytes());
+            put(b, H_KEY_ID, &self.key_id.to_le_bytes());
+            put(b, H_RESERVED, &0u32.to_le_bytes());
+        }
+        let crc = header_crc(b, used(self.version));
         put(b, H_CRC, &crc.to_le_bytes());
     }
 
-    /// Parses and verifies a header block.
+    /// Writes every header block of the segment into
+    /// `out[..header_bytes()]`: the header, and in version 2 its copy.
     ///
-    /// Checks run in the order Short, Blank, BadMagic, Version, Checksum, so a
-    /// header from a newer format is reported as [`HeaderError::Version`]
-    /// even if its checksum rule has changed. The header flags field and bytes
-    /// 64..4096 are not interpreted (the flags are still checksummed).
+    /// Cost: one [`encode`](Self::encode) and, in version 2, a 4 KiB copy.
+    /// Panics if `out` is shorter than `header_bytes()`.
+    pub fn encode_blocks(&self, out: &mut [u8]) {
+        self.encode(out);
+        if self.version >= 2 {
+            let (first, rest) = out.split_at_mut(BLOCK);
+            rest[..BLOCK].copy_from_slice(first);
+        }
+    }
+
+    /// Parses and verifies a header block of version 1 or 2.
     ///
-    /// Cost: one CRC over 60 bytes; never panics; reads only `block[..64]`
-    /// after the length check.
+    /// Checks run in the order Short, Blank, BadMagic, Version, Reserved,
+    /// Checksum, so a header from a newer format is reported as
+    /// [`HeaderError::Version`] even if its checksum rule has changed. Blank
+    /// means the first 64 bytes are zero (in either version). The header
+    /// flags field and the bytes after the version's fields are not
+    /// interpreted (the flags are still checksummed).
+    ///
+    /// Cost: one CRC over at most 76 bytes; never panics; reads only
+    /// `block[..80]` after the length check.
     pub fn decode(block: &[u8]) -> Result<SegmentHeader, HeaderError> {
         if block.len() < BLOCK {
             return Err(HeaderError::Short);
         }
-        let b = &block[..H_USED];
-        if b.iter().all(|&x| x == 0) {
+        if block[..H_USED_V1].iter().all(|&x| x == 0) {
             return Err(HeaderError::Blank);
         }
-        if b[H_MAGIC..H_MAGIC + 8] != MAGIC {
+        if block[H_MAGIC..H_MAGIC + 8] != MAGIC {
             return Err(HeaderError::BadMagic);
         }
-        let version = get_u32(b, H_VERSION);
-        if version != FORMAT_VERSION {
+        let version = get_u32(block, H_VERSION);
+        if version != 1 && version != FORMAT_VERSION {
             return Err(HeaderError::Version(version));
         }
-        if get_u32(b, H_CRC) != header_crc(b) {
+        let b = &block[..used(version)];
+        if version >= 2 && get_u32(b, H_RESERVED) != 0 {
+            return Err(HeaderError::Reserved);
+        }
+        if get_u32(b, H_CRC) != header_crc(b, b.len()) {
             return Err(HeaderError::Checksum);
         }
+        let (log_id, key_id) = if version >= 2 {
+            (get_u64(b, H_LOG_ID), get_u32(b, H_KEY_ID))
+        } else {
+            (0, 0)
+        };
         Ok(SegmentHeader {
+            version,
             node: get_u32(b, H_NODE),
             base_lsn: get_u64(b, H_BASE_LSN),
             segment_bytes: get_u64(b, H_SEGMENT_BYTES),
             salt: get_u64(b, H_SALT),
             created_unix_ms: get_u64(b, H_CREATED),
             torn_window: get_u64(b, H_TORN_WINDOW),
+            log_id,
+            key_id,
         })
     }
 }

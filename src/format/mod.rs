@@ -1,4 +1,5 @@
-//! On-disk format, version 1: segment headers, frames, padding and file names.
+//! On-disk format, version 2 (and the version-1 segments it still reads):
+//! segment headers, frames, padding, file names and the manifest.
 //!
 //! This module is pure byte layout. It performs no I/O and allocates only in
 //! the file-name helpers, so every other layer (writer, recovery, tools) can
@@ -16,8 +17,9 @@ pub const BLOCK: usize = 4096;
 /// First eight bytes of every segment file.
 pub const MAGIC: [u8; 8] = *b"RINGWAL1";
 
-/// The only format version this module reads or writes.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format version writers produce. Readers also accept version 1
+/// segments (one header block, no vouch frames, no log id).
+pub const FORMAT_VERSION: u32 = 2;
 
 /// Size of the fixed frame header that precedes every payload.
 pub const FRAME_HEADER: usize = 24;
@@ -25,11 +27,14 @@ pub const FRAME_HEADER: usize = 24;
 /// Every frame starts at a multiple of this many bytes from the segment start.
 pub const FRAME_ALIGN: usize = 8;
 
-/// Bytes reserved for the segment header; the first frame starts here.
+/// Bytes reserved for the header of a version-2 segment, where its first
+/// frame starts: the header block and its copy.
 ///
-/// The header takes a whole block so that rewriting it can never tear a frame
-/// and so that the frame area starts block-aligned.
-pub const HEADER_BYTES: usize = BLOCK;
+/// Whole blocks, so that writing the header can never tear a frame and the
+/// frame area starts block-aligned; two of them, so that one bad sector in
+/// a header leaves the other readable. (Version 1: one block; see
+/// [`SegmentHeader::frames_start`].)
+pub const HEADER_BYTES: usize = 2 * BLOCK;
 
 /// Smallest segment: sixteen blocks. A file with a segment's name and a
 /// blank header that is not whole blocks of at least this size was not
@@ -63,10 +68,12 @@ pub const SPARE_SUFFIX: &str = ".spare";
 
 mod frame;
 mod header;
+mod manifest;
 mod names;
 
 pub use frame::*;
 pub use header::*;
+pub use manifest::*;
 pub use names::*;
 
 pub(crate) fn get_u32(b: &[u8], off: usize) -> u32 {

@@ -4,6 +4,7 @@ use super::SPARE_SUFFIX;
 
 const SEGMENT_EXT: &str = ".wal";
 const LOCK_EXT: &str = ".lock";
+const MANIFEST_EXT: &str = ".manifest";
 const SPARE_INFIX: &str = "-spare-";
 const NODE_DIGITS: usize = 5;
 const SEQ_DIGITS: usize = 20;
@@ -75,6 +76,19 @@ pub fn spare_file_name(node: u32, seq: u64) -> String {
 /// Cost: linear in the name length; no allocation.
 pub fn parse_spare_file_name(name: &str) -> Option<(u32, u64)> {
     parse_node_seq(name, SPARE_INFIX, SPARE_SUFFIX)
+}
+
+/// Name of a node's manifest, e.g. `00001.manifest`. Cost: one small
+/// allocation.
+pub fn manifest_file_name(node: u32) -> String {
+    format!("{node:05}{MANIFEST_EXT}")
+}
+
+/// Name under which a node's next manifest is written before it is renamed
+/// over the current one, e.g. `00001.manifest.tmp`; left behind only by a
+/// crash, and removed by the next writer. Cost: one small allocation.
+pub fn manifest_temp_name(node: u32) -> String {
+    format!("{node:05}{MANIFEST_EXT}.tmp")
 }
 
 /// Name of the lock file that guards a node's log directory, e.g.

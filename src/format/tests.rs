@@ -7,6 +7,9 @@ const SALT: u64 = 0x0123_4567_89ab_cdef;
 
 fn sample_header() -> SegmentHeader {
     SegmentHeader {
+        version: 1,
+        log_id: 0,
+        key_id: 0,
         node: 7,
         base_lsn: 1_000_001,
         segment_bytes: 64 << 20,
@@ -105,8 +108,8 @@ fn header_errors() {
 
     // A different version is reported as such even though the CRC is now wrong.
     let mut b = encoded_header();
-    put(&mut b, 8, &2u32.to_le_bytes());
-    assert_eq!(SegmentHeader::decode(&b), Err(HeaderError::Version(2)));
+    put(&mut b, 8, &3u32.to_le_bytes());
+    assert_eq!(SegmentHeader::decode(&b), Err(HeaderError::Version(3)));
 
     for off in [12, 16, 20, 24, 33, 40, 55, 63] {
         let mut b = encoded_header();
@@ -128,10 +131,12 @@ fn kind_bytes() {
         Kind::TxCommit,
         Kind::TxAbort,
         Kind::Checkpoint,
+        Kind::Vouch,
+        Kind::Skip,
     ] {
         assert_eq!(Kind::from_u8(k as u8), Some(k));
     }
-    let names: Vec<&str> = (1..=6).map(|b| Kind::from_u8(b).unwrap().name()).collect();
+    let names: Vec<&str> = (1..=8).map(|b| Kind::from_u8(b).unwrap().name()).collect();
     assert_eq!(
         names,
         [
@@ -140,11 +145,13 @@ fn kind_bytes() {
             "tx_begin",
             "tx_commit",
             "tx_abort",
-            "checkpoint"
+            "checkpoint",
+            "vouch",
+            "skip"
         ]
     );
     assert_eq!(Kind::from_u8(0), None);
-    assert_eq!(Kind::from_u8(7), None);
+    assert_eq!(Kind::from_u8(9), None);
     assert_eq!(Kind::from_u8(255), None);
 }
 
@@ -363,7 +370,7 @@ fn padding_frames_decode() {
 #[test]
 fn batch_closed_by_padding_ends_on_block() {
     // A whole write: header-less frame area starting at HEADER_BYTES.
-    let mut seg = vec![0u8; 3 * BLOCK];
+    let mut seg = vec![0u8; 4 * BLOCK];
     let mut off = HEADER_BYTES;
     for (i, n) in [100usize, 3000, 950].into_iter().enumerate() {
         off += encode_frame(
@@ -622,6 +629,111 @@ proptest! {
             }
             let mutated: String = chars.into_iter().collect();
             prop_assert_eq!(parse(&mutated), None, "{:?}", mutated);
+        }
+    }
+}
+
+fn sample_v2() -> SegmentHeader {
+    SegmentHeader {
+        version: 2,
+        log_id: 0xfeed_beef_0042_0001,
+        key_id: 0,
+        ..sample_header()
+    }
+}
+
+#[test]
+fn v2_header_layout_and_copy() {
+    let h = sample_v2();
+    assert_eq!((h.header_bytes(), h.frames_start()), (8192, 8192));
+    assert_eq!(sample_header().frames_start(), 4096);
+    let mut b = vec![0xAAu8; 3 * BLOCK];
+    h.encode_blocks(&mut b);
+    assert_eq!(&b[..8], b"RINGWAL1");
+    assert_eq!(get_u32(&b, 8), 2);
+    assert_eq!(get_u64(&b, 64), 0xfeed_beef_0042_0001);
+    assert_eq!(get_u32(&b, 72), 0);
+    assert_eq!(get_u32(&b, 76), 0);
+    assert!(b[80..BLOCK].iter().all(|&x| x == 0));
+    assert_eq!(b[..BLOCK], b[BLOCK..2 * BLOCK], "the copy is the header");
+    assert!(
+        b[2 * BLOCK..].iter().all(|&x| x == 0xAA),
+        "nothing past the copy"
+    );
+    assert_eq!(SegmentHeader::decode(&b), Ok(h));
+    // The CRC covers the log id and the key id.
+    let mut covered = b[..12].to_vec();
+    covered.extend_from_slice(&b[16..80]);
+    assert_eq!(get_u32(&b, 12), crc32fast::hash(&covered));
+    for at in [64, 72] {
+        let mut bad = b.clone();
+        bad[at] ^= 1;
+        assert_eq!(
+            SegmentHeader::decode(&bad),
+            Err(HeaderError::Checksum),
+            "{at}"
+        );
+    }
+    let mut reserved = b.clone();
+    reserved[77] = 1;
+    assert_eq!(SegmentHeader::decode(&reserved), Err(HeaderError::Reserved));
+}
+
+#[test]
+fn vouch_and_skip_frames() {
+    let mut b = vec![0u8; 64];
+    encode_vouch(&mut b, SALT, 12345);
+    match decode_frame(&b, SALT, MAX_PAYLOAD) {
+        Decoded::Frame(f) => {
+            assert_eq!(
+                (f.kind, f.lsn, f.len, f.word()),
+                (Kind::Vouch, 0, VOUCH_LEN, Some(12345))
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    encode_skip(&mut b, SALT, 100, 7);
+    match decode_frame(&b, SALT, MAX_PAYLOAD) {
+        Decoded::Frame(f) => assert_eq!((f.kind, f.lsn, f.word()), (Kind::Skip, 100, Some(7))),
+        other => panic!("{other:?}"),
+    }
+    // word() is for vouch and skip frames only.
+    let d = encode(SALT, 5, 0, Kind::Data, &7u64.to_le_bytes());
+    match decode_frame(&d, SALT, MAX_PAYLOAD) {
+        Decoded::Frame(f) => assert_eq!(f.word(), None),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn manifest_round_trip_and_rejections() {
+    let m = Manifest {
+        node: 3,
+        log_id: 0x1234_5678_9abc_def0,
+        newest_base: 1_000_001,
+        durable_lsn: 1_000_500,
+        handed_out: 1_000_510,
+        oldest_lsn: 900_001,
+    };
+    let b = m.encode();
+    assert_eq!(&b[..8], b"RWMANIF1");
+    assert_eq!(get_u32(&b, 8), 1);
+    assert_eq!(get_u32(&b, 16), 3);
+    assert_eq!(get_u64(&b, 24), m.log_id);
+    assert_eq!(get_u64(&b, 32), m.newest_base);
+    assert_eq!(get_u64(&b, 40), m.durable_lsn);
+    assert_eq!(get_u64(&b, 48), m.handed_out);
+    assert_eq!(get_u64(&b, 56), m.oldest_lsn);
+    assert_eq!(Manifest::decode(&b), Ok(m));
+    assert_eq!(Manifest::decode(&b[..63]), Err(ManifestError::Length(63)));
+    for i in 0..64 {
+        for bit in 0..8 {
+            let mut bad = b;
+            bad[i] ^= 1 << bit;
+            assert!(
+                Manifest::decode(&bad).is_err(),
+                "flip at byte {i} bit {bit} accepted"
+            );
         }
     }
 }

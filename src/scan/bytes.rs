@@ -34,6 +34,8 @@ const CHUNK: usize = 1 << 20;
 pub(crate) struct SegmentScan {
     pub path: PathBuf,
     pub header: SegmentHeader,
+    /// The header block was unusable and its copy was read instead.
+    pub from_copy: bool,
     pub file_len: u64,
     file: VFile,
     /// The file's bytes `[buf_start, buf_start + len)` are `buf[..len]`.
@@ -48,48 +50,75 @@ pub(crate) struct SegmentScan {
 pub(crate) struct Rejected {
     pub error: format::HeaderError,
     pub file_len: u64,
-    /// For a blank header: the first non-zero byte of the block after it
-    /// (the first frame block), if any.
+    /// For a blank header: the first non-zero byte of the two blocks after
+    /// it (a version-2 header's copy and first frame block, or version 1's
+    /// first frames), if any.
     pub data_at: Option<u64>,
 }
 
 impl SegmentScan {
     /// Open `path` and decode its header, without checking it against the
-    /// name (the caller decides what a mismatch means).
+    /// name (the caller decides what a mismatch means). A version-2
+    /// segment whose header block is damaged or blank is read through the
+    /// copy in its second block; `from_copy` says so.
+    ///
+    /// Cost: one `open`, one `stat`, one 8 KiB read.
     pub fn open(vfs: &dyn Vfs, path: &Path) -> Result<std::result::Result<SegmentScan, Rejected>> {
         let file = vfs
             .open(path, OpenHow::default())
             .map_err(|e| Error::io(path, e))?;
         let file_len = file.size().map_err(|e| Error::io(path, e))?;
-        let mut block = vec![0u8; format::BLOCK];
-        let n = file
-            .read_at(&mut block, 0)
-            .map_err(|e| Error::io(path, e))?;
-        let header = match SegmentHeader::decode(&block[..n]) {
-            Ok(h) => h,
-            Err(error) => {
-                let mut data_at = None;
-                if error == format::HeaderError::Blank {
-                    let n = file
-                        .read_at(&mut block, format::BLOCK as u64)
-                        .map_err(|e| Error::io(path, e))?;
-                    data_at = block[..n]
-                        .iter()
-                        .position(|&b| b != 0)
-                        .map(|i| (format::BLOCK + i) as u64);
-                }
+        let mut blocks = vec![0u8; 2 * format::BLOCK];
+        let n = read_full(&*file, &mut blocks, 0).map_err(|e| Error::io(path, e))?;
+        let (first, second) = blocks[..n].split_at(n.min(format::BLOCK));
+        let (header, from_copy) = match SegmentHeader::decode(first) {
+            Ok(h) => (h, false),
+            Err(error @ format::HeaderError::Version(_)) => {
+                // A later format: its copy, if any, is no more readable.
                 return Ok(Err(Rejected {
                     error,
                     file_len,
-                    data_at,
+                    data_at: None,
                 }));
             }
+            Err(error) => match SegmentHeader::decode(second) {
+                Ok(copy) if copy.version >= 2 => (copy, true),
+                _ => {
+                    // A blank header: is anything written behind it? The
+                    // block after it (version 1's first frames, version
+                    // 2's copy) and the one after that (version 2's first
+                    // frames).
+                    let mut data_at = None;
+                    if error == format::HeaderError::Blank {
+                        data_at = second
+                            .iter()
+                            .position(|&b| b != 0)
+                            .map(|i| (format::BLOCK + i) as u64);
+                        if data_at.is_none() {
+                            let mut third = vec![0u8; format::BLOCK];
+                            let at = 2 * format::BLOCK as u64;
+                            let n = read_full(&*file, &mut third, at)
+                                .map_err(|e| Error::io(path, e))?;
+                            data_at = third[..n]
+                                .iter()
+                                .position(|&b| b != 0)
+                                .map(|i| at + i as u64);
+                        }
+                    }
+                    return Ok(Err(Rejected {
+                        error,
+                        file_len,
+                        data_at,
+                    }));
+                }
+            },
         };
         // Only a hint: a file that refuses it reads the same, just slower.
         let _ = file.advise(0, 0, Advice::Sequential);
         Ok(Ok(SegmentScan {
             path: path.to_path_buf(),
             header,
+            from_copy,
             file_len,
             file,
             // Grown to a chunk at the first read: a scan may only look at
@@ -206,22 +235,22 @@ impl SegmentScan {
         }
         Ok(None)
     }
+}
 
-    /// The first block boundary in `[from, to)` where a valid frame of
-    /// this segment starts, if any. Every write begins at a block boundary
-    /// with a frame, so this finds data written after a damaged region.
-    pub fn next_valid_block(&mut self, from: u64, to: u64) -> Result<Option<u64>> {
-        let mut b = from
-            .next_multiple_of(format::BLOCK as u64)
-            .max(format::BLOCK as u64);
-        while b < to.min(self.end()) {
-            if let Decoded::Frame(_) = self.frame_at(b)? {
-                return Ok(Some(b));
-            }
-            b += format::BLOCK as u64;
+/// Read into `buf` from `offset` until it is full or the file ends.
+fn read_full(
+    file: &dyn ringwal_platform::FileIo,
+    buf: &mut [u8],
+    offset: u64,
+) -> std::io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], offset + done as u64)? {
+            0 => break,
+            n => done += n,
         }
-        Ok(None)
     }
+    Ok(done)
 }
 
 #[cfg(test)]
@@ -237,6 +266,9 @@ mod tests {
     fn segment(dir: &Path, sizes: &[usize], seg_bytes: usize) -> (PathBuf, Vec<u64>) {
         let mut data = vec![0u8; seg_bytes];
         SegmentHeader {
+            version: 1,
+            log_id: 0,
+            key_id: 0,
             node: 1,
             base_lsn: 1,
             segment_bytes: seg_bytes as u64,

@@ -35,9 +35,9 @@ pub(crate) enum HeaderProblem {
     /// What a crash while the segment was being created leaves, and
     /// nothing else: a file of a segment's shape (whole blocks, at least
     /// [`format::MIN_SEGMENT_BYTES`]; spares are preallocated before they
-    /// get a segment's name) whose header and first frame block were never
-    /// written (the ring writes no frame into a segment before its header
-    /// is durable).
+    /// get a segment's name) whose header blocks and first frame block
+    /// were never written (the ring writes no frame into a segment before
+    /// its header is durable, and no segment gets its name before that).
     NeverWritten,
     /// A blank header with data behind it: the header was lost after the
     /// segment was written to, so the segment may hold acknowledged
@@ -64,6 +64,20 @@ pub(crate) enum HeaderProblem {
         node: u32,
         /// The base LSN the header names.
         base: Lsn,
+    },
+    /// A version-2 segment of another log: its header's log id is not the
+    /// one in this log's manifest.
+    ForeignLog {
+        /// The header's log id.
+        found: u64,
+        /// This log's.
+        expected: u64,
+    },
+    /// A segment whose payloads are encrypted (a non-zero key id), which
+    /// this reader cannot decrypt.
+    Encrypted {
+        /// The header's key id.
+        key_id: u32,
     },
     /// The file is longer than the segment size its header declares.
     LongerThanDeclared {
@@ -121,6 +135,18 @@ impl HeaderProblem {
                     file.base
                 ),
             ),
+            HeaderProblem::ForeignLog { found, expected } => Error::corrupt(
+                path,
+                0,
+                format!(
+                    "segment of another log (log id {found:016x}; this log is {expected:016x})"
+                ),
+            ),
+            HeaderProblem::Encrypted { key_id } => Error::corrupt(
+                path,
+                0,
+                format!("segment encrypted with key id {key_id}, which this reader cannot read"),
+            ),
             HeaderProblem::LongerThanDeclared { file_len, declared } => Error::corrupt(
                 path,
                 declared,
@@ -130,17 +156,20 @@ impl HeaderProblem {
     }
 }
 
-/// Open `file` as a segment of `node` and check its header: it decodes,
-/// its base LSN is in range, it agrees with the file name, and the file
-/// is no longer than the header declares.
+/// Open `file` as a segment of `node` and check its header: it decodes
+/// (from its copy, in version 2, if the header block is damaged), its base
+/// LSN is in range, it agrees with the file name, a version-2 header
+/// carries `log_id` (when the caller knows the log's id) and no key id,
+/// and the file is no longer than the header declares.
 ///
 /// `Err` is an I/O error; `Ok(Err(_))` a header that cannot be used (the
 /// caller decides, by the segment's position, what that means). Cost: one
-/// `open`, one `stat` and one 4 KiB read.
+/// `open`, one `stat` and one 8 KiB read.
 pub(crate) fn open(
     vfs: &dyn Vfs,
     file: &SegmentFile,
     node: u32,
+    log_id: Option<u64>,
 ) -> Result<std::result::Result<Walker, HeaderProblem>> {
     let scan = match SegmentScan::open(vfs, &file.path)? {
         Ok(scan) => scan,
@@ -168,6 +197,17 @@ pub(crate) fn open(
             base: h.base_lsn,
         }));
     }
+    if h.version >= 2 {
+        if let Some(expected) = log_id.filter(|&id| id != h.log_id) {
+            return Ok(Err(HeaderProblem::ForeignLog {
+                found: h.log_id,
+                expected,
+            }));
+        }
+        if h.key_id != 0 {
+            return Ok(Err(HeaderProblem::Encrypted { key_id: h.key_id }));
+        }
+    }
     if scan.file_len > h.segment_bytes {
         return Ok(Err(HeaderProblem::LongerThanDeclared {
             file_len: scan.file_len,
@@ -176,7 +216,7 @@ pub(crate) fn open(
     }
     Ok(Ok(Walker {
         file: file.clone(),
-        off: format::HEADER_BYTES as u64,
+        off: h.frames_start(),
         expect: h.base_lsn,
         records: 0,
         scan,
@@ -221,6 +261,9 @@ pub(crate) struct SegmentEnd {
     pub at: u64,
     /// What is there.
     pub end: End,
+    /// The LSN the next record would have carried: what a write vouching
+    /// for it or past it proves was acknowledged.
+    pub expect: Lsn,
 }
 
 /// One step of a walk.
@@ -233,6 +276,14 @@ pub(crate) enum Step<'a> {
         at: u64,
         /// The frame.
         frame: FrameRef<'a>,
+    },
+    /// LSNs `first..first + count` will never hold a record: a point-in-
+    /// time recovery resumed above them rather than hand them out again.
+    Hole {
+        /// The first LSN skipped.
+        first: Lsn,
+        /// How many.
+        count: u64,
     },
     /// The run of valid frames ended; every later call says the same.
     End(SegmentEnd),
@@ -261,21 +312,43 @@ impl Walker {
             if at >= self.scan.end() {
                 return Ok(self.ended(End::Full));
             }
-            let (lsn, stream, kind, flags, plen, len) = match self.scan.frame_at(at)? {
-                Decoded::Frame(f) => (f.lsn, f.stream, f.kind, f.flags, f.payload.len(), f.len),
+            let (lsn, stream, kind, flags, plen, len, word) = match self.scan.frame_at(at)? {
+                Decoded::Frame(f) => (
+                    f.lsn,
+                    f.stream,
+                    f.kind,
+                    f.flags,
+                    f.payload.len(),
+                    f.len,
+                    f.word(),
+                ),
                 Decoded::Zero => return Ok(self.ended(End::Zero)),
                 Decoded::Invalid(why) => return Ok(self.ended(End::Invalid(why))),
             };
-            if kind == Kind::Padding {
-                self.off += len as u64;
-                continue;
-            }
-            if lsn != self.expect {
-                let expected = self.expect;
-                return Ok(self.ended(End::LsnBreak {
-                    found: lsn,
-                    expected,
-                }));
+            match kind {
+                Kind::Padding | Kind::Vouch => {
+                    self.off += len as u64;
+                    continue;
+                }
+                _ if lsn != self.expect => {
+                    let expected = self.expect;
+                    return Ok(self.ended(End::LsnBreak {
+                        found: lsn,
+                        expected,
+                    }));
+                }
+                Kind::Skip => {
+                    // A skip of no LSNs, or one that would run the counter
+                    // past the format's limit, is no frame a writer makes.
+                    let count = match word {
+                        Some(n) if n > 0 && n <= format::MAX_LSN - lsn.min(format::MAX_LSN) => n,
+                        _ => return Ok(self.ended(End::Invalid(InvalidFrame::Kind(kind as u8)))),
+                    };
+                    self.expect += count;
+                    self.off += len as u64;
+                    return Ok(Step::Hole { first: lsn, count });
+                }
+                _ => {}
             }
             self.expect += 1;
             self.records += 1;
@@ -298,7 +371,11 @@ impl Walker {
     }
 
     fn ended(&self, end: End) -> Step<'static> {
-        Step::End(SegmentEnd { at: self.off, end })
+        Step::End(SegmentEnd {
+            at: self.off,
+            end,
+            expect: self.expect,
+        })
     }
 
     /// Walk to the end of the valid frames and return how they end.
@@ -308,6 +385,42 @@ impl Walker {
                 return Ok(end);
             }
         }
+    }
+
+    /// The highest LSN any valid frame at or after `from` carries (a skip
+    /// frame: the last LSN it covers), reading on from every block
+    /// boundary where a valid frame starts: what a point-in-time recovery
+    /// must resume above so that no LSN on disk is handed out again, even
+    /// one past the damage. 0 if there is none. Reads the rest of the
+    /// segment.
+    pub fn highest_lsn_from(&mut self, from: u64) -> Result<Lsn> {
+        let mut high = 0;
+        let mut b = from
+            .next_multiple_of(format::BLOCK as u64)
+            .max(self.scan.header.frames_start());
+        let end = self.scan.end();
+        while b < end {
+            let mut off = b;
+            while off < end {
+                let Decoded::Frame(f) = self.scan.frame_at(off)? else {
+                    break;
+                };
+                let last = match (f.kind, f.word()) {
+                    (Kind::Skip, Some(n)) => f.lsn.saturating_add(n.saturating_sub(1)),
+                    _ => f.lsn,
+                };
+                high = high.max(last.min(format::MAX_LSN));
+                off += f.len as u64;
+            }
+            b = off.max(b + 1).next_multiple_of(format::BLOCK as u64);
+        }
+        Ok(high)
+    }
+
+    /// Whether the header was read from its copy (the header block was
+    /// damaged or blank).
+    pub fn header_from_copy(&self) -> bool {
+        self.scan.from_copy
     }
 
     /// Judge how this segment ends (see [`Verdict`]): reads the bytes
@@ -325,7 +438,9 @@ impl Walker {
             return Ok(false);
         }
         Ok(match self.scan.frame_at(self.off)? {
-            Decoded::Frame(f) => f.kind == Kind::Padding || f.lsn == self.expect,
+            Decoded::Frame(f) => {
+                matches!(f.kind, Kind::Padding | Kind::Vouch) || f.lsn == self.expect
+            }
             _ => false,
         })
     }
@@ -355,7 +470,8 @@ impl Walker {
         self.off
     }
 
-    /// The LSN of the last record read so far (base - 1 before the first).
+    /// The LSN of the last record read so far, or of the last LSN a skip
+    /// frame covered (base - 1 before the first).
     pub fn last_lsn(&self) -> Lsn {
         self.expect - 1
     }
@@ -394,6 +510,9 @@ mod tests {
         fn new() -> Image {
             let mut bytes = vec![0u8; SEG];
             SegmentHeader {
+                version: 1,
+                log_id: 0,
+                key_id: 0,
                 node: 1,
                 base_lsn: 1,
                 segment_bytes: SEG as u64,
@@ -436,7 +555,7 @@ mod tests {
                 path: dir.path().join(format::segment_file_name(1, 1)),
             };
             std::fs::write(&file.path, &self.bytes).unwrap();
-            let mut w = open(&RealFs, &file, 1).unwrap().unwrap();
+            let mut w = open(&RealFs, &file, 1, None).unwrap().unwrap();
             let end = w.walk_to_end().unwrap();
             let pos = Position::of(newest, 0, w.header());
             let v = w.judge(end, pos).unwrap();
@@ -508,7 +627,8 @@ mod tests {
                 end: End::LsnBreak {
                     found: 12,
                     expected: 11
-                }
+                },
+                expect: 11,
             }
         );
         assert_eq!((v, n), (Verdict::Corrupt(Damage::LsnBreak), 10));
@@ -584,7 +704,7 @@ mod tests {
         };
         let check = |bytes: &[u8], node: u32| {
             std::fs::write(&file.path, bytes).unwrap();
-            open(&RealFs, &file, node).unwrap().err()
+            open(&RealFs, &file, node, None).unwrap().err()
         };
         let good = Image::new().bytes;
         assert_eq!(check(&good, 1), None);
@@ -656,7 +776,7 @@ mod tests {
         let mut img = Image::new();
         let end = img.write(B, 5, 100);
         std::fs::write(&file.path, &img.bytes).unwrap();
-        let mut w = open(&RealFs, &file, 1).unwrap().unwrap();
+        let mut w = open(&RealFs, &file, 1, None).unwrap().unwrap();
         assert_eq!(w.walk_to_end().unwrap().at, end);
         assert!(!w.grew().unwrap());
         img.write(end, 3, 100);

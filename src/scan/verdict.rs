@@ -11,6 +11,7 @@
 //! |--------------------------------|--------------------------------------------------|---------------------|------------------|
 //! | frames fill the segment        | nothing                                          | `Full`              | `Full`           |
 //! | any                            | a valid frame at a block boundary past the window| `Corrupt`           | `Corrupt`        |
+//! | any                            | a vouch for the LSN due at P, or a later one     | `Corrupt`           | `Corrupt`        |
 //! | valid frame, LSN out of line   | nothing valid past the window                    | `Corrupt`           | `Corrupt`        |
 //! | invalid frame                  | nothing valid past the window                    | `Torn`              | `Corrupt`        |
 //! | zeros, too few left for a seal | zeros to the end                                 | `Full`              | `Full`           |
@@ -18,6 +19,15 @@
 //! | zero frame                     | non-zero bytes within the window (residue)       | `Torn`              | (no window)      |
 //! | zero frame mid-block           | zeros within the window                          | `Torn`              | `Clean`          |
 //! | zero frame on a block boundary | zeros within the window                          | `Clean`             | `Clean`          |
+//!
+//! A vouch (version 2) is the first frame of every write: the highest LSN
+//! its writer knew to be durable when it submitted that write. One that
+//! covers the LSN due at P proves that the record at P was acknowledged
+//! durable before a later write went out, so whatever happened at P, a
+//! crash did not: the damage is reported, never cut. A clean close ends
+//! with a vouch for everything, so a closed log has no ambiguous tail; a
+//! crash leaves only its last writes in flight unvouched, which is
+//! inherent.
 //!
 //! "The window" is `[P, P + torn window)` rounded up to a block for the
 //! newest segment and empty for an older one, so in an older segment any
@@ -32,8 +42,8 @@
 //! end its writer left (continuity with the next segment then shows
 //! whether records are missing).
 
-use crate::error::{Error, Result};
-use crate::format::{self, SegmentHeader};
+use crate::error::{Error, Lsn, Result};
+use crate::format::{self, Decoded, Kind, SegmentHeader};
 
 use super::bytes::SegmentScan;
 use super::{End, SegmentEnd};
@@ -107,6 +117,14 @@ pub(crate) enum Damage {
     LsnBreak,
     /// A bad frame in a segment the log had rolled past.
     Sealed,
+    /// A later write vouches that the LSN due at the end (or a later one)
+    /// was durable before it was submitted.
+    Vouched {
+        /// Offset of the vouching write.
+        by: u64,
+        /// The LSN it vouches for.
+        durable: Lsn,
+    },
 }
 
 impl Damage {
@@ -118,6 +136,10 @@ impl Damage {
             }
             Damage::LsnBreak => end.end.to_string(),
             Damage::Sealed => format!("{} inside a sealed segment", end.end),
+            Damage::Vouched { by, durable } => format!(
+                "{}, but the write at offset {by} vouches that LSN {durable} was already durable",
+                end.end
+            ),
         };
         Error::corrupt(file, end.at, why)
     }
@@ -129,7 +151,7 @@ impl Damage {
 /// from the window's end to the segment's end (the zero-filled rest of a
 /// preallocated segment included), and of the window itself.
 pub(super) fn judge(scan: &mut SegmentScan, end: SegmentEnd, pos: Position) -> Result<Verdict> {
-    let SegmentEnd { at, end } = end;
+    let SegmentEnd { at, end, expect } = end;
     if end == End::Full {
         return Ok(Verdict::Full);
     }
@@ -137,8 +159,8 @@ pub(super) fn judge(scan: &mut SegmentScan, end: SegmentEnd, pos: Position) -> R
     let window_end = (at + pos.window)
         .next_multiple_of(format::BLOCK as u64)
         .min(seg_end);
-    if let Some(next) = scan.next_valid_block(window_end.max(at + 1), seg_end)? {
-        return Ok(Verdict::Corrupt(Damage::FramesFollow { next }));
+    if let Some(damage) = later_writes(scan, at, window_end, expect)? {
+        return Ok(Verdict::Corrupt(damage));
     }
     let torn = Verdict::Torn { zero_to: seg_end };
     Ok(match (end, pos.newest) {
@@ -166,4 +188,34 @@ pub(super) fn judge(scan: &mut SegmentScan, end: SegmentEnd, pos: Position) -> R
         }
         (End::Zero, true) => Verdict::Clean,
     })
+}
+
+/// What the writes after `at` say about it: a valid frame at a block
+/// boundary past the window is data written after the damage, and a
+/// vouch for `expect` or later (wherever it is) proves the record due at
+/// `at` was acknowledged. Every write starts with a frame at a block
+/// boundary, so those are the only places to look.
+fn later_writes(
+    scan: &mut SegmentScan,
+    at: u64,
+    window_end: u64,
+    expect: Lsn,
+) -> Result<Option<Damage>> {
+    let mut b = (at + 1)
+        .next_multiple_of(format::BLOCK as u64)
+        .max(scan.header.frames_start());
+    while b < scan.end() {
+        if let Decoded::Frame(f) = scan.frame_at(b)? {
+            if b >= window_end {
+                return Ok(Some(Damage::FramesFollow { next: b }));
+            }
+            if f.kind == Kind::Vouch {
+                if let Some(durable) = f.word().filter(|&d| d >= expect) {
+                    return Ok(Some(Damage::Vouched { by: b, durable }));
+                }
+            }
+        }
+        b += format::BLOCK as u64;
+    }
+    Ok(None)
 }

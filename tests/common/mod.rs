@@ -144,20 +144,23 @@ pub struct Scanned {
 }
 
 impl Scanned {
-    /// The data (non-padding) frames.
+    /// The frames that carry records (not padding, not vouches).
     pub fn records(&self) -> impl Iterator<Item = &FrameInfo> {
-        self.frames.iter().filter(|f| f.kind != Kind::Padding)
+        self.frames
+            .iter()
+            .filter(|f| !matches!(f.kind, Kind::Padding | Kind::Vouch))
     }
 }
 
 /// Decode `path` with `format::SegmentHeader::decode` and
-/// `format::decode_frame`, frame after frame from offset 4096.
+/// `format::decode_frame`, frame after frame from where its header says
+/// frames start.
 pub fn scan_segment(path: &Path) -> Scanned {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     let header = SegmentHeader::decode(&bytes)
         .unwrap_or_else(|e| panic!("{}: bad segment header: {e}", path.display()));
     let mut frames = Vec::new();
-    let mut off = format::HEADER_BYTES;
+    let mut off = header.frames_start() as usize;
     while off < bytes.len() {
         match format::decode_frame(&bytes[off..], header.salt, format::MAX_PAYLOAD) {
             Decoded::Frame(f) => {
@@ -346,4 +349,41 @@ pub fn open_checked(dir: &Path, cfg: Config) -> ringwal::Result<(Wal, RecoveryRe
         }
     }
     opened
+}
+
+/// Make every write at or after `from` in a segment image vouch for no more
+/// than `durable`, as if it had been submitted while the writes before it
+/// were still in flight: what a crash leaves, where a cleanly written log
+/// has every write vouch for the ones before it. Drops the closing vouch's
+/// claim too. Returns how many vouch frames it rewrote.
+pub fn unvouch_from(img: &mut [u8], from: u64, durable: u64) -> usize {
+    let header = SegmentHeader::decode(img).expect("a segment header");
+    let mut n = 0;
+    let mut at = (from as usize).next_multiple_of(format::BLOCK);
+    while at + format::VOUCH_LEN <= img.len() {
+        if let Decoded::Frame(f) =
+            format::decode_frame(&img[at..], header.salt, format::MAX_PAYLOAD)
+        {
+            if f.kind == Kind::Vouch && f.word() > Some(durable) {
+                format::encode_vouch(&mut img[at..], header.salt, durable);
+                n += 1;
+            }
+        }
+        at += format::BLOCK;
+    }
+    n
+}
+
+/// Rewrite `node`'s manifest in `dir` as a crash would have left it: a
+/// cleanly closed log's manifest says every LSN was durable, one that
+/// crashed says only what its last roll knew (everything before the
+/// newest segment). Tests that damage a closed log's tail to stand for a
+/// crash use this, or recovery would rightly call the damage a loss of
+/// acknowledged records.
+pub fn as_after_crash(dir: &Path, node: u32) {
+    let path = dir.join(format::manifest_file_name(node));
+    let mut m = format::Manifest::decode(&std::fs::read(&path).unwrap()).unwrap();
+    let newest = segment_files(dir, node).last().unwrap().0;
+    m.durable_lsn = m.durable_lsn.min(newest - 1);
+    std::fs::write(&path, m.encode()).unwrap();
 }
