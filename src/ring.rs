@@ -380,7 +380,7 @@ impl Ring {
 
     fn write(&mut self, batch: Batch) {
         let durable = self.sh.cfg.durable;
-        let sync = match (durable, self.sh.cfg.sync_method) {
+        let sync = match (durable, self.sh.sync_method) {
             (false, _) => WriteSync::None,
             (true, SyncMethod::Dsync) => WriteSync::Dsync,
             (true, SyncMethod::WriteThenFdatasync) => WriteSync::ThenSync,

@@ -12,7 +12,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use ringwal_platform::{AlignedBuf, Notifier};
 
 use crate::acks::Acks;
-use crate::config::{Config, Level};
+use crate::config::{Config, Level, SyncMethod};
 use crate::error::{Error, Lsn, Poison, Result};
 use crate::format::{self, Kind, SegmentHeader};
 use crate::lifecycle::{self, RecyclePool};
@@ -119,6 +119,11 @@ pub(crate) struct Shared {
     /// `Wal::checkpoint`.
     pub recycled: Arc<RecyclePool>,
     pub counters: Counters,
+    /// How durable-mode writes are made durable: the configured method,
+    /// unless the log's file system does not honour `RWF_DSYNC`; then
+    /// `WriteThenFdatasync`, which `Wal::open` sets before the ring
+    /// starts. The ring reads this, never `cfg.sync_method`.
+    pub sync_method: SyncMethod,
 }
 
 impl Shared {
@@ -169,6 +174,7 @@ impl Shared {
             segments: Mutex::new(segments),
             recycled: Arc::default(),
             counters: Counters::default(),
+            sync_method: cfg.sync_method,
             dir,
             cfg,
         }

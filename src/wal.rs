@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 
 use ringwal_platform::{Notifier, OpenHow};
 
-use crate::config::{Config, Level};
+use crate::config::{Config, Level, SyncMethod};
 use crate::error::{Error, Lsn, Result};
 use crate::format::{self, Kind};
 use crate::lifecycle::{self, create_first_segment};
@@ -21,7 +21,7 @@ use crate::state::Shared;
 use crate::ticket::Ticket;
 
 /// A snapshot of the log's counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stats {
     /// Next LSN to be handed out.
     pub next_lsn: Lsn,
@@ -37,6 +37,13 @@ pub struct Stats {
     pub syncs: u64,
     /// Segments rolled to.
     pub rolls: u64,
+    /// How durable-mode writes are made durable here: the configured
+    /// [`SyncMethod`], except that `Dsync` becomes `WriteThenFdatasync`
+    /// on a file system not known to honour `RWF_DSYNC` (FUSE, NFS,
+    /// overlayfs, anything but ext4, XFS, btrfs and tmpfs), where a
+    /// DSYNC write can complete without being durable. Decided once at
+    /// open, from the file system the active segment is on.
+    pub sync_method: SyncMethod,
 }
 
 /// A write-ahead log: many producers, one ring thread, one directory and
@@ -105,9 +112,19 @@ impl Wal {
             }
         };
         let (file, _) = segments::open_file(&*cfg.vfs, &active.path, false, cfg.direct_io)?;
+        // FUSE (and any file system not known to honour it) completes an
+        // RWF_DSYNC write without making it durable: sync explicitly
+        // there. A failed check counts as "not honoured": the explicit
+        // sync is correct everywhere, only slower.
+        let sync_method = match cfg.sync_method {
+            SyncMethod::Dsync if !file.dsync_honoured().unwrap_or(false) => {
+                SyncMethod::WriteThenFdatasync
+            }
+            configured => configured,
+        };
 
         let notifier = Arc::new(Notifier::new().map_err(|e| Error::io(dir.path(), e))?);
-        let shared = Arc::new(Shared::new(
+        let mut shared = Shared::new(
             cfg,
             dir,
             notifier,
@@ -115,7 +132,9 @@ impl Wal {
             &header,
             write_at,
             rec.segments,
-        ));
+        );
+        shared.sync_method = sync_method;
+        let shared = Arc::new(shared);
         let ring = ring::spawn(RingStart {
             shared: shared.clone(),
             file,
@@ -238,6 +257,7 @@ impl Wal {
             write_bytes: c.write_bytes.load(Ordering::Relaxed),
             syncs: c.syncs.load(Ordering::Relaxed),
             rolls: c.rolls.load(Ordering::Relaxed),
+            sync_method: self.shared.sync_method,
         }
     }
 
