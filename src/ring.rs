@@ -102,6 +102,7 @@ pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
                 &start.shared.cfg,
                 &start.shared.dir,
                 start.shared.recycled.clone(),
+                start.shared.sync_method,
             );
             let last = start.shared.acks.written();
             let budget = SyncBudget::new(&start.shared.cfg, last);
@@ -199,7 +200,10 @@ impl Ring {
         if self.failed() {
             return;
         }
-        if let Err(e) = self.seg.clear_torn_window(self.sh.cfg.torn_window()) {
+        if let Err(e) = self
+            .seg
+            .clear_torn_window(self.sh.cfg.torn_window(), self.sh.sync_method)
+        {
             let err = Error::io(self.seg_path(), e);
             self.fail(Poison::from_error("zeroing the tail at close failed", err));
         }
@@ -420,7 +424,7 @@ impl Ring {
             self.issue_sync();
             return Ok(Some(batch));
         }
-        if let Some(seal) = self.seg.seal() {
+        if let Some(seal) = self.seg.seal(self.sh.sync_method) {
             self.push(OpKind::Barrier, seal);
             return Ok(Some(batch));
         }
@@ -441,7 +445,13 @@ impl Ring {
         // kernel's I/O workers, which CPU-bound neighbours can starve for
         // seconds. Nothing else is in flight at a roll, so doing it
         // synchronously costs the device no overlap.
-        lifecycle::install_spare(&*self.sh.cfg.vfs, &spare, &header, &seg.path)?;
+        lifecycle::install_spare(
+            &*self.sh.cfg.vfs,
+            &spare,
+            &header,
+            &seg.path,
+            self.sh.sync_method,
+        )?;
         self.dir
             .sync_all()
             .map_err(|e| Error::io(self.sh.dir.path(), e))?;

@@ -112,16 +112,7 @@ impl Wal {
             }
         };
         let (file, _) = segments::open_file(&*cfg.vfs, &active.path, false, cfg.direct_io)?;
-        // FUSE (and any file system not known to honour it) completes an
-        // RWF_DSYNC write without making it durable: sync explicitly
-        // there. A failed check counts as "not honoured": the explicit
-        // sync is correct everywhere, only slower.
-        let sync_method = match cfg.sync_method {
-            SyncMethod::Dsync if !file.dsync_honoured().unwrap_or(false) => {
-                SyncMethod::WriteThenFdatasync
-            }
-            configured => configured,
-        };
+        let sync_method = lifecycle::sync_method_for(cfg.sync_method, &*file);
 
         let notifier = Arc::new(Notifier::new().map_err(|e| Error::io(dir.path(), e))?);
         let mut shared = Shared::new(
