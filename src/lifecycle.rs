@@ -15,7 +15,7 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{Receiver, Sender};
 use ringwal_platform::{AlignedBuf, FileIo, Op, VFile, Vfs, WriteSync};
 
-use crate::config::{Config, DirectIo};
+use crate::config::{Config, DirectIo, SyncMethod};
 use crate::error::{Error, Lsn, Result};
 use crate::format::{self, Manifest, SegmentHeader};
 use crate::manifest;
@@ -79,6 +79,47 @@ pub(crate) fn new_header(cfg: &Config, base: Lsn, salt: u64, log_id: u64) -> Seg
     }
 }
 
+/// How writes to `file` are made durable: `configured`, except that
+/// `Dsync` becomes `WriteThenFdatasync` where the file's file system is
+/// not known to honour `RWF_DSYNC` (FUSE completes such a write without
+/// ever syncing it). A failed check counts as "not honoured": the
+/// explicit sync is correct everywhere, only slower. Cost: one
+/// `fstatfs(2)`.
+pub(crate) fn sync_method_for(configured: SyncMethod, file: &dyn FileIo) -> SyncMethod {
+    match configured {
+        SyncMethod::Dsync if !file.dsync_honoured().unwrap_or(false) => {
+            SyncMethod::WriteThenFdatasync
+        }
+        configured => configured,
+    }
+}
+
+/// The queue's mode for a write that must be durable when it completes.
+pub(crate) fn durable_sync(method: SyncMethod) -> WriteSync {
+    match method {
+        SyncMethod::Dsync => WriteSync::Dsync,
+        SyncMethod::WriteThenFdatasync => WriteSync::ThenSync,
+    }
+}
+
+/// Write `data` at `offset`, on stable storage when this returns: one
+/// `RWF_DSYNC` write, or a plain write and an `fdatasync`, as `method`
+/// says. Cost: one device round trip (two syscalls for the second).
+fn write_durably(
+    file: &dyn FileIo,
+    data: &[u8],
+    offset: u64,
+    method: SyncMethod,
+) -> std::io::Result<()> {
+    match method {
+        SyncMethod::Dsync => file.write_at(data, offset, true),
+        SyncMethod::WriteThenFdatasync => {
+            file.write_at(data, offset, false)?;
+            file.sync_data()
+        }
+    }
+}
+
 /// A block-aligned buffer holding every header block of `header` (in
 /// version 2, the header and its copy), ready for an O_DIRECT write.
 fn header_block(header: &SegmentHeader) -> AlignedBuf {
@@ -91,7 +132,8 @@ fn header_block(header: &SegmentHeader) -> AlignedBuf {
 /// first block durably, then rename it. In that order, so a file never
 /// has a segment's name without its header (recovery then knows a blank
 /// header in front of data for damage). The caller syncs the directory
-/// before anything in the segment is written.
+/// before anything in the segment is written. `method` is how the log
+/// makes writes durable (see [`sync_method_for`]).
 ///
 /// Cost: one durable 4 KiB write and one rename, on the calling thread.
 pub(crate) fn install_spare(
@@ -99,11 +141,10 @@ pub(crate) fn install_spare(
     spare: &Spare,
     header: &SegmentHeader,
     path: &Path,
+    method: SyncMethod,
 ) -> Result<()> {
     let block = header_block(header);
-    spare
-        .file
-        .write_at(block.as_slice(), 0, true)
+    write_durably(&*spare.file, block.as_slice(), 0, method)
         .map_err(|e| Error::io(&spare.path, e))?;
     vfs.rename(&spare.path, path)
         .map_err(|e| Error::io(path, e))
@@ -127,7 +168,8 @@ pub(crate) fn create_first_segment(
     )?;
     let header = new_header(cfg, base, new_salt(), log_id);
     let seg = dir.segment(base);
-    install_spare(&*cfg.vfs, &spare, &header, &seg.path)?;
+    let method = sync_method_for(cfg.sync_method, &*spare.file);
+    install_spare(&*cfg.vfs, &spare, &header, &seg.path, method)?;
     cfg.vfs
         .sync_dir(dir.path())
         .map_err(|e| Error::io(dir.path(), e))?;
@@ -224,8 +266,9 @@ impl ActiveSegment {
     /// past its end. A zero block right after the last batch ends it for
     /// recovery, which reads older segments strictly (anything but a zero
     /// frame after the data is corruption). The ring makes it durable
-    /// before the next segment gets its first write.
-    pub fn seal(&mut self) -> Option<Op> {
+    /// (the way `method` says) before the next segment gets its first
+    /// write.
+    pub fn seal(&mut self, method: SyncMethod) -> Option<Op> {
         if self.sealed {
             return None;
         }
@@ -238,7 +281,7 @@ impl ActiveSegment {
             buf: AlignedBuf::new(format::BLOCK),
             len: format::BLOCK,
             offset: self.end,
-            sync: WriteSync::Dsync,
+            sync: durable_sync(method),
         })
     }
 
@@ -247,8 +290,8 @@ impl ActiveSegment {
     /// damage anywhere in the segment can pass for a torn tail: a cleanly
     /// closed log has no ambiguous end. Skipped in a version-1 segment and
     /// when no block is left (a full segment's end is not ambiguous).
-    /// Cost: one durable 4 KiB write.
-    pub fn close_vouch(&mut self, durable: Lsn) -> std::io::Result<()> {
+    /// Cost: one durable 4 KiB write (`method`: see [`sync_method_for`]).
+    pub fn close_vouch(&mut self, durable: Lsn, method: SyncMethod) -> std::io::Result<()> {
         let block = format::BLOCK as u64;
         if self.version < 2 || self.end + block > self.size {
             return Ok(());
@@ -261,7 +304,7 @@ impl ActiveSegment {
             self.salt,
             format::BLOCK - format::VOUCH_LEN,
         );
-        self.file.write_at(buf.as_slice(), self.end, true)?;
+        write_durably(&*self.file, buf.as_slice(), self.end, method)?;
         self.end += block;
         Ok(())
     }
@@ -271,14 +314,20 @@ impl ActiveSegment {
     /// frame with nothing but zeros behind it for as far as a crash could
     /// have written) instead of stale bytes it would cut as a torn tail.
     /// Nothing to do in a fresh segment, whose blocks read back as zeros.
-    pub fn clear_torn_window(&self, torn_window: u64) -> std::io::Result<()> {
+    pub fn clear_torn_window(&self, torn_window: u64, method: SyncMethod) -> std::io::Result<()> {
         if !self.recycled {
             return Ok(());
         }
         let to = (self.end + torn_window)
             .next_multiple_of(format::BLOCK as u64)
             .min(self.size);
-        write_zeros(&*self.file, self.end, to, true)
+        match method {
+            SyncMethod::Dsync => write_zeros(&*self.file, self.end, to, true),
+            SyncMethod::WriteThenFdatasync => {
+                write_zeros(&*self.file, self.end, to, false)?;
+                self.file.sync_data()
+            }
+        }
     }
 }
 
@@ -434,6 +483,7 @@ pub(crate) fn recycle_spare(
     path: &Path,
     bytes: u64,
     policy: DirectIo,
+    method: SyncMethod,
 ) -> Result<Spare> {
     let (file, _) = open_file(vfs, path, false, policy)?;
     let io = |e| Error::io(path, e);
@@ -447,7 +497,7 @@ pub(crate) fn recycle_spare(
     // Both the header block and its copy's: a copy left behind would be
     // read in place of a damaged new header.
     let blank = AlignedBuf::new(format::HEADER_BYTES);
-    file.write_at(blank.as_slice(), 0, true).map_err(io)?;
+    write_durably(&*file, blank.as_slice(), 0, method).map_err(io)?;
     Ok(Spare {
         path: path.to_path_buf(),
         file,
@@ -482,12 +532,15 @@ impl Preparer {
     /// Start the thread and ask it for the first spare: a recycled file
     /// when the pool holds one, else a new one. A manifest write that
     /// fails is handed to `failed` (the ring poisons the log with it).
+    /// `method` is how the log makes writes durable (a recycled file's
+    /// header is blanked durably).
     pub fn spawn(
         cfg: &Config,
         dir: &LogDir,
         pool: Arc<RecyclePool>,
         manifest: Arc<manifest::Keeper>,
         failed: Box<dyn Fn(Error) + Send>,
+        method: SyncMethod,
     ) -> Preparer {
         let (req_tx, req_rx) = crossbeam_channel::unbounded::<Request>();
         let (out_tx, out_rx) = crossbeam_channel::bounded::<Result<Spare>>(1);
@@ -510,8 +563,13 @@ impl Preparer {
                             }
                         };
                         let recycled = pool.take().and_then(|path| {
-                            let s =
-                                recycle_spare(&*cfg.vfs, &path, cfg.segment_bytes, cfg.direct_io);
+                            let s = recycle_spare(
+                                &*cfg.vfs,
+                                &path,
+                                cfg.segment_bytes,
+                                cfg.direct_io,
+                                method,
+                            );
                             if s.is_err() {
                                 let _ = cfg.vfs.remove_file(&path);
                             }

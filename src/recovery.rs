@@ -653,7 +653,10 @@ fn write_skip(
         ..ringwal_platform::OpenHow::default()
     };
     let file = vfs.open(path, how).map_err(|e| Error::io(path, e))?;
-    file.write_at(buf.as_slice(), at, true)
+    // A plain write and an fdatasync, like the cut: recovery runs before
+    // the log knows whether its file system honours RWF_DSYNC.
+    file.write_at(buf.as_slice(), at, false)
+        .and_then(|()| file.sync_data())
         .map_err(|e| Error::io(path, e))?;
     Ok(at + block)
 }

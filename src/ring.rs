@@ -107,6 +107,7 @@ pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
                 Box::new(move |e| {
                     poison_on.poison(Poison::from_error("writing the manifest failed", e))
                 }),
+                start.shared.sync_method,
             );
             let last = start.shared.acks.written();
             let budget = SyncBudget::new(&start.shared.cfg, last);
@@ -207,7 +208,7 @@ impl Ring {
             return;
         }
         let durable = self.ledger.durable();
-        if let Err(e) = self.seg.close_vouch(durable) {
+        if let Err(e) = self.seg.close_vouch(durable, self.sh.sync_method) {
             let err = Error::io(self.seg_path(), e);
             return self.fail(Poison::from_error("the closing vouch failed", err));
         }
@@ -222,7 +223,10 @@ impl Ring {
                 e,
             ));
         }
-        if let Err(e) = self.seg.clear_torn_window(self.sh.cfg.torn_window()) {
+        if let Err(e) = self
+            .seg
+            .clear_torn_window(self.sh.cfg.torn_window(), self.sh.sync_method)
+        {
             let err = Error::io(self.seg_path(), e);
             self.fail(Poison::from_error("zeroing the tail at close failed", err));
         }
@@ -411,7 +415,7 @@ impl Ring {
             self.ledger.durable(),
         );
         let durable = self.sh.cfg.durable;
-        let sync = match (durable, self.sh.cfg.sync_method) {
+        let sync = match (durable, self.sh.sync_method) {
             (false, _) => WriteSync::None,
             (true, SyncMethod::Dsync) => WriteSync::Dsync,
             (true, SyncMethod::WriteThenFdatasync) => WriteSync::ThenSync,
@@ -451,7 +455,7 @@ impl Ring {
             self.issue_sync();
             return Ok(Some(batch));
         }
-        if let Some(seal) = self.seg.seal() {
+        if let Some(seal) = self.seg.seal(self.sh.sync_method) {
             self.push(OpKind::Barrier, seal);
             return Ok(Some(batch));
         }
@@ -473,7 +477,13 @@ impl Ring {
         // kernel's I/O workers, which CPU-bound neighbours can starve for
         // seconds. Nothing else is in flight at a roll, so doing it
         // synchronously costs the device no overlap.
-        lifecycle::install_spare(&*self.sh.cfg.vfs, &spare, &header, &seg.path)?;
+        lifecycle::install_spare(
+            &*self.sh.cfg.vfs,
+            &spare,
+            &header,
+            &seg.path,
+            self.sh.sync_method,
+        )?;
         self.dir
             .sync_all()
             .map_err(|e| Error::io(self.sh.dir.path(), e))?;

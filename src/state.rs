@@ -12,7 +12,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use ringwal_platform::{AlignedBuf, Notifier};
 
 use crate::acks::Acks;
-use crate::config::{Config, Level};
+use crate::config::{Config, Level, SyncMethod};
 use crate::error::{Error, Lsn, Poison, Result};
 use crate::format::{self, Kind, SegmentHeader};
 use crate::lifecycle::{self, RecyclePool};
@@ -142,6 +142,11 @@ pub(crate) struct Shared {
     pub log_id: u64,
     /// The manifest, raised at rolls, checkpoints and close.
     pub manifest: Arc<manifest::Keeper>,
+    /// How durable-mode writes are made durable: the configured method,
+    /// unless the log's file system does not honour `RWF_DSYNC`; then
+    /// `WriteThenFdatasync`, which `Wal::open` sets before the ring
+    /// starts. The ring reads this, never `cfg.sync_method`.
+    pub sync_method: SyncMethod,
 }
 
 impl Shared {
@@ -200,6 +205,7 @@ impl Shared {
             counters: Counters::default(),
             log_id: manifest.get().log_id,
             manifest: Arc::new(manifest),
+            sync_method: cfg.sync_method,
             dir,
             cfg,
         }

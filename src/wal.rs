@@ -9,10 +9,9 @@ use std::thread::JoinHandle;
 
 use ringwal_platform::{Notifier, OpenHow};
 
-use crate::config::{Config, Level};
+use crate::config::{Config, Level, SyncMethod};
 use crate::error::{Error, Lsn, Poison, Result};
-use crate::format::Kind;
-use crate::format::Manifest;
+use crate::format::{Kind, Manifest};
 use crate::lifecycle::{self, create_first_segment};
 use crate::manifest;
 use crate::reader::Reader;
@@ -23,7 +22,7 @@ use crate::state::{Resume, Shared};
 use crate::ticket::Ticket;
 
 /// A snapshot of the log's counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stats {
     /// Next LSN to be handed out.
     pub next_lsn: Lsn,
@@ -39,6 +38,13 @@ pub struct Stats {
     pub syncs: u64,
     /// Segments rolled to.
     pub rolls: u64,
+    /// How durable-mode writes are made durable here: the configured
+    /// [`SyncMethod`], except that `Dsync` becomes `WriteThenFdatasync`
+    /// on a file system not known to honour `RWF_DSYNC` (FUSE, NFS,
+    /// overlayfs, anything but ext4, XFS, btrfs and tmpfs), where a
+    /// DSYNC write can complete without being durable. Decided once at
+    /// open, from the file system the active segment is on.
+    pub sync_method: SyncMethod,
 }
 
 /// A write-ahead log: many producers, one ring thread, one directory and
@@ -136,7 +142,10 @@ impl Wal {
             write_at,
             segments: rec.segments,
         };
-        let shared = Arc::new(Shared::new(cfg, dir, notifier, at, keeper));
+        let sync_method = lifecycle::sync_method_for(cfg.sync_method, &*file);
+        let mut shared = Shared::new(cfg, dir, notifier, at, keeper);
+        shared.sync_method = sync_method;
+        let shared = Arc::new(shared);
         let ring = ring::spawn(RingStart {
             shared: shared.clone(),
             file,
@@ -259,6 +268,7 @@ impl Wal {
             write_bytes: c.write_bytes.load(Ordering::Relaxed),
             syncs: c.syncs.load(Ordering::Relaxed),
             rolls: c.rolls.load(Ordering::Relaxed),
+            sync_method: self.shared.sync_method,
         }
     }
 

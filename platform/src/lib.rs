@@ -7,7 +7,8 @@
 //!   io_uring writes require.
 //! * [`file`]: opening segments (O_DIRECT when the filesystem allows it),
 //!   preallocation, durable positional writes, data and directory syncs,
-//!   exclusive advisory locks.
+//!   exclusive advisory locks, and whether a file system honours
+//!   `RWF_DSYNC`.
 //! * [`cpu`]: pinning a thread to a CPU the process may run on.
 //! * [`Notifier`]: the wake-up a producer sends to a sleeping I/O thread
 //!   (eventfd on Linux, kqueue `EVFILT_USER` on macOS).

@@ -564,6 +564,12 @@ impl FileIo for SimFile {
     fn advise(&self, _offset: u64, _len: u64, _advice: Advice) -> io::Result<()> {
         Ok(())
     }
+
+    // The simulated disk makes a dsync write durable as it completes. Not
+    // an operation either, for the same reason as `advise`.
+    fn dsync_honoured(&self) -> io::Result<bool> {
+        Ok(true)
+    }
 }
 
 impl Vfs for SimFs {

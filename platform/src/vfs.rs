@@ -43,6 +43,13 @@ pub trait FileIo: Send + Sync + Debug {
     /// caller. A hint only: it never changes what a read returns, and
     /// simulated files ignore it. See [`file::advise`] for the cost.
     fn advise(&self, offset: u64, len: u64, advice: Advice) -> io::Result<()>;
+    /// Whether `write_at(.., dsync: true)` (and a `WriteSync::Dsync`
+    /// write through a queue) is on stable storage when it completes on
+    /// this file's file system. Where it is not (FUSE, NFS, any file
+    /// system not known to honour the flag), a caller that needs
+    /// durability syncs explicitly. See [`file::dsync_honoured`] for the
+    /// list and the cost; simulated files always honour it.
+    fn dsync_honoured(&self) -> io::Result<bool>;
 }
 
 /// How a range of a file is about to be read, for [`FileIo::advise`].
@@ -148,6 +155,9 @@ impl FileIo for File {
     }
     fn advise(&self, offset: u64, len: u64, advice: Advice) -> io::Result<()> {
         file::advise(self, offset, len, advice)
+    }
+    fn dsync_honoured(&self) -> io::Result<bool> {
+        file::dsync_honoured(self)
     }
 }
 
