@@ -193,7 +193,7 @@ pub const VOUCH_LEN: usize = frame_len(8);
 /// LSN 0, payload `durable` (the highest LSN known durable when the write
 /// it opens was submitted).
 ///
-/// Cost: a CRC over 40 bytes; no allocation. Panics if `out` is shorter
+/// Cost: a CRC over 36 bytes; no allocation. Panics if `out` is shorter
 /// than [`VOUCH_LEN`].
 pub fn encode_vouch(out: &mut [u8], salt: u64, durable: u64) {
     encode_frame(out, salt, 0, 0, Kind::Vouch, &durable.to_le_bytes());
@@ -203,7 +203,7 @@ pub fn encode_vouch(out: &mut [u8], salt: u64, durable: u64) {
 /// LSN `first`, payload `count` (the LSNs `first..first + count` hold no
 /// record, ever).
 ///
-/// Cost: a CRC over 40 bytes; no allocation. Panics if `out` is shorter
+/// Cost: a CRC over 36 bytes; no allocation. Panics if `out` is shorter
 /// than `frame_len(8)` or `count` is 0.
 pub fn encode_skip(out: &mut [u8], salt: u64, first: u64, count: u64) {
     assert!(count > 0, "a skip of no LSNs");
