@@ -134,8 +134,8 @@ impl Acks {
         let wake_w = split_covered(&mut l.written, written);
         let wake_d = split_covered(&mut l.durable, durable);
         drop(l);
-        for w in wake_w.into_values().chain(wake_d.into_values()) {
-            w.wake();
+        if let Err(panic) = wake_all(wake_w.into_values().chain(wake_d.into_values())) {
+            std::panic::resume_unwind(panic);
         }
     }
 
@@ -149,10 +149,23 @@ impl Acks {
             .chain(std::mem::take(&mut l.durable).into_values())
             .collect();
         drop(l);
-        for w in all {
-            w.wake();
+        // Already failing: a waker that panics changes nothing more.
+        let _ = wake_all(all);
+    }
+}
+
+/// Wake every one of `wakes`, even if a waker panics (a task polled
+/// inline by a waker may panic on the ring thread): the others were
+/// already taken off the lists and would never be woken again. Returns
+/// the first panic, for the caller to resume once all are woken.
+fn wake_all(wakes: impl IntoIterator<Item = Wake>) -> Result<(), Box<dyn std::any::Any + Send>> {
+    let mut first = None;
+    for w in wakes {
+        if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.wake())) {
+            first.get_or_insert(p);
         }
     }
+    first.map_or(Ok(()), Err)
 }
 
 /// Remove and return every entry with an LSN at or below `upto`.

@@ -82,6 +82,10 @@ pub struct Truncation {
     pub reason: String,
     /// Bytes zeroed after `offset`.
     pub zeroed: u64,
+    /// Valid-looking records that were behind the cut (writes that landed
+    /// while an earlier one did not, in the same crash): never
+    /// acknowledged, and gone now.
+    pub records_behind: u64,
 }
 
 /// Why the tail of a segment is to be cut.
@@ -102,12 +106,14 @@ impl fmt::Display for CutWhy {
     }
 }
 
-/// A tail to cut: from `at` (sealed with padding) zeroed up to `zero_to`.
+/// A tail to cut: from `at` (sealed with padding) zeroed up to `zero_to`,
+/// with `records_behind` valid-looking records in it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Cut {
     pub at: u64,
     pub why: CutWhy,
     pub zero_to: u64,
+    pub records_behind: u64,
 }
 
 /// One segment as analysis understood it.
@@ -287,7 +293,7 @@ impl Analysis {
                 self.highest_seen = self
                     .highest_seen
                     .max(w.last_lsn())
-                    .max(w.highest_lsn_from(end.at)?);
+                    .max(w.frames_after(end.at)?.highest_lsn);
             }
         }
         Ok(())
@@ -311,10 +317,12 @@ impl Analysis {
         };
         let end = walker.end();
         if walker.first_nonzero(last.valid_end, end)?.is_some() {
+            let behind = walker.frames_after(last.valid_end)?;
             last.cut = Some(Cut {
                 at: last.valid_end,
                 why: CutWhy::AfterRecoveryPoint,
                 zero_to: end,
+                records_behind: behind.records,
             });
         }
         Ok(())
@@ -363,16 +371,21 @@ impl Analysis {
             records: w.records(),
             cut: None,
         };
+        let after = match verdict {
+            Verdict::Clean | Verdict::Full => None,
+            Verdict::Torn { .. } | Verdict::Corrupt(_) => Some(w.frames_after(end.at)?),
+        };
         let cut = |zero_to| Cut {
             at: end.at,
             why: CutWhy::At(end.end),
             zero_to,
+            records_behind: after.map_or(0, |a| a.records),
         };
         if policy == Policy::SetAsideAfterFirst {
             self.highest_seen = self
                 .highest_seen
                 .max(w.last_lsn())
-                .max(w.highest_lsn_from(end.at)?);
+                .max(after.map_or(0, |a| a.highest_lsn));
         }
         match verdict {
             Verdict::Clean | Verdict::Full => {}
@@ -524,7 +537,13 @@ pub(crate) fn recover(dir: &LogDir, cfg: &Config) -> Result<Recovered> {
     let mut active = None;
     if let Some(last) = a.segments.last_mut() {
         let mut write_at = last.valid_end;
-        if let Some(Cut { at, why, zero_to }) = last.cut.take() {
+        if let Some(Cut {
+            at,
+            why,
+            zero_to,
+            records_behind,
+        }) = last.cut.take()
+        {
             let zeroed = cut_tail(&*cfg.vfs, &last.file.path, &last.header, at, zero_to)?;
             write_at = (at + format::padding_len(at) as u64).min(last.header.segment_bytes);
             report.truncated = Some(Truncation {
@@ -532,6 +551,7 @@ pub(crate) fn recover(dir: &LogDir, cfg: &Config) -> Result<Recovered> {
                 offset: at,
                 reason: why.to_string(),
                 zeroed,
+                records_behind,
             });
         } else {
             write_at =

@@ -122,7 +122,21 @@ pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
                 budget,
                 preparer,
             };
-            ring.run();
+            // A panic here (a bug, or a waker of the caller's run on this
+            // thread) must not leave waiters hanging and `close` reporting
+            // success: it poisons the log like a failed write. Then the
+            // queue, dropped with the ring, waits for the kernel's
+            // outstanding operations before their buffers go.
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ring.run()));
+            if let Err(panic) = ran {
+                let why = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic".into());
+                ring.fail(Poison::Failed(format!("the ring thread panicked: {why}")));
+                ring.preparer.stop();
+            }
         })
         .map_err(|e| Error::io(&dir_path, e))?;
     match ready_rx.recv() {

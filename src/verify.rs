@@ -56,6 +56,10 @@ pub struct TornTail {
     /// End of the region recovery would zero: the end of the segment's
     /// frame area (its declared size, or the file's length if shorter).
     pub zero_to: u64,
+    /// Valid-looking records behind the tail, which the cut would drop
+    /// (none of them can have been acknowledged: no later write vouches
+    /// for them, or this would be corruption).
+    pub records_behind: u64,
 }
 
 /// What [`verify`] found for one node. Building it never modifies a file.
@@ -172,6 +176,7 @@ fn verify_once(dir: &Path, cfg: &Config) -> Result<VerifyReport> {
                 offset: cut.at,
                 reason: end.to_string(),
                 zero_to: cut.zero_to,
+                records_behind: cut.records_behind,
             }),
             _ => None,
         });

@@ -355,3 +355,32 @@ fn the_record_limit_never_hides_written_frames() {
         wal.close().unwrap();
     }
 }
+
+/// A segment set aside by point-in-time recovery never overwrites an
+/// earlier one set aside under the same name: the evidence of every
+/// recovery is kept.
+#[test]
+fn set_aside_segments_never_overwrite_each_other() {
+    let dir = tempfile::tempdir().unwrap();
+    segment(dir.path(), 1, &[b"one".to_vec(), b"two".to_vec()], &[]);
+    // Base 3 with a header naming base 4: corrupt, the recovery point.
+    let bad = segment(dir.path(), 4, &[b"four".to_vec()], &[]);
+    let named3 = dir.path().join(format::segment_file_name(1, 3));
+    std::fs::rename(&bad, &named3).unwrap();
+    let taken = dir
+        .path()
+        .join(format!("{}.corrupt", format::segment_file_name(1, 3)));
+    std::fs::write(&taken, b"an earlier recovery's evidence").unwrap();
+    let contents = std::fs::read(&named3).unwrap();
+    let (wal, rep) = open_checked(dir.path(), pit_cfg()).unwrap();
+    assert_eq!(rep.discarded, vec![named3.clone()], "{rep:?}");
+    wal.close().unwrap();
+    assert_eq!(
+        std::fs::read(&taken).unwrap(),
+        b"an earlier recovery's evidence"
+    );
+    let next = dir
+        .path()
+        .join(format!("{}.corrupt.1", format::segment_file_name(1, 3)));
+    assert_eq!(std::fs::read(&next).unwrap(), contents);
+}

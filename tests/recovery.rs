@@ -882,3 +882,90 @@ fn renamed_segment_fails_open() {
         }
     });
 }
+
+// ---------------------------------------------------------------------------
+// 6. Damage a crash cannot explain, and losses only the manifest can see.
+
+/// 7,000 synced 1 KiB records in one (newest) segment of the default
+/// size, then one flipped bit in the first record: a later write vouches
+/// for it, so open fails with `Corrupt` naming the file and offset, and
+/// changes nothing (it used to cut all 7,000 and hand out LSN 1 again).
+#[test]
+fn a_flipped_bit_behind_a_vouch_fails_open_in_the_newest_segment() {
+    for_each_backend(|backend| {
+        let root = tempfile::tempdir().unwrap();
+        let log = root.path().join("log");
+        let cfg = || ringwal::Config::builder().backend(backend).build();
+        let (wal, _) = Wal::open(&log, cfg()).unwrap();
+        let record = vec![0x42u8; 1024];
+        for _ in 0..7000 {
+            let _ = wal.append(0, &record).unwrap();
+        }
+        wal.sync().unwrap();
+        wal.close().unwrap();
+        let segs = segment_files(&log, NODE);
+        assert_eq!(segs.len(), 1, "one segment: the newest");
+        let (_, path) = &segs[0];
+        let first = scan_segment(path).records().next().unwrap().clone();
+        flip_byte(path, first.start + 24 + 100);
+        let before = dir_snapshot(&log);
+        match open_checked(&log, cfg()) {
+            Err(Error::Corrupt { file, offset, .. }) => {
+                assert_eq!((&file, offset), (path, first.start));
+            }
+            other => panic!("{backend:?}: expected Corrupt, got {other:?}"),
+        }
+        assert_eq!(dir_snapshot(&log), before, "a failed open modified the log");
+    });
+}
+
+/// The newest of several segments deleted: the manifest names it, so open
+/// fails with `Gap` naming the missing file instead of handing its LSNs
+/// out again.
+#[test]
+fn a_missing_newest_segment_is_a_gap() {
+    for_each_backend(|backend| {
+        let mut rng = seeded_rng("missing_newest_segment");
+        let root = tempfile::tempdir().unwrap();
+        let log = root.path().join("log");
+        build_log(&log, backend, &mut rng, 3);
+        let (base, newest) = segment_files(&log, NODE).pop().unwrap();
+        std::fs::remove_file(&newest).unwrap();
+        let before = dir_snapshot(&log);
+        match open_checked(&log, cfg(backend)) {
+            Err(Error::Gap {
+                file,
+                expected,
+                found,
+            }) => {
+                assert_eq!((&file, expected), (&newest, base));
+                assert!(found < base, "{found}");
+            }
+            other => panic!("{backend:?}: expected Gap, got {other:?}"),
+        }
+        assert_eq!(dir_snapshot(&log), before, "a failed open modified the log");
+        // A newest segment cut short loses records the manifest says were
+        // durable: `Lost`, naming the segment.
+        let (_, newest) = segment_files(&log, NODE).pop().unwrap();
+        let m = format::Manifest::decode(
+            &std::fs::read(log.join(format::manifest_file_name(NODE))).unwrap(),
+        )
+        .unwrap();
+        let mut fixed = m;
+        fixed.newest_base = segment_files(&log, NODE).last().unwrap().0;
+        std::fs::write(log.join(format::manifest_file_name(NODE)), fixed.encode()).unwrap();
+        let bytes = std::fs::read(&newest).unwrap();
+        std::fs::write(&newest, &bytes[..format::HEADER_BYTES + format::BLOCK]).unwrap();
+        match open_checked(&log, cfg(backend)) {
+            Err(Error::Lost {
+                file,
+                durable,
+                last,
+            }) => {
+                assert_eq!((&file, durable), (&newest, m.durable_lsn));
+                assert!(last < durable);
+            }
+            other => panic!("{backend:?}: expected Lost, got {other:?}"),
+        }
+    });
+}

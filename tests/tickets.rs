@@ -224,3 +224,65 @@ fn dropping_the_last_handle_on_the_ring_thread_still_drains() {
         wal.close().unwrap();
     });
 }
+
+/// A waker that panics when the ring thread wakes it: a bug in the
+/// caller's executor, run on the log's thread.
+struct PanickingWaker;
+
+impl std::task::Wake for PanickingWaker {
+    fn wake(self: Arc<Self>) {
+        panic!("a waker that panics");
+    }
+}
+
+/// A panic on the ring thread poisons the log like a failed write: every
+/// waiter is answered (none hangs), later appends are refused, and
+/// `close` reports the failure instead of `Ok`.
+#[test]
+fn a_panic_on_the_ring_thread_poisons_the_log() {
+    for_each_backend(|backend| {
+        let dir = tempfile::tempdir().unwrap();
+        let (wal, _) = Wal::open(dir.path(), cfg(backend)).unwrap();
+        let first = wal.append(0, b"first").unwrap();
+        let mut fut = Box::pin(first.reached(Level::Durable));
+        let waker = std::task::Waker::from(Arc::new(PanickingWaker));
+        let mut cx = std::task::Context::from_waker(&waker);
+        // Registered before the write can land (a durable write takes a
+        // device round trip): the ring thread is the one to wake it.
+        if fut.as_mut().poll(&mut cx).is_ready() {
+            eprintln!("{backend:?}: the record was durable before the poll; nothing to test");
+            wal.close().unwrap();
+            return;
+        }
+        let later = wal.append(0, b"later").unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(later.wait(Level::Durable));
+        });
+        let got = rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("a waiter behind the panic is answered");
+        // The later record may have landed with the first; if not, the
+        // poison answers it.
+        if got.is_err() {
+            assert!(
+                matches!(got, Err(ringwal::Error::Poisoned { .. })),
+                "{got:?}"
+            );
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !matches!(wal.append(0, b"x"), Err(ringwal::Error::Poisoned { .. })) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{backend:?}: never poisoned"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        match wal.close() {
+            Err(ringwal::Error::Poisoned { cause }) => {
+                assert!(cause.contains("panicked"), "{cause}")
+            }
+            other => panic!("{backend:?}: close after a panic: {other:?}"),
+        }
+    });
+}

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
-use ringwal::{Config, Level, Ticket, Wal};
+use ringwal::{Config, Level, RecoveryReport, Ticket, Wal};
 
 use super::{AppendArgs, CmdResult, Failure};
 
@@ -33,7 +33,8 @@ pub(crate) fn run(args: AppendArgs) -> CmdResult {
     if level != Level::Durable {
         builder = builder.default_level(Level::Written);
     }
-    let (wal, _report) = Wal::open(&args.dir, builder.build())?;
+    let (wal, report) = Wal::open(&args.dir, builder.build())?;
+    print_recovery(&report);
     let wal = Arc::new(wal);
     let (tx, rx) = crossbeam_channel::bounded(AHEAD);
     let reader = {
@@ -53,6 +54,35 @@ pub(crate) fn run(args: AppendArgs) -> CmdResult {
         .ok_or_else(|| Failure::msg("internal error: log still shared at exit"))?;
     wal.close()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Say on stderr what recovery did, if it did anything: an operator
+/// must be able to see a cut, a discarded file or skipped LSNs without
+/// running `verify` first. Nothing is printed for a clean open.
+fn print_recovery(r: &RecoveryReport) {
+    if let Some(t) = &r.truncated {
+        eprintln!(
+            "ringwal: recovery: {}:{}: cut a torn tail ({}): {} bytes zeroed, {} unacknowledged record{} dropped",
+            t.file.display(),
+            t.offset,
+            t.reason,
+            t.zeroed,
+            t.records_behind,
+            if t.records_behind == 1 { "" } else { "s" }
+        );
+    }
+    for f in &r.discarded {
+        eprintln!("ringwal: recovery: {}: discarded", f.display());
+    }
+    for f in &r.headers_from_copy {
+        eprintln!(
+            "ringwal: recovery: {}: header block damaged, read from its copy",
+            f.display()
+        );
+    }
+    if let Some((first, last)) = r.skipped {
+        eprintln!("ringwal: recovery: LSNs {first}..={last} skipped: never to be handed out again");
+    }
 }
 
 /// Append every line of stdin (without its `\n`) and send the tickets, in

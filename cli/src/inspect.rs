@@ -101,6 +101,10 @@ pub(crate) fn dump(a: DumpArgs) -> CmdResult {
 fn problem_line(e: &Error) -> String {
     match e {
         Error::Corrupt { .. } => e.to_string(),
+        Error::Lost { file, durable, last } => format!(
+            "{}:0: acknowledged records lost: LSNs up to {durable} were durable, but the log ends at {last}",
+            file.display()
+        ),
         Error::Gap {
             file,
             expected,
@@ -155,10 +159,25 @@ fn print_verify(out: &mut impl Write, r: &VerifyReport) -> io::Result<()> {
     if let Some(t) = &r.torn_tail {
         writeln!(
             out,
-            "note: {}:{}: torn tail ({}); recovery will cut it",
+            "note: {}:{}: torn tail ({}); recovery will cut it{}",
             t.file.display(),
             t.offset,
-            t.reason
+            t.reason,
+            match t.records_behind {
+                0 => String::new(),
+                1 => ", and the 1 valid-looking record behind it, which no later write vouches for"
+                    .to_string(),
+                n => format!(
+                    ", and the {n} valid-looking records behind it, which no later write vouches for"
+                ),
+            }
+        )?;
+    }
+    for f in &r.headers_from_copy {
+        writeln!(
+            out,
+            "note: {}:0: header block damaged; read from its copy",
+            f.display()
         )?;
     }
     for f in &r.incomplete {

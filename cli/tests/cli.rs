@@ -435,7 +435,7 @@ fn verify_notes_a_torn_tail_and_still_passes() {
     assert!(o.status.success(), "{o:?}");
     let report = ringwal::verify::verify(dir.path(), 1).unwrap();
     let seg = &report.segments[0];
-    let end = 4096 + seg.valid_bytes;
+    let end = ringwal::format::HEADER_BYTES as u64 + seg.valid_bytes;
     // Half a frame header where the next write would have gone: what a
     // crash during that write leaves.
     let mut bytes = std::fs::read(&seg.path).unwrap();
@@ -492,4 +492,49 @@ fn bench_runs_the_channel_api() {
     assert_eq!(v["api"], "channel");
     assert_eq!(v["window"], 4);
     assert!(v["records_per_s"].as_f64().unwrap() > 0.0, "{v}");
+}
+
+/// A flipped bit in the first record of the newest (here the only)
+/// segment of a log written by three cleanly closed runs is damage, not a
+/// torn tail: later writes vouch for that record. `verify` names the file
+/// and offset and exits 1, `append` refuses to open the log, nothing is
+/// modified, and no LSN is handed out again.
+#[test]
+fn a_flipped_bit_in_the_newest_segment_is_damage_not_a_torn_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    for lines in [&b"one\ntwo\n"[..], b"three\nfour\n", b"five\nsix\n"] {
+        let o = run(&["append", p(dir.path())], lines);
+        assert!(o.status.success(), "{o:?}");
+    }
+    let first = ringwal::verify::records(dir.path(), 1, 0)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap();
+    assert_eq!((first.lsn, first.payload.as_slice()), (1, &b"one"[..]));
+    let seg = dir.path().join(&first.segment);
+    let mut bytes = std::fs::read(&seg).unwrap();
+    bytes[first.offset as usize + 24] ^= 0x01; // one bit of "one"
+    std::fs::write(&seg, &bytes).unwrap();
+    let before = std::fs::read(&seg).unwrap();
+
+    let o = run(&["verify", p(dir.path())], b"");
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let want = format!("{}:{}: ", seg.display(), first.offset);
+    assert!(
+        stdout(&o)
+            .lines()
+            .any(|l| l.starts_with(&want) && l.contains("vouches")),
+        "want a line starting {want:?} naming the vouch in {o:?}"
+    );
+    assert!(!stdout(&o).contains("torn tail"), "{o:?}");
+
+    let o = run(&["append", p(dir.path())], b"seven\n");
+    assert_one_line_error(&o);
+    assert!(
+        stderr(&o).contains(&format!("{}:{}", seg.display(), first.offset)),
+        "{o:?}"
+    );
+    assert!(o.stdout.is_empty(), "no LSN handed out: {o:?}");
+    assert_eq!(std::fs::read(&seg).unwrap(), before, "the log was modified");
 }

@@ -266,6 +266,15 @@ pub(crate) struct SegmentEnd {
     pub expect: Lsn,
 }
 
+/// The valid frames found behind a point (see [`Walker::frames_after`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct FramesAfter {
+    /// Record frames (not padding, vouch or skip).
+    pub records: u64,
+    /// The highest LSN among them, skips included; 0 if none.
+    pub highest_lsn: Lsn,
+}
+
 /// One step of a walk.
 #[derive(Debug)]
 pub(crate) enum Step<'a> {
@@ -387,14 +396,15 @@ impl Walker {
         }
     }
 
-    /// The highest LSN any valid frame at or after `from` carries (a skip
-    /// frame: the last LSN it covers), reading on from every block
-    /// boundary where a valid frame starts: what a point-in-time recovery
-    /// must resume above so that no LSN on disk is handed out again, even
-    /// one past the damage. 0 if there is none. Reads the rest of the
-    /// segment.
-    pub fn highest_lsn_from(&mut self, from: u64) -> Result<Lsn> {
-        let mut high = 0;
+    /// What valid frames lie at or after `from`, reading on from every
+    /// block boundary where one starts (every write starts with a frame on
+    /// one): how many records there are behind a torn tail that recovery
+    /// cuts, and the highest LSN any of them carries (a skip frame: the
+    /// last LSN it covers), which a point-in-time recovery must resume
+    /// above so that no LSN on disk is handed out again. Reads the rest of
+    /// the segment.
+    pub fn frames_after(&mut self, from: u64) -> Result<FramesAfter> {
+        let mut out = FramesAfter::default();
         let mut b = from
             .next_multiple_of(format::BLOCK as u64)
             .max(self.scan.header.frames_start());
@@ -406,15 +416,19 @@ impl Walker {
                     break;
                 };
                 let last = match (f.kind, f.word()) {
+                    (Kind::Padding | Kind::Vouch, _) => 0,
                     (Kind::Skip, Some(n)) => f.lsn.saturating_add(n.saturating_sub(1)),
-                    _ => f.lsn,
+                    _ => {
+                        out.records += 1;
+                        f.lsn
+                    }
                 };
-                high = high.max(last.min(format::MAX_LSN));
+                out.highest_lsn = out.highest_lsn.max(last.min(format::MAX_LSN));
                 off += f.len as u64;
             }
             b = off.max(b + 1).next_multiple_of(format::BLOCK as u64);
         }
-        Ok(high)
+        Ok(out)
     }
 
     /// Whether the header was read from its copy (the header block was
