@@ -49,6 +49,10 @@ pub struct Faults {
     pub capacity: Option<u64>,
     /// Granularity at which a crash tears a write: 512 or 4096.
     pub sector: usize,
+    /// Probability that a write lands one block away from where it was
+    /// aimed, and is reported done: a misdirected write, which leaves the
+    /// place it was meant for as it was and overwrites another.
+    pub misdirect: f64,
 }
 
 impl Default for Faults {
@@ -61,6 +65,7 @@ impl Default for Faults {
             fail_sync_at: None,
             capacity: None,
             sector: 512,
+            misdirect: 0.0,
         }
     }
 }
@@ -431,6 +436,20 @@ impl SimFile {
         }
         let short = chance(seed, 2, n, faults.short_write) && data.len() > 1;
         let land = if short { &data[..data.len() / 2] } else { data };
+        let block = 4096u64;
+        let off = if chance(seed, 4, n, faults.misdirect) {
+            // One block on if the file has room there, else one block back.
+            let on = off + block;
+            let to = if on + land.len() as u64 <= cur_len {
+                on
+            } else {
+                off.saturating_sub(block)
+            };
+            SimFs::record(&mut st, format!("{line}: misdirected to @{to}"));
+            to
+        } else {
+            off
+        };
         let f = st.files.get_mut(&self.id).expect("open file exists");
         overlay(&mut f.data, off, land);
         if dsync && !short {

@@ -676,10 +676,15 @@ mod tests {
             zero_to: SEG as u64,
         };
         assert_eq!(both(&img), (torn, Verdict::Clean));
+        // In the zero frame's own block: in a sealed segment that block
+        // was written whole, so this is a lost sector, not the end.
+        img.bytes[(end + B) as usize + 100] = 0;
+        img.bytes[end as usize + 100] = 0x5a;
+        assert_eq!(both(&img), (torn, Verdict::Corrupt(Damage::Sealed)));
     }
 
     #[test]
-    fn a_zero_frame_mid_block_is_torn_only_in_the_newest() {
+    fn a_zero_frame_mid_block_is_torn_in_the_newest_and_damage_in_a_sealed_segment() {
         let mut img = Image::new();
         let end = img.write(B, 10, 100);
         // Lose the padding frame that closed the write: the records stay,
@@ -691,7 +696,7 @@ mod tests {
         let torn = Verdict::Torn {
             zero_to: SEG as u64,
         };
-        assert_eq!(both(&img), (torn, Verdict::Clean));
+        assert_eq!(both(&img), (torn, Verdict::Corrupt(Damage::Sealed)));
     }
 
     #[test]

@@ -17,8 +17,9 @@
 //! | zeros, too few left for a seal | zeros to the end                                 | `Full`              | `Full`           |
 //! | zero frame                     | a valid frame within the window                  | `Torn`              | (no window)      |
 //! | zero frame                     | non-zero bytes within the window (residue)       | `Torn`              | (no window)      |
-//! | zero frame mid-block           | zeros within the window                          | `Torn`              | `Clean`          |
-//! | zero frame on a block boundary | zeros within the window                          | `Clean`             | `Clean`          |
+//! | zero frame mid-block           | zeros within the window                          | `Torn`              | `Corrupt`        |
+//! | zero frame on a block boundary | non-zero bytes in the rest of its block          | `Torn` (residue)    | `Corrupt`        |
+//! | zero frame on a block boundary | zeros within the window (older: its block)       | `Clean`             | `Clean`          |
 //!
 //! A vouch (version 2) is the first frame of every write: the highest LSN
 //! its writer knew to be durable when it submitted that write. One that
@@ -38,9 +39,11 @@
 //! torn multi-block write can lose its first block and keep later ones,
 //! whose frames sit mid-block where the block-boundary search does not
 //! look, and a later torn write must not be able to resurrect them.
-//! In an older segment a zero frame with nothing valid behind it is the
-//! end its writer left (continuity with the next segment then shows
-//! whether records are missing).
+//! In an older segment a zero frame is the end its writer left only on a
+//! block boundary and before a zero block (the seal): it wrote whole
+//! blocks, each closed with padding. Anything else is a zeroed sector in
+//! a write that completed, reported where it is rather than as a gap at
+//! the next segment.
 
 use crate::error::{Error, Lsn, Result};
 use crate::format::{self, Decoded, Kind, SegmentHeader};
@@ -176,6 +179,18 @@ pub(super) fn judge(scan: &mut SegmentScan, end: SegmentEnd, pos: Position) -> R
                 && scan.first_nonzero(at, seg_end)?.is_none() =>
         {
             Verdict::Full
+        }
+        // A sealed segment was written in whole blocks, each closed with
+        // padding, and sealed with a zero block: a zero frame mid-block,
+        // or one whose block holds anything but zeros, is bytes lost from
+        // a write that completed (a zeroed sector), not its end.
+        (End::Zero, false)
+            if !at.is_multiple_of(format::BLOCK as u64)
+                || scan
+                    .first_nonzero(at, (at + format::BLOCK as u64).min(seg_end))?
+                    .is_some() =>
+        {
+            Verdict::Corrupt(Damage::Sealed)
         }
         (End::Zero, false) => Verdict::Clean,
         // Residue in the window (valid frames included: they are
