@@ -50,7 +50,13 @@ pub(crate) fn write(vfs: &dyn Vfs, dir: &LogDir, m: &Manifest) -> Result<()> {
 pub(crate) struct Keeper {
     vfs: Arc<dyn Vfs>,
     dir: LogDir,
-    current: Mutex<Manifest>,
+    current: Mutex<Current>,
+}
+
+/// The manifest as last written, and whether a write of it failed.
+struct Current {
+    manifest: Manifest,
+    failed: bool,
 }
 
 impl Keeper {
@@ -59,21 +65,32 @@ impl Keeper {
         Keeper {
             vfs,
             dir,
-            current: Mutex::new(m),
+            current: Mutex::new(Current {
+                manifest: m,
+                failed: false,
+            }),
         }
     }
 
     /// The manifest as last written.
     pub fn get(&self) -> Manifest {
-        *self.current.lock().unwrap_or_else(|p| p.into_inner())
+        self.current.lock().unwrap_or_else(|p| p.into_inner()).manifest
     }
 
     /// Raise the manifest's fields to at least `to`'s (none ever moves
     /// back) and, if any moved, write it. Holding the lock across the
     /// write keeps the file's successive versions in the order they were
-    /// decided. Cost: nothing if nothing grew; otherwise one atomic write.
+    /// decided. After a write failed (the log is poisoned then), none is
+    /// tried again: the old manifest stands, which never promises too
+    /// much. Cost: nothing if nothing grew; otherwise one atomic write.
     pub fn raise(&self, to: Manifest) -> Result<()> {
-        let mut cur = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        if state.failed {
+            return Err(Error::Poisoned {
+                cause: "an earlier write of the manifest failed".into(),
+            });
+        }
+        let cur = &mut state.manifest;
         assert_eq!(
             (to.node, to.log_id),
             (cur.node, cur.log_id),
@@ -89,8 +106,11 @@ impl Keeper {
         if next == *cur {
             return Ok(());
         }
-        write(&*self.vfs, &self.dir, &next)?;
-        *cur = next;
+        if let Err(e) = write(&*self.vfs, &self.dir, &next) {
+            state.failed = true;
+            return Err(e);
+        }
+        state.manifest = next;
         Ok(())
     }
 }

@@ -559,7 +559,7 @@ fn acknowledged_damage_is_reported_never_cut() {
                     let at = if t.payload == 0 { t.start + 8 } else { at };
                     bytes[at as usize] ^= 1 << rng.gen_range(0..8);
                 } else {
-                    let sector = (t.start + 24) / 512 * 512;
+                    let sector = t.start / 512 * 512;
                     bytes[sector as usize..sector as usize + 512].fill(0);
                 }
                 image.write_file(&t.path, &bytes);
