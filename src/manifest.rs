@@ -74,7 +74,10 @@ impl Keeper {
 
     /// The manifest as last written.
     pub fn get(&self) -> Manifest {
-        self.current.lock().unwrap_or_else(|p| p.into_inner()).manifest
+        self.current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .manifest
     }
 
     /// Raise the manifest's fields to at least `to`'s (none ever moves

@@ -384,3 +384,40 @@ fn set_aside_segments_never_overwrite_each_other() {
         .join(format!("{}.corrupt.1", format::segment_file_name(1, 3)));
     assert_eq!(std::fs::read(&next).unwrap(), contents);
 }
+
+/// A log written in format version 1 (one header block, frames at 4096,
+/// no vouches, no manifest) opens and reads back whole; the next append
+/// starts a version-2 segment beside it rather than write version-2
+/// frames into a version-1 one, and the log then has a manifest and
+/// reopens strictly.
+#[test]
+fn a_version_1_log_opens_and_continues_in_version_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let recs = vec![b"one".to_vec(), b"two".to_vec(), b"three".to_vec()];
+    let v1 = segment(dir.path(), 1, &recs, &[]);
+    let (wal, rep) = open_checked(dir.path(), cfg()).unwrap();
+    assert_eq!((rep.records, rep.last_lsn), (3, 3), "{rep:?}");
+    let t = wal.append(0, b"four").unwrap();
+    assert_eq!(t.lsn(), 4);
+    t.wait(Level::Durable).unwrap();
+    wal.close().unwrap();
+    let header = |p: &std::path::Path| SegmentHeader::decode(&std::fs::read(p).unwrap()).unwrap();
+    assert_eq!(
+        header(&v1).version,
+        1,
+        "the version-1 segment was not rewritten"
+    );
+    let v2 = dir.path().join(format::segment_file_name(1, 4));
+    assert_eq!(header(&v2).version, format::FORMAT_VERSION);
+    assert!(dir.path().join(format::manifest_file_name(1)).exists());
+    let (wal, _) = open_checked(dir.path(), cfg()).unwrap();
+    let mut all = recs.clone();
+    all.push(b"four".to_vec());
+    let got: Vec<Vec<u8>> = wal
+        .reader_from(0)
+        .unwrap()
+        .map(|r| r.unwrap().payload)
+        .collect();
+    assert_eq!(got, all);
+    wal.close().unwrap();
+}
