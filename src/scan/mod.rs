@@ -577,6 +577,93 @@ mod tests {
         }
     }
 
+    impl Image {
+        /// A version-2 segment of log 9: header and copy, frames at 8 KiB.
+        fn v2() -> Image {
+            let mut bytes = vec![0u8; SEG];
+            SegmentHeader {
+                version: 2,
+                log_id: 9,
+                key_id: 0,
+                node: 1,
+                base_lsn: 1,
+                segment_bytes: SEG as u64,
+                salt: SALT,
+                created_unix_ms: 0,
+                torn_window: WINDOW,
+            }
+            .encode_blocks(&mut bytes);
+            Image { bytes, next_lsn: 1 }
+        }
+
+        /// One version-2 write at `at`: a vouch for `durable`, then `n`
+        /// records of `size` bytes, closed with padding.
+        fn write_vouched(&mut self, at: u64, durable: Lsn, n: usize, size: usize) -> u64 {
+            format::encode_vouch(&mut self.bytes[at as usize..], SALT, durable);
+            self.write(at + format::VOUCH_LEN as u64, n, size)
+        }
+    }
+
+    #[test]
+    fn a_vouch_for_the_lost_records_makes_the_loss_damage() {
+        let frames = format::HEADER_BYTES as u64;
+        for (vouch, newest_verdict) in [
+            // Written after records 1..=10 were durable: it vouches for
+            // the one lost at P (LSN 5).
+            (10, Verdict::Corrupt(Damage::Vouched { by: 0, durable: 10 })),
+            // In flight with them: no vouch for LSN 5, a torn tail.
+            (
+                4,
+                Verdict::Torn {
+                    zero_to: SEG as u64,
+                },
+            ),
+        ] {
+            let mut img = Image::v2();
+            let a_end = img.write_vouched(frames, 0, 10, 100);
+            img.write_vouched(a_end, vouch, 3, 100);
+            let r5 = frames + format::VOUCH_LEN as u64 + 4 * format::frame_len(100) as u64;
+            img.bytes[r5 as usize + 30] ^= 0x10;
+            let (e, v, n) = img.judge(true);
+            assert_eq!((e.at, e.expect, n), (r5, 5, 4));
+            let want = match newest_verdict {
+                Verdict::Corrupt(Damage::Vouched { durable, .. }) => {
+                    Verdict::Corrupt(Damage::Vouched { by: a_end, durable })
+                }
+                other => other,
+            };
+            assert_eq!(v, want, "vouch {vouch}");
+            // A sealed segment has no window: any later write is damage.
+            assert!(matches!(img.judge(false).1, Verdict::Corrupt(_)));
+        }
+    }
+
+    #[test]
+    fn a_damaged_header_block_is_read_through_its_copy() {
+        let mut img = Image::v2();
+        img.write_vouched(format::HEADER_BYTES as u64, 0, 3, 50);
+        img.bytes[40] ^= 1; // the salt: the header block's CRC fails
+        let dir = tempfile::tempdir().unwrap();
+        let file = SegmentFile {
+            base: 1,
+            path: dir.path().join(format::segment_file_name(1, 1)),
+        };
+        std::fs::write(&file.path, &img.bytes).unwrap();
+        let mut w = open(&RealFs, &file, 1, Some(9)).unwrap().unwrap();
+        assert!(w.header_from_copy());
+        assert_eq!(w.header().salt, SALT);
+        assert_eq!(w.walk_to_end().unwrap().end, End::Zero);
+        assert_eq!(w.records(), 3);
+        // Another log's segment is refused, by either copy.
+        assert_eq!(
+            open(&RealFs, &file, 1, Some(10)).unwrap().err(),
+            Some(HeaderProblem::ForeignLog {
+                found: 9,
+                expected: 10
+            })
+        );
+    }
+
     fn both(img: &Image) -> (Verdict, Verdict) {
         (img.judge(true).1, img.judge(false).1)
     }
