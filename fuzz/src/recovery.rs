@@ -136,8 +136,8 @@ impl Deviation {
     pub const SHORT_FILE: u8 = 16;
     /// File extended to 128 KiB.
     pub const LONG_FILE: u8 = 32;
-    /// Non-zero header flags and bytes 56..64, with a valid CRC: documented
-    /// as not interpreted, so this is still a clean log.
+    /// Non-zero header flags (not interpreted, covered by the CRC) and any
+    /// torn window (bytes 56..64), with a valid CRC: still a clean log.
     pub const FLAGS: u8 = 64;
     /// Garbage in header bytes 64..4096: documented as not interpreted.
     pub const HEADER_TAIL: u8 = 128;
@@ -372,6 +372,7 @@ pub fn build(data: &[u8]) -> Scenario {
         let last = i + 1 == nfiles;
 
         let mut header = spec::HeaderFields {
+            version: 1,
             node: 1,
             base_lsn: base,
             segment_bytes: SEG,
@@ -400,7 +401,7 @@ pub fn build(data: &[u8]) -> Scenario {
         }
         if dev.has(Deviation::FLAGS) {
             header.flags = c.u32() | 1;
-            header.word56 = c.u64();
+            header.torn_window = c.u64();
         }
 
         let mut bytes = match content {
@@ -474,6 +475,7 @@ pub fn build(data: &[u8]) -> Scenario {
     if flags & 0x20 != 0 {
         let mut other = vec![0u8; format::BLOCK * 2];
         let h = spec::HeaderFields {
+            version: 1,
             node: 2,
             base_lsn: 1,
             segment_bytes: SEG,

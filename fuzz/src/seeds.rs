@@ -61,6 +61,7 @@ pub fn frame_decoder() -> Vec<(&'static str, Vec<u8>)> {
 /// Seeds for `segment_header`.
 pub fn segment_header() -> Vec<(&'static str, Vec<u8>)> {
     let h = spec::HeaderFields {
+        version: 1,
         node: 1,
         base_lsn: 1,
         segment_bytes: 64 << 10,
@@ -72,15 +73,34 @@ pub fn segment_header() -> Vec<(&'static str, Vec<u8>)> {
     let mut flagged = valid.clone();
     flagged[20] = 1;
     flagged[60] = 0x77;
-    let crc = spec::header_crc(&flagged);
+    let crc = spec::header_crc(&flagged, 1);
     flagged[12..16].copy_from_slice(&crc.to_le_bytes());
-    let mut v2 = valid.clone();
-    v2[8] = 2;
+    // A later version, named as such before its CRC is looked at.
+    let mut v3 = valid.clone();
+    v3[8] = 3;
+    let h2 = spec::HeaderFields {
+        version: 2,
+        torn_window: 160 << 10,
+        log_id: 0x0001_061d,
+        ..h
+    };
+    let v2 = spec::encode_header(&h2);
+    let v2_flags = spec::encode_header(&spec::HeaderFields {
+        flags: 0x8000_0001,
+        ..h2
+    });
+    let v2_reserved = spec::encode_header(&spec::HeaderFields { reserved: 1, ..h2 });
+    let v2_key = spec::encode_header(&spec::HeaderFields { key_id: 3, ..h2 });
     vec![
         ("valid", header::input(0, &valid[..64])),
         ("valid_full_block", header::input(1, &valid)),
         ("flags_and_tail", header::input(0, &flagged[..64])),
-        ("version_2", header::input(0, &v2[..64])),
+        ("version_3", header::input(0, &v3[..64])),
+        ("v2_valid", header::input(0, &v2[..80])),
+        ("v2_valid_full_block", header::input(1, &v2)),
+        ("v2_flags", header::input(0, &v2_flags[..80])),
+        ("v2_reserved", header::input(0, &v2_reserved[..80])),
+        ("v2_key_id", header::input(0, &v2_key[..80])),
         ("blank", header::input(0, &[])),
         ("short", header::input(1, &valid[..100])),
     ]
@@ -197,6 +217,7 @@ pub fn recovery() -> Vec<(&'static str, Vec<u8>)> {
     ];
     // A raw file holding a whole valid segment header, for mutation.
     let h = spec::HeaderFields {
+        version: 1,
         node: 1,
         base_lsn: 1,
         segment_bytes: 64 << 10,
