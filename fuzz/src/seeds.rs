@@ -39,8 +39,20 @@ pub fn frame_decoder() -> Vec<(&'static str, Vec<u8>)> {
     flagged[19] = 0x80;
     let crc = spec::frame_crc(SALT, &flagged, 5);
     flagged[..4].copy_from_slice(&crc.to_le_bytes());
+    let mut vouch = vec![0u8; format::VOUCH_LEN];
+    format::encode_vouch(&mut vouch, SALT, 41);
+    let mut skip = vec![0u8; format::VOUCH_LEN];
+    format::encode_skip(&mut skip, SALT, 42, 7);
+    // A skip of no LSNs decodes (§3.3 has no count step); recovery's scan
+    // is where it is invalid.
+    let skip_zero = spec::encode_skip(SALT, 42, 0);
+    let kind_9 = spec::encode_frame(SALT, 42, 0, 9, b"kind 9");
     vec![
         ("data", frame::input(0, SALT, 0, &data)),
+        ("vouch", frame::input(0, SALT, 0, &vouch)),
+        ("skip", frame::input(0, SALT, 0, &skip)),
+        ("skip_zero_count", frame::input(0, SALT, 0, &skip_zero)),
+        ("kind_9", frame::input(0, SALT, 0, &kind_9)),
         ("padding", frame::input(0, SALT, 0, &padding)),
         ("run", frame::input(1, SALT, 0, &run)),
         ("zero", frame::input(0, 0, 0, &[0u8; 32])),
