@@ -26,10 +26,15 @@
 //!    exactly that length, is `PastEnd` one byte shorter (`Truncated`
 //!    if that leaves less than a header), is accepted
 //!    under a limit of exactly its length and `TooLong` under one less;
-//! 4. a scan that steps frame to frame from offset 0, as recovery does,
+//! 4. `FrameRef::word()` is the document's `u64` payload of a vouch
+//!    (durable LSN) or skip (count) frame and `None` for every other
+//!    kind or payload length; a vouch or skip as writers make it (8-byte
+//!    payload, stream 0, LSN 0 for a vouch, a count of at least 1 for a
+//!    skip) is exactly what `encode_vouch` / `encode_skip` write;
+//! 5. a scan that steps frame to frame from offset 0, as recovery does,
 //!    always advances (at least one header, 8-aligned) and so ends.
 
-use ringwal::format::{self, Decoded, InvalidFrame};
+use ringwal::format::{self, Decoded, InvalidFrame, Kind};
 
 use crate::cursor::Cursor;
 use crate::spec;
@@ -163,6 +168,8 @@ fn check_accepted(buf: &[u8], salt: u64, limit: usize, f: &format::FrameRef<'_>)
         other => panic!("re-encoded frame does not decode: {other:?}"),
     }
 
+    check_word(buf, salt, f);
+
     // Only the frame's own bytes matter.
     assert_eq!(
         format::decode_frame(&buf[..f.len], salt, limit),
@@ -188,6 +195,38 @@ fn check_accepted(buf: &[u8], salt: u64, limit: usize, f: &format::FrameRef<'_>)
             Decoded::Invalid(InvalidFrame::TooLong(plen as u32))
         );
     }
+}
+
+/// Oracle 4: the payload word of vouch and skip frames.
+fn check_word(buf: &[u8], salt: u64, f: &format::FrameRef<'_>) {
+    let want = spec::frame_word(f.kind as u8, f.payload);
+    assert_eq!(f.word(), want, "FrameRef::word() of a {:?} frame", f.kind);
+    let Some(word) = want else { return };
+    let mut out = vec![0xA5u8; format::VOUCH_LEN + 8];
+    match f.kind {
+        Kind::Vouch if f.lsn == 0 && f.stream == 0 => format::encode_vouch(&mut out, salt, word),
+        Kind::Skip if word > 0 && f.stream == 0 => format::encode_skip(&mut out, salt, f.lsn, word),
+        _ => return,
+    }
+    assert_eq!(format::VOUCH_LEN, spec::VOUCH_LEN);
+    assert!(
+        out[format::VOUCH_LEN..].iter().all(|&b| b == 0xA5),
+        "vouch/skip encoder wrote past the frame"
+    );
+    let n = if f.flags == 0 {
+        format::VOUCH_LEN
+    } else {
+        // Compared around the flags byte and the CRC (see oracle 2).
+        assert!(out[4..19] == buf[4..19] && out[20..32] == buf[20..32]);
+        return;
+    };
+    assert!(
+        out[..n] == buf[..n],
+        "{:?} frame differs from encode_vouch/encode_skip\n input: {:02x?}\n ours:  {:02x?}",
+        f.kind,
+        &buf[..n],
+        &out[..n]
+    );
 }
 
 /// Step through `buf` frame by frame like a segment scan: every accepted

@@ -9,17 +9,25 @@
 //!   longer than a block are covered too).
 //!
 //! Oracles:
-//! 1. the outcome equals the independent model of §2.1 ([`crate::spec`]);
+//! 1. the outcome equals the independent model of §2.1 ([`crate::spec`]),
+//!    version 1 and version 2 alike (the `Reserved` step included);
 //! 2. an accepted header re-encodes (with `SegmentHeader::encode`) to the
-//!    same first 64 bytes. Two header areas are documented as "not
-//!    interpreted by v1 readers" yet covered by the CRC: the flags word
-//!    (bytes 20..24) and bytes 56..64. `encode` writes them as zero, so a
-//!    header with either non-zero must match its re-encoding everywhere
-//!    else, and its stored CRC must be the document's CRC of the input;
-//!    a header with both zero must match byte for byte, CRC included;
-//! 3. re-encoding writes zeros over 64..4096 and decodes to the same
-//!    header; bytes past the block never change the outcome; a block one
-//!    byte short is `Short`.
+//!    same used bytes (64 in version 1, 80 in version 2). One area is
+//!    documented as not interpreted yet covered by the CRC: the flags word
+//!    (bytes 20..24). `encode` writes it as zero, so a header with non-zero
+//!    flags must match its re-encoding everywhere else, and its stored CRC
+//!    must be the document's CRC of the input; a header with zero flags
+//!    must match byte for byte, CRC included. Bytes 56..64 (the torn
+//!    window) are interpreted in both versions and compared directly;
+//! 3. the CRC covers exactly what the document says for the header's
+//!    version: flipping any bit of the used bytes (CRC field included)
+//!    makes the block invalid, flipping bytes after them (64..80 in
+//!    version 1, where version 2 keeps its log id, key id and reserved
+//!    word; the rest of the block in both) changes nothing;
+//! 4. re-encoding writes zeros over the rest of the block and decodes to
+//!    the same header; `encode_blocks` writes the block and, in version 2
+//!    only, a byte-for-byte copy of it in the next block; bytes past the
+//!    block never change the outcome; a block one byte short is `Short`.
 
 use ringwal::format::{self, HeaderError, SegmentHeader};
 
@@ -51,17 +59,22 @@ pub fn block(data: &[u8]) -> Vec<u8> {
 /// Express the engine's outcome in the model's terms.
 pub fn as_spec(r: &Result<SegmentHeader, HeaderError>) -> spec::Header {
     match *r {
-        Ok(h) => spec::Header::Valid {
+        Ok(h) => spec::Header::Valid(spec::HeaderValue {
+            version: h.version,
             node: h.node,
             base_lsn: h.base_lsn,
             segment_bytes: h.segment_bytes,
             salt: h.salt,
             created_unix_ms: h.created_unix_ms,
-        },
+            torn_window: h.torn_window,
+            log_id: h.log_id,
+            key_id: h.key_id,
+        }),
         Err(HeaderError::Short) => spec::Header::Short,
         Err(HeaderError::Blank) => spec::Header::Blank,
         Err(HeaderError::BadMagic) => spec::Header::BadMagic,
         Err(HeaderError::Version(v)) => spec::Header::Version(v),
+        Err(HeaderError::Reserved) => spec::Header::Reserved,
         Err(HeaderError::Checksum) => spec::Header::Checksum,
     }
 }
@@ -92,11 +105,14 @@ pub fn check(data: &[u8]) {
     }
 
     let Ok(h) = got else { return };
+    let used = spec::header_used(h.version);
+    check_crc_coverage(&block, &h, used);
+
     let mut out = vec![0xA5u8; format::BLOCK + 8];
     h.encode(&mut out);
     assert!(
-        out[64..format::BLOCK].iter().all(|&b| b == 0),
-        "encode left 64..4096 dirty"
+        out[used..format::BLOCK].iter().all(|&b| b == 0),
+        "encode left {used}..4096 dirty"
     );
     assert!(
         out[format::BLOCK..].iter().all(|&b| b == 0xA5),
@@ -108,23 +124,71 @@ pub fn check(data: &[u8]) {
         "re-encoded header does not decode"
     );
 
-    let uninterpreted_zero =
-        block[20..24].iter().all(|&b| b == 0) && block[56..64].iter().all(|&b| b == 0);
-    if uninterpreted_zero {
+    if block[20..24].iter().all(|&b| b == 0) {
         assert!(
-            out[..64] == block[..64],
+            out[..used] == block[..used],
             "accepted header differs from its re-encoding\n input: {:02x?}\n ours:  {:02x?}",
-            &block[..64],
-            &out[..64]
+            &block[..used],
+            &out[..used]
         );
     } else {
         assert!(out[..12] == block[..12], "magic/version differ");
         assert!(out[16..20] == block[16..20], "node differs");
-        assert!(out[24..56] == block[24..56], "fields differ");
+        assert!(out[24..used] == block[24..used], "fields differ");
         assert_eq!(
             u32::from_le_bytes([block[12], block[13], block[14], block[15]]),
-            spec::header_crc(&block),
+            spec::header_crc(&block, h.version),
             "accepted a header whose CRC is not the document's"
+        );
+    }
+
+    // The segment's header blocks: the copy exists in version 2 only.
+    let mut blocks = vec![0xA5u8; 2 * format::BLOCK + 8];
+    h.encode_blocks(&mut blocks);
+    assert!(
+        blocks[..format::BLOCK] == out[..format::BLOCK],
+        "encode_blocks' header block"
+    );
+    let copy = &blocks[format::BLOCK..2 * format::BLOCK];
+    if h.version == 2 {
+        assert!(
+            copy == &out[..format::BLOCK],
+            "version-2 copy is not byte for byte"
+        );
+        assert_eq!(h.header_bytes(), spec::HEADER_BYTES as u64);
+    } else {
+        assert!(
+            copy.iter().all(|&b| b == 0xA5),
+            "a version-1 segment got a copy"
+        );
+        assert_eq!(h.header_bytes(), spec::HEADER_BYTES_V1 as u64);
+    }
+    assert!(blocks[2 * format::BLOCK..].iter().all(|&b| b == 0xA5));
+    assert_eq!(h.frames_start(), h.header_bytes());
+}
+
+/// Oracle 3: the CRC covers `[0, 12)` and `[16, used)`, the CRC field is
+/// compared, and nothing after `used` is read.
+fn check_crc_coverage(block: &[u8], h: &SegmentHeader, used: usize) {
+    for i in 0..used {
+        let mut b = block[..format::BLOCK].to_vec();
+        b[i] ^= 1 << (i % 8);
+        let got = SegmentHeader::decode(&b);
+        assert!(
+            got.is_err(),
+            "version {} header still accepted with byte {i} changed",
+            h.version
+        );
+        assert_eq!(as_spec(&got), spec::decode_header(&b), "byte {i} changed");
+    }
+    for i in (used..used + 24).chain([format::BLOCK - 1]) {
+        let mut b = block[..format::BLOCK].to_vec();
+        b[i] ^= 0x81;
+        assert_eq!(
+            SegmentHeader::decode(&b),
+            Ok(*h),
+            "byte {i} is not covered by a version-{} header",
+            h.version
         );
     }
 }

@@ -16,19 +16,38 @@
 //!              2 x 4 KiB, 8 x 1 MiB (the default)}; the torn window is then
 //!              160 KiB, 20 KiB, 40 KiB, 8 MiB (a record of 8 KiB makes every
 //!              staging buffer 20 KiB)
+//!              bits 4-5: 1 = the log has a manifest (any other value: none;
+//!              bits 2-3 and 6-7 are ignored)
 //! start   u8 (+u8/u64)  first base LSN: 1, small, any u64, near u64::MAX
+//! [manifest u8, log id u64]   only when the log has a manifest (see
+//!              [`ManifestDeviation`]); otherwise the log id is [`LOG_ID`]
 //! per file:
 //!   kind  u8   bits 0-1: content  0 raw bytes | 1 header + raw frame area
 //!                                 2 header + structured frames | 3 blank/short
 //!              bits 2-3: file-name base  0 continue | 1 skip ahead
 //!                                        2 any u64 | 3 step back
 //!              bit 4: a deviation byte follows (see [`Deviation`])
+//!              bit 5: a version-2 segment (header, its copy, frames from
+//!                     8192, a vouch frame opening every write)
+//!              bit 6: (version 2) a second deviation byte follows (see
+//!                     [`V2Deviation`])
+//!              bit 7: reserved; when set, bits 5 and 6 mean nothing (so
+//!                     fuzzer inputs made before version 2 keep building
+//!                     version-1 segments)
 //!   ...content-specific fields...
+//! ...extra files (flags bits 4-7)...
+//! [manifest fields]   only when the log has a manifest
 //! ```
 //!
 //! Structured frames are a count and that many ops (data frame, padding
 //! to a block boundary, garbage, zero gap, jump to the next block, bit
-//! flip, wrong-salt / flags / bad-kind / stale-LSN frame); see [`ops`].
+//! flip, wrong-salt / flags / bad-kind / stale-LSN frame; in version-2
+//! segments also vouch and skip frames, lagging vouches and a closing
+//! vouch block); see [`ops`]. Every input made before version 2 still
+//! builds the directory it did (bit 7 of a file's kind byte, and bits 4-5
+//! of the config byte having to read exactly 1, see to that), except that
+//! the bad-kind frame writes kind 135 or 136 where it wrote 7 or 8, which
+//! version 2 made valid kinds.
 //!
 //! # Oracles
 //!
@@ -37,17 +56,39 @@
 //! `Wal::open` agree (consistent exactly when open succeeds, the same
 //! first problem, the same record count and torn tail); point-in-time open
 //! never fails. When open succeeds: `reader_from(0)` yields exactly
-//! `report.records` records with dense ascending LSNs from
-//! `report.first_lsn` to `report.last_lsn`; an optional append gets the
-//! next LSN; after close, a second (strict) open succeeds, cuts nothing,
-//! and reads the same records; a final `verify_with` is consistent with no
-//! torn tail.
+//! `report.records` records with dense ascending LSNs, except where skip
+//! frames say LSNs will never hold a record: there the reader stops with
+//! one `Gap` naming them, and a reader from the gap's `found` reads on; an
+//! optional append gets the next LSN; after close, a second (strict) open
+//! succeeds, cuts nothing, and reads the same records and gaps; a final
+//! `verify_with` is consistent with no torn tail.
+//!
+//! Against the model of the document ([`spec::judge`]), where it decides
+//! the outcome: a strict open fails exactly when the document says the log
+//! is damaged, with the problem it names (the same segment file for a
+//! segment's problem; `Gap` or `Lost` for a manifest rule); an open that
+//! succeeds yields the document's records byte for byte, cuts the torn
+//! tail the document finds (and nothing else), and reports the headers it
+//! read through their copy. The directory a closed log leaves is one the
+//! document says opens, with the records that were read.
+//!
+//! Point-in-time: the next LSN is above every LSN any valid frame of the
+//! log's segments carries (read at every 8-aligned offset, past any
+//! damage) and above the manifest's `handed_out`; LSNs it skips end a
+//! full read with one `Gap` naming exactly the skip the report lists.
 //!
 //! When the generator built a log a correct writer could have written (only
-//! in-order frames within the record limit, padding, file names that match
-//! headers, extra files recovery must ignore or discard, a blank newest
-//! file), every record written must come back, byte for byte.
+//! in-order frames within the record limit, padding, vouch frames opening
+//! writes and vouching for no more than was written, skip blocks, file
+//! names that match headers, a damaged or blank header block with an intact
+//! copy, extra files recovery must ignore or discard, a blank newest file,
+//! a manifest that agrees with the log), every record written must come
+//! back, byte for byte, and the next LSN is the one after the last written.
+//! When it then took away the newest segment the manifest names, or raised
+//! the manifest's durable LSN above what the log holds, a strict open must
+//! fail with `Gap` or `Lost` respectively.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -55,7 +96,7 @@ use ringwal::format::{self, Kind};
 use ringwal::{Backend, Config, DirectIo, Error, Level, RecoveryMode, Wal};
 
 use crate::cursor::Cursor;
-use crate::spec;
+use crate::spec::{self, kind};
 
 /// Segment size the configuration asks for (the smallest allowed).
 pub const SEG: u64 = 64 << 10;
@@ -67,6 +108,8 @@ pub const MAX_FILE: usize = 128 << 10;
 pub const APPENDED: &[u8] = b"appended after recovery";
 /// Stream of the appended record.
 pub const APPENDED_STREAM: u16 = 7;
+/// The log id of version-2 segments when the input brings no manifest.
+pub const LOG_ID: u64 = 0x0123_4567_89ab_cdef;
 
 const DATA_KINDS: [Kind; 5] = [
     Kind::Data,
@@ -85,10 +128,31 @@ pub struct Rec {
     pub payload: Vec<u8>,
 }
 
+/// What a full read yields: records, and the LSNs skip frames say will
+/// never hold one (a `Gap { expected, found }` from the reader).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Item {
+    Rec(Rec),
+    Gap { expected: u64, found: u64 },
+}
+
+/// How a strict open of a log that was clean before the manifest was made
+/// to disagree with it must fail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MustFail {
+    /// The newest segment the manifest names is gone: `Gap`.
+    Gap,
+    /// The manifest's durable LSN is above the last LSN: `Lost`.
+    Lost,
+    /// Both: either error.
+    GapOrLost,
+}
+
 /// A directory to build and the configuration to recover it with.
 #[derive(Debug)]
 pub struct Scenario {
-    /// File names and contents.
+    /// File names and contents (a later file of the same name replaces an
+    /// earlier one).
     pub files: Vec<(String, Vec<u8>)>,
     pub mode: RecoveryMode,
     /// Writes in flight and write size (they set the torn window).
@@ -98,8 +162,16 @@ pub struct Scenario {
     /// Every record, when the directory is one a correct writer could
     /// have left; `None` once the generator damaged anything.
     pub expected: Option<Vec<Rec>>,
-    /// The LSN the next append must get, when `expected` is `Some`.
+    /// The skips (first, count) written, in order, when `expected` is
+    /// `Some`.
+    pub expected_skips: Vec<(u64, u64)>,
+    /// The LSN after the last one written (records and skips): what the
+    /// next append of a strict open gets, when `expected` is `Some`.
     pub expected_next: u64,
+    /// The manifest as written, when the input has one.
+    pub manifest: Option<spec::ManifestFields>,
+    /// Set when a clean log's manifest was made to disagree with it.
+    pub must_fail: Option<MustFail>,
 }
 
 impl Scenario {
@@ -115,6 +187,11 @@ impl Scenario {
             .direct_io(DirectIo::Off)
             .recovery(mode)
             .build()
+    }
+
+    /// The directory as it is written: the last file of a name wins.
+    pub fn directory(&self) -> BTreeMap<String, Vec<u8>> {
+        self.files.iter().cloned().collect()
     }
 }
 
@@ -136,10 +213,11 @@ impl Deviation {
     pub const SHORT_FILE: u8 = 16;
     /// File extended to 128 KiB.
     pub const LONG_FILE: u8 = 32;
-    /// Non-zero header flags and bytes 56..64, with a valid CRC: documented
-    /// as not interpreted, so this is still a clean log.
+    /// Non-zero header flags (not interpreted, covered by the CRC) and any
+    /// torn window (bytes 56..64), with a valid CRC: still a clean log.
     pub const FLAGS: u8 = 64;
-    /// Garbage in header bytes 64..4096: documented as not interpreted.
+    /// Garbage in the header block after its used bytes (64 in version 1,
+    /// 80 in version 2): documented as not interpreted.
     pub const HEADER_TAIL: u8 = 128;
 
     fn has(self, bit: u8) -> bool {
@@ -152,12 +230,84 @@ impl Deviation {
     }
 }
 
+/// Version-2 header variations, chosen by one byte.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct V2Deviation(pub u8);
+
+impl V2Deviation {
+    /// A bit flipped in block 0's used bytes after the version field: the
+    /// header is read through its copy, and the log is still clean.
+    pub const BLOCK0_DAMAGED: u8 = 1;
+    /// Block 0 all zeros, the copy intact: read through the copy, clean.
+    pub const BLOCK0_BLANK: u8 = 2;
+    /// A bit flipped in the copy: harmless while block 0 is good.
+    pub const COPY_DAMAGED: u8 = 4;
+    /// The header carries another log id.
+    pub const FOREIGN_LOG: u8 = 8;
+    /// A non-zero key id (a reader without keys refuses the segment).
+    pub const KEY_ID: u8 = 16;
+    /// A non-zero reserved word (a header from a later writer).
+    pub const RESERVED: u8 = 32;
+    /// The writer's torn window recorded in the header: any u32.
+    pub const TORN_WINDOW: u8 = 64;
+    /// No copy: block 1 left zero.
+    pub const NO_COPY: u8 = 128;
+
+    fn has(self, bit: u8) -> bool {
+        self.0 & bit != 0
+    }
+
+    /// Whether a correct writer (and a crash, and a bad sector in one of
+    /// the two header blocks) could leave this.
+    fn damaging(self) -> bool {
+        let block0 = Self::BLOCK0_DAMAGED | Self::BLOCK0_BLANK;
+        let copy = Self::COPY_DAMAGED | Self::NO_COPY;
+        self.0 & (Self::FOREIGN_LOG | Self::KEY_ID | Self::RESERVED) != 0
+            || (self.0 & block0 != 0 && self.0 & copy != 0)
+    }
+}
+
+/// What the manifest byte asks for.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ManifestDeviation(pub u8);
+
+impl ManifestDeviation {
+    /// Remove the newest segment the manifest names from the directory.
+    pub const DROP_NEWEST: u8 = 1;
+    /// Durable LSN above the last LSN written.
+    pub const DURABLE_AHEAD: u8 = 2;
+    /// More LSNs handed out than written (a crash with writes in flight):
+    /// still a clean log.
+    pub const HANDED_OUT: u8 = 4;
+    /// Oldest LSN below the first segment's base.
+    pub const OLDEST_BEHIND: u8 = 8;
+    /// Another log id than the segments carry.
+    pub const FOREIGN_LOG: u8 = 16;
+    /// Names node 2.
+    pub const NODE: u8 = 32;
+    /// A bit flipped anywhere in it.
+    pub const DAMAGED: u8 = 64;
+    /// A leftover `N.manifest.tmp` (ignored by readers): still clean.
+    pub const TEMP_FILE: u8 = 128;
+
+    fn has(self, bit: u8) -> bool {
+        self.0 & bit != 0
+    }
+}
+
 /// The frame area of one segment being built.
 struct Area {
     buf: Vec<u8>,
     pos: usize,
     end: usize,
     salt: u64,
+    /// Offset of the first frame: 4096 (version 1) or 8192.
+    start: usize,
+    /// Version 2: every write opens with a vouch frame.
+    v2: bool,
+    /// Version 2: how many LSNs the next writes' vouches lag behind the
+    /// last one written (as with several writes in flight).
+    lag: u64,
 }
 
 impl Area {
@@ -165,12 +315,60 @@ impl Area {
         self.pos + len <= self.end
     }
 
-    fn frame(&mut self, salt: u64, lsn: u64, stream: u16, kind: Kind, payload: &[u8]) -> bool {
-        let len = format::frame_len(payload.len());
+    fn put(&mut self, bytes: &[u8]) {
+        self.buf[self.pos..self.pos + bytes.len()].copy_from_slice(bytes);
+    }
+
+    /// Write a frame at `pos` if it fits (without moving `pos`).
+    fn frame(&mut self, salt: u64, lsn: u64, stream: u16, kind: u8, payload: &[u8]) -> bool {
+        let len = spec::frame_len(payload.len());
         if !self.fits(len) {
             return false;
         }
-        format::encode_frame(&mut self.buf[self.pos..], salt, lsn, stream, kind, payload);
+        let f = spec::encode_frame(salt, lsn, stream, kind, payload);
+        self.put(&f);
+        true
+    }
+
+    /// Version 2: a frame of `len` bytes about to start at a block boundary
+    /// opens a write, so a vouch frame goes first (for the LSNs before
+    /// `next`, less the lag). True if the frame fits after it.
+    fn open_write(&mut self, next: u64, len: usize) -> bool {
+        if !self.v2 || !self.pos.is_multiple_of(spec::BLOCK) {
+            return self.fits(len);
+        }
+        if !self.fits(spec::VOUCH_LEN + len) {
+            return false;
+        }
+        let durable = next.saturating_sub(1).saturating_sub(self.lag);
+        let v = spec::encode_vouch(self.salt, durable);
+        self.put(&v);
+        self.pos += spec::VOUCH_LEN;
+        true
+    }
+
+    /// Close the batch at a block boundary with padding, if it fits.
+    fn pad(&mut self) {
+        let pad = spec::padding_len(self.pos as u64);
+        if pad > 0 && self.fits(pad) {
+            let p = spec::encode_padding(self.salt, pad);
+            self.put(&p);
+            self.pos += pad;
+        }
+    }
+
+    /// One whole block at a block boundary: `first` (a vouch or skip
+    /// frame) and padding to the block's end, as a clean close or a
+    /// point-in-time recovery writes it. False if it does not fit.
+    fn block_with(&mut self, first: &[u8]) -> bool {
+        if !self.pos.is_multiple_of(spec::BLOCK) || !self.fits(spec::BLOCK) {
+            return false;
+        }
+        self.put(first);
+        self.pos += first.len();
+        let p = spec::encode_padding(self.salt, spec::BLOCK - first.len());
+        self.put(&p);
+        self.pos += p.len();
         true
     }
 }
@@ -179,21 +377,24 @@ fn pattern(seed: u8, len: usize) -> Vec<u8> {
     (0..len).map(|i| seed.wrapping_add(i as u8)).collect()
 }
 
+/// What `ops` builds up across the segments of one log.
+struct Log {
+    next: u64,
+    clean: bool,
+    recs: Vec<Rec>,
+    skips: Vec<(u64, u64)>,
+}
+
 /// Apply `n` structured ops to the frame area; push records a reader must
-/// see to `recs` while `clean` holds; returns the next expected LSN.
-fn ops(
-    c: &mut Cursor<'_>,
-    a: &mut Area,
-    mut next: u64,
-    clean: &mut bool,
-    recs: &mut Vec<Rec>,
-) -> u64 {
+/// see to `log.recs` while `log.clean` holds, and advance `log.next`.
+fn ops(c: &mut Cursor<'_>, a: &mut Area, log: &mut Log) {
     let n = c.u8();
     for _ in 0..n {
         if c.is_empty() || a.pos >= a.end {
             break;
         }
         let o = c.u8();
+        let next = log.next;
         match o % 8 {
             0..=2 => {
                 let base = c.u8() as usize;
@@ -211,26 +412,31 @@ fn ops(
                 let stream = u16::from(o) * 3;
                 let payload = pattern(o, plen);
                 let salt = a.salt;
-                if a.frame(salt, lsn, stream, kind, &payload) {
-                    a.pos += format::frame_len(plen);
+                let len = spec::frame_len(plen);
+                if a.open_write(next, len) && a.frame(salt, lsn, stream, kind as u8, &payload) {
+                    a.pos += len;
                     if lsn != next || plen > MAX_REC {
-                        *clean = false;
+                        log.clean = false;
                     } else {
-                        recs.push(Rec {
+                        log.recs.push(Rec {
                             lsn,
                             stream,
                             kind,
                             payload,
                         });
-                        next = next.wrapping_add(1);
+                        log.next = next.wrapping_add(1);
                     }
                 }
             }
             3 => {
-                let pad = format::padding_len(a.pos as u64);
-                if pad > 0 && a.fits(pad) {
-                    format::encode_padding(&mut a.buf[a.pos..], a.salt, pad);
-                    a.pos += pad;
+                a.pad();
+                if a.v2 && o & 0x40 != 0 {
+                    a.lag = u64::from(c.u8());
+                }
+                if a.v2 && o & 0x80 != 0 {
+                    // A clean close: a vouch for everything written.
+                    let v = spec::encode_vouch(a.salt, next.saturating_sub(1));
+                    a.block_with(&v);
                 }
             }
             4 => {
@@ -240,43 +446,44 @@ fn ops(
                 a.buf[a.pos..end].copy_from_slice(&bytes[..end - a.pos]);
                 // Even all-zero bytes leave a gap that ends the data.
                 if !bytes.is_empty() {
-                    *clean = false;
+                    log.clean = false;
                 }
-                a.pos = (a.pos + bytes.len()).next_multiple_of(format::FRAME_ALIGN);
+                a.pos = (a.pos + bytes.len()).next_multiple_of(spec::FRAME_ALIGN);
             }
             5 => {
                 let to = if o & 0x80 != 0 {
-                    a.pos.next_multiple_of(format::BLOCK)
+                    a.pos.next_multiple_of(spec::BLOCK)
                 } else {
-                    a.pos + format::FRAME_ALIGN * (1 + c.u8() as usize)
+                    a.pos + spec::FRAME_ALIGN * (1 + c.u8() as usize)
                 };
                 if to != a.pos {
-                    *clean = false;
+                    log.clean = false;
                 }
                 a.pos = to;
             }
             6 => {
                 let back = c.u16() as usize;
                 let bit = c.u8() % 8;
-                let at = if a.pos > format::BLOCK && o & 0x80 == 0 {
-                    a.pos - 1 - back % (a.pos - format::BLOCK)
+                let at = if a.pos > a.start && o & 0x80 == 0 {
+                    a.pos - 1 - back % (a.pos - a.start)
                 } else {
-                    format::BLOCK + back % (a.end - format::BLOCK)
+                    a.start + back % (a.end - a.start)
                 };
                 a.buf[at] ^= 1 << bit;
-                *clean = false;
+                log.clean = false;
             }
+            _ if a.v2 && o & 0x20 != 0 => v2_frame(c, a, log, o),
             _ => {
                 let plen = c.u8() as usize;
                 let payload = pattern(o, plen);
-                let len = format::frame_len(plen);
+                let len = spec::frame_len(plen);
                 let stream = u16::from(o);
                 let (salt, lsn) = match (o >> 3) & 3 {
                     0 => (a.salt ^ (1 + u64::from(c.u8())), next),
                     3 => (a.salt, next.wrapping_sub(1)),
                     _ => (a.salt, next),
                 };
-                if !a.frame(salt, lsn, stream, Kind::Data, &payload) {
+                if !a.open_write(next, len) || !a.frame(salt, lsn, stream, kind::DATA, &payload) {
                     continue;
                 }
                 let f = &mut a.buf[a.pos..a.pos + len];
@@ -287,33 +494,101 @@ fn ops(
                         f[19] = 1 + c.u8() % 255;
                         let crc = spec::frame_crc(a.salt, f, plen);
                         f[..4].copy_from_slice(&crc.to_le_bytes());
-                        recs.push(Rec {
+                        log.recs.push(Rec {
                             lsn,
                             stream,
                             kind: Kind::Data,
                             payload,
                         });
-                        next = next.wrapping_add(1);
+                        log.next = next.wrapping_add(1);
                     }
                     2 => {
                         // Bad kind or non-zero reserved word, valid CRC.
+                        // Kinds 7 and 8 are valid since version 2: moved
+                        // up by 128, which keeps them invalid.
                         let v = c.u8();
                         if v & 1 == 0 {
-                            f[18] = 7 + v / 2;
+                            let k = 7 + v / 2;
+                            f[18] = if k <= 8 { k + 128 } else { k };
                         } else {
                             f[20 + (v as usize >> 1) % 4] = v | 1;
                         }
                         let crc = spec::frame_crc(a.salt, f, plen);
                         f[..4].copy_from_slice(&crc.to_le_bytes());
-                        *clean = false;
+                        log.clean = false;
                     }
-                    _ => *clean = false,
+                    _ => log.clean = false,
                 }
                 a.pos += len;
             }
         }
     }
-    next
+}
+
+/// Op 7 with bit 5 in a version-2 segment: a vouch or skip frame, or a
+/// frame of those kinds (or padding) shaped as no writer shapes it.
+fn v2_frame(c: &mut Cursor<'_>, a: &mut Area, log: &mut Log, o: u8) {
+    let next = log.next;
+    match (o >> 3) & 3 {
+        0 => {
+            // A vouch where the op stands, for next - 1 + delta: more than
+            // was written, or not at a write's start, is no writer's.
+            let delta = c.u8() as i8 as i64;
+            let durable = next.wrapping_sub(1).wrapping_add(delta as u64);
+            let at_start = a.pos.is_multiple_of(spec::BLOCK);
+            let v = spec::encode_vouch(a.salt, durable);
+            if a.fits(v.len()) {
+                a.put(&v);
+                a.pos += v.len();
+                if delta > 0 || !at_start {
+                    log.clean = false;
+                }
+            }
+        }
+        1 => {
+            // A skip block, as point-in-time recovery writes it, after the
+            // batch is closed.
+            let count = if o & 0x80 != 0 {
+                c.u64()
+            } else {
+                u64::from(c.u8())
+            };
+            a.pad();
+            let s = spec::encode_skip(a.salt, next, count);
+            if a.block_with(&s) {
+                let valid =
+                    count >= 1 && u128::from(next) + u128::from(count) <= u128::from(spec::MAX_LSN);
+                if valid {
+                    log.skips.push((next, count));
+                    log.next = next + count;
+                } else {
+                    log.clean = false;
+                }
+            }
+        }
+        2 => {
+            // A vouch whose payload is not one u64.
+            let plen = c.u8() as usize;
+            if a.frame(a.salt, 0, 0, kind::VOUCH, &pattern(o, plen)) {
+                a.pos += spec::frame_len(plen);
+                log.clean = false;
+            }
+        }
+        _ => {
+            // Padding (or a vouch) carrying an LSN and a stream, which the
+            // document gives as 0.
+            let plen = c.u8() as usize & !7;
+            let (k, payload) = if o & 0x80 != 0 {
+                (kind::VOUCH, next.saturating_sub(1).to_le_bytes().to_vec())
+            } else {
+                (kind::PADDING, vec![0u8; plen])
+            };
+            if a.frame(a.salt, next, u16::from(o) | 1, k, &payload) {
+                a.pos += spec::frame_len(payload.len());
+                log.clean = false;
+            }
+        }
+    }
 }
 
 /// Interpret a fuzz input as a directory and a configuration.
@@ -326,10 +601,11 @@ pub fn build(data: &[u8]) -> Scenario {
     } else {
         RecoveryMode::Strict
     };
+    let config = c.u8();
     // Small writes keep open cheap (its staging buffers are allocated and
     // zeroed every time); 8 in flight still give a torn window (160 KiB)
     // wider than a segment, as the default configuration does.
-    let (inflight, write_bytes) = match c.u8() & 3 {
+    let (inflight, write_bytes) = match config & 3 {
         0 => (8, format::BLOCK),
         1 => (1, format::BLOCK),
         2 => (2, format::BLOCK),
@@ -341,16 +617,28 @@ pub fn build(data: &[u8]) -> Scenario {
         2 => c.u64(),
         _ => u64::MAX - u64::from(c.u8()),
     };
-    // Keep the clean oracle away from LSNs that overflow: those inputs are
-    // still run, just without an expected record list.
-    let mut clean = (1..1 << 40).contains(&start);
-    let mut next = start;
-    let mut recs = Vec::new();
+    let (mdev, log_id) = if (config >> 4) & 3 == 1 {
+        (Some(ManifestDeviation(c.u8())), c.u64())
+    } else {
+        (None, LOG_ID)
+    };
+    let mut log = Log {
+        // Keep the clean oracle away from LSNs that overflow: those inputs
+        // are still run, just without an expected record list.
+        clean: (1..1 << 40).contains(&start),
+        next: start,
+        recs: Vec::new(),
+        skips: Vec::new(),
+    };
     let mut files = Vec::new();
+    // Bases of the segment files a writer installed (not blank ones).
+    let mut installed = Vec::new();
+    let mut any_v2 = false;
 
     for i in 0..nfiles {
         let k = c.u8();
         let content = k & 3;
+        let next = log.next;
         let base = match (k >> 2) & 3 {
             0 => next,
             1 => next.wrapping_add(1 + u64::from(c.u8())),
@@ -358,7 +646,7 @@ pub fn build(data: &[u8]) -> Scenario {
             _ => next.wrapping_sub(1 + u64::from(c.u8())),
         };
         if (k >> 2) & 3 != 0 {
-            clean = false;
+            log.clean = false;
         }
         let dev = if k & 0x10 != 0 {
             Deviation(c.u8())
@@ -366,17 +654,30 @@ pub fn build(data: &[u8]) -> Scenario {
             Deviation(0)
         };
         if dev.damaging() {
-            clean = false;
+            log.clean = false;
+        }
+        // Bit 7 set keeps bits 5-6 ineffective: inputs made before version
+        // 2 set them together only, and must build what they always did.
+        let v2 = k & 0xa0 == 0x20 && (content == 1 || content == 2);
+        let dev2 = if v2 && k & 0x40 != 0 {
+            V2Deviation(c.u8())
+        } else {
+            V2Deviation(0)
+        };
+        if dev2.damaging() {
+            log.clean = false;
         }
         let name = format::segment_file_name(1, base);
         let last = i + 1 == nfiles;
 
         let mut header = spec::HeaderFields {
+            version: if v2 { 2 } else { 1 },
             node: 1,
             base_lsn: base,
             segment_bytes: SEG,
             salt: c.u64(),
             created_unix_ms: 1_700_000_000_000,
+            log_id: if v2 { log_id } else { 0 },
             ..spec::HeaderFields::default()
         };
         if dev.has(Deviation::NODE) {
@@ -400,40 +701,66 @@ pub fn build(data: &[u8]) -> Scenario {
         }
         if dev.has(Deviation::FLAGS) {
             header.flags = c.u32() | 1;
-            header.word56 = c.u64();
+            header.torn_window = c.u64();
+        }
+        if dev2.has(V2Deviation::FOREIGN_LOG) {
+            header.log_id = log_id ^ (c.u64() | 1);
+        }
+        if dev2.has(V2Deviation::KEY_ID) {
+            header.key_id = 1 + u32::from(c.u8());
+        }
+        if dev2.has(V2Deviation::RESERVED) {
+            header.reserved = 1 + u32::from(c.u8());
+        }
+        if dev2.has(V2Deviation::TORN_WINDOW) {
+            header.torn_window = u64::from(c.u32());
         }
 
         let mut bytes = match content {
             0 => {
                 // Raw bytes, any length: a file no writer produced.
-                clean = false;
+                log.clean = false;
                 let n = c.u16() as usize;
                 c.take(n).to_vec()
             }
             1 | 2 => {
-                let mut buf = vec![0u8; file_len.max(format::BLOCK)];
-                buf[..format::BLOCK].copy_from_slice(&spec::encode_header(&header));
+                installed.push(base);
+                any_v2 |= v2;
+                let start = if v2 {
+                    spec::HEADER_BYTES
+                } else {
+                    spec::HEADER_BYTES_V1
+                };
+                let mut buf = vec![0u8; file_len.max(start)];
+                buf[..start].copy_from_slice(&spec::encode_header_blocks(&header));
                 if dev.has(Deviation::HEADER_TAIL) {
                     let junk = c.short_run();
-                    buf[64..64 + junk.len()].copy_from_slice(junk);
+                    let at = spec::header_used(header.version);
+                    buf[at..at + junk.len()].copy_from_slice(junk);
                 }
-                let end = (header.segment_bytes.min(buf.len() as u64) as usize).max(format::BLOCK);
+                if v2 {
+                    header_blocks_v2(&mut c, &mut buf, dev2);
+                }
+                let end = (header.segment_bytes.min(buf.len() as u64) as usize).max(start);
                 let mut area = Area {
                     buf,
-                    pos: format::BLOCK,
+                    pos: start,
                     end,
                     salt: header.salt,
+                    start,
+                    v2,
+                    lag: 0,
                 };
                 if content == 1 {
                     let n = c.u16() as usize;
                     let raw = c.take(n);
-                    let to = (format::BLOCK + raw.len()).min(area.buf.len());
-                    area.buf[format::BLOCK..to].copy_from_slice(&raw[..to - format::BLOCK]);
+                    let to = (start + raw.len()).min(area.buf.len());
+                    area.buf[start..to].copy_from_slice(&raw[..to - start]);
                     if raw.iter().any(|&b| b != 0) {
-                        clean = false;
+                        log.clean = false;
                     }
                 } else {
-                    next = ops(&mut c, &mut area, next, &mut clean, &mut recs);
+                    ops(&mut c, &mut area, &mut log);
                 }
                 let mut buf = area.buf;
                 buf.truncate(file_len);
@@ -449,7 +776,7 @@ pub fn build(data: &[u8]) -> Scenario {
                 let shaped = file_len.is_multiple_of(format::BLOCK)
                     && file_len as u64 >= format::MIN_SEGMENT_BYTES;
                 if !last || !shaped {
-                    clean = false;
+                    log.clean = false;
                 }
                 let mut buf = vec![0u8; file_len];
                 let junk = c.short_run();
@@ -474,6 +801,7 @@ pub fn build(data: &[u8]) -> Scenario {
     if flags & 0x20 != 0 {
         let mut other = vec![0u8; format::BLOCK * 2];
         let h = spec::HeaderFields {
+            version: 1,
             node: 2,
             base_lsn: 1,
             segment_bytes: SEG,
@@ -503,7 +831,15 @@ pub fn build(data: &[u8]) -> Scenario {
     names.sort();
     names.dedup();
     if names.len() != files.len() {
-        clean = false;
+        log.clean = false;
+    }
+
+    let mut manifest = None;
+    let mut must_fail = None;
+    if let Some(d) = mdev {
+        let (m, fail) = add_manifest(&mut c, &mut files, &mut log, d, log_id, &installed, any_v2);
+        manifest = m;
+        must_fail = fail;
     }
 
     Scenario {
@@ -512,9 +848,126 @@ pub fn build(data: &[u8]) -> Scenario {
         inflight,
         write_bytes,
         append: flags & 8 != 0,
-        expected: clean.then_some(recs),
-        expected_next: next,
+        expected: log.clean.then_some(log.recs),
+        expected_skips: log.skips,
+        expected_next: log.next,
+        manifest,
+        must_fail,
     }
+}
+
+/// Apply the version-2 header variations to the header blocks in `buf`.
+fn header_blocks_v2(c: &mut Cursor<'_>, buf: &mut [u8], dev: V2Deviation) {
+    let block = format::BLOCK;
+    if dev.has(V2Deviation::NO_COPY) {
+        buf[block..2 * block].fill(0);
+    }
+    if dev.has(V2Deviation::COPY_DAMAGED) {
+        let at = block + 16 + c.u8() as usize % 64;
+        buf[at] ^= 1 << (c.u8() % 8);
+    }
+    if dev.has(V2Deviation::BLOCK0_DAMAGED) {
+        // Past the version field, so the damage is never read as a later
+        // version (which has no copy to fall back to).
+        let at = 16 + c.u8() as usize % 64;
+        buf[at] ^= 1 << (c.u8() % 8);
+    }
+    if dev.has(V2Deviation::BLOCK0_BLANK) {
+        buf[..block].fill(0);
+    }
+}
+
+/// Write the node's manifest as the writer of this log last would have
+/// (when it installed the newest segment), then apply the deviations.
+#[allow(clippy::too_many_arguments)]
+fn add_manifest(
+    c: &mut Cursor<'_>,
+    files: &mut Vec<(String, Vec<u8>)>,
+    log: &mut Log,
+    d: ManifestDeviation,
+    log_id: u64,
+    installed: &[u64],
+    any_v2: bool,
+) -> (Option<spec::ManifestFields>, Option<MustFail>) {
+    // A manifest names an installed segment; with none installed it names
+    // one that is not there, which no writer leaves.
+    if installed.is_empty() {
+        log.clean = false;
+    }
+    let clean_before = log.clean;
+    let newest = installed.iter().copied().max().unwrap_or(1);
+    let oldest = installed.iter().copied().min().unwrap_or(newest);
+    let mut m = spec::ManifestFields {
+        node: 1,
+        log_id,
+        newest_base: newest,
+        durable_lsn: newest.saturating_sub(1),
+        handed_out: newest.saturating_sub(1),
+        oldest_lsn: oldest.max(1),
+        ..spec::ManifestFields::default()
+    };
+    let mut gap = false;
+    let mut lost = false;
+    if d.has(ManifestDeviation::DROP_NEWEST) && !installed.is_empty() {
+        let name = format::segment_file_name(1, newest);
+        files.retain(|(n, _)| *n != name);
+        log.clean = false;
+        gap = true;
+    }
+    if d.has(ManifestDeviation::DURABLE_AHEAD) {
+        m.durable_lsn = log
+            .next
+            .saturating_sub(1)
+            .saturating_add(1 + u64::from(c.u8()));
+        log.clean = false;
+        lost = true;
+    }
+    if d.has(ManifestDeviation::HANDED_OUT) {
+        m.handed_out = m
+            .durable_lsn
+            .max(log.next.saturating_sub(1))
+            .saturating_add(u64::from(c.u16()));
+    }
+    if d.has(ManifestDeviation::OLDEST_BEHIND) {
+        m.oldest_lsn = oldest.saturating_sub(1 + u64::from(c.u8())).max(1);
+        if m.oldest_lsn < oldest {
+            log.clean = false;
+        }
+    }
+    if d.has(ManifestDeviation::FOREIGN_LOG) {
+        m.log_id = log_id ^ (c.u64() | 1);
+        if any_v2 {
+            log.clean = false;
+        }
+    }
+    if d.has(ManifestDeviation::NODE) {
+        m.node = 2;
+        log.clean = false;
+    }
+    let mut bytes = spec::encode_manifest(&m);
+    if d.has(ManifestDeviation::DAMAGED) {
+        let at = c.u8() as usize % spec::MANIFEST_BYTES;
+        bytes[at] ^= 1 << (c.u8() % 8);
+        log.clean = false;
+    }
+    files.push((format::manifest_file_name(1), bytes));
+    if d.has(ManifestDeviation::TEMP_FILE) {
+        let junk = c.short_run().to_vec();
+        files.push((format::manifest_temp_name(1), junk));
+    }
+    // Only the two documented failures on an otherwise clean log.
+    let others = ManifestDeviation::OLDEST_BEHIND
+        | ManifestDeviation::FOREIGN_LOG
+        | ManifestDeviation::NODE
+        | ManifestDeviation::DAMAGED;
+    let must_fail = match (gap, lost) {
+        _ if !clean_before || d.0 & others != 0 => None,
+        (true, true) => Some(MustFail::GapOrLost),
+        (true, false) => Some(MustFail::Gap),
+        (false, true) => Some(MustFail::Lost),
+        (false, false) => None,
+    };
+    (Some(m), must_fail)
 }
 
 fn tmp_root() -> &'static Path {
@@ -547,37 +1000,117 @@ fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
     v
 }
 
-fn read_all(wal: &Wal) -> Vec<Rec> {
-    wal.reader_from(0)
-        .expect("reader_from(0) after a successful open")
-        .map(|r| {
-            let r = r.expect("reading back a recovered log");
-            Rec {
-                lsn: r.lsn,
-                stream: r.stream,
-                kind: r.kind,
-                payload: r.payload,
+/// Every record of the log, and the gaps skip frames leave: read from 0
+/// and, after each `Gap`, on from its `found`.
+fn read_all(wal: &Wal) -> Vec<Item> {
+    let mut items = Vec::new();
+    let mut from = 0;
+    for _ in 0..1000 {
+        let mut gap = None;
+        for r in wal
+            .reader_from(from)
+            .expect("reader_from after a successful open")
+        {
+            match r {
+                Ok(r) => items.push(Item::Rec(Rec {
+                    lsn: r.lsn,
+                    stream: r.stream,
+                    kind: r.kind,
+                    payload: r.payload,
+                })),
+                Err(Error::Gap {
+                    expected, found, ..
+                }) => {
+                    gap = Some((expected, found));
+                    break;
+                }
+                Err(e) => panic!("reading back a recovered log: {e}"),
             }
+        }
+        let Some((expected, found)) = gap else {
+            return items;
+        };
+        assert!(
+            found > expected && found > from,
+            "a gap that does not move the reader on: {expected}..{found} from {from}"
+        );
+        items.push(Item::Gap { expected, found });
+        from = found;
+    }
+    panic!("more than 1000 gaps");
+}
+
+/// LSNs and gaps, for messages.
+fn summary(items: &[Item]) -> Vec<String> {
+    items
+        .iter()
+        .map(|i| match i {
+            Item::Rec(r) => r.lsn.to_string(),
+            Item::Gap { expected, found } => format!("gap {expected}..{found}"),
         })
         .collect()
 }
 
-fn check_read(recs: &[Rec], rep: &ringwal::RecoveryReport) {
+fn records(items: &[Item]) -> impl Iterator<Item = &Rec> {
+    items.iter().filter_map(|i| match i {
+        Item::Rec(r) => Some(r),
+        Item::Gap { .. } => None,
+    })
+}
+
+/// What a full read must look like next to the recovery report.
+fn check_read(items: &[Item], rep: &ringwal::RecoveryReport) {
+    let recs: Vec<&Rec> = records(items).collect();
     assert_eq!(
         recs.len() as u64,
         rep.records,
         "records read vs report.records"
     );
-    for w in recs.windows(2) {
-        assert_eq!(
-            w[1].lsn,
-            w[0].lsn.wrapping_add(1),
-            "LSNs not dense and ascending"
-        );
+    // Dense and ascending, a gap accounting for every jump.
+    let mut due: Option<u64> = None;
+    for item in items {
+        match item {
+            Item::Rec(r) => {
+                if let Some(d) = due {
+                    assert_eq!(r.lsn, d, "LSNs not dense and ascending");
+                }
+                due = Some(r.lsn.wrapping_add(1));
+            }
+            Item::Gap { expected, found } => {
+                if let Some(d) = due {
+                    assert_eq!(
+                        *expected, d,
+                        "a gap that does not start where the records end"
+                    );
+                }
+                due = Some(*found);
+            }
+        }
     }
+    let gaps = items.len() != recs.len();
     if let (Some(first), Some(last)) = (recs.first(), recs.last()) {
-        assert_eq!(first.lsn, rep.first_lsn, "first LSN read vs report");
-        assert_eq!(last.lsn, rep.last_lsn, "last LSN read vs report");
+        if gaps {
+            assert!(
+                first.lsn >= rep.first_lsn,
+                "first LSN read below the report's"
+            );
+            assert!(last.lsn <= rep.last_lsn, "last LSN read above the report's");
+        } else {
+            assert_eq!(first.lsn, rep.first_lsn, "first LSN read vs report");
+            assert_eq!(last.lsn, rep.last_lsn, "last LSN read vs report");
+        }
+    }
+    // A point-in-time skip is where the log ends now.
+    if let Some((first, last)) = rep.skipped {
+        assert_eq!(
+            items.last(),
+            Some(&Item::Gap {
+                expected: first,
+                found: last + 1
+            }),
+            "a full read does not end with the skip the report lists: {:?}",
+            summary(items)
+        );
     }
 }
 
@@ -591,6 +1124,10 @@ pub enum Outcome {
         records: u64,
         truncated: bool,
         discarded: usize,
+        /// Segments read through their header's copy.
+        from_copy: usize,
+        /// LSNs a point-in-time open skipped.
+        skipped: Option<(u64, u64)>,
     },
 }
 
@@ -607,10 +1144,74 @@ pub fn check(data: &[u8]) -> Outcome {
     run(dir.path(), &sc)
 }
 
+fn file_name(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Whether the engine's error is one the model names.
+fn is_problem(p: &spec::Problem, e: &Error) -> bool {
+    match (p, e) {
+        (spec::Problem::Corrupt(f), Error::Corrupt { file, .. }) => file_name(file) == *f,
+        (spec::Problem::Gap(f), Error::Gap { file, .. }) => file_name(file) == *f,
+        (spec::Problem::ManifestGap, Error::Gap { .. }) => true,
+        (spec::Problem::ManifestLost, Error::Lost { .. }) => true,
+        _ => false,
+    }
+}
+
+/// The records of the model's reading, as a reader returns them.
+fn model_records(m: &spec::Opened) -> Vec<Rec> {
+    m.records
+        .iter()
+        .map(|(lsn, stream, k, payload)| Rec {
+            lsn: *lsn,
+            stream: *stream,
+            kind: Kind::from_u8(*k).expect("a record kind"),
+            payload: payload.clone(),
+        })
+        .collect()
+}
+
+/// Point-in-time: the highest LSN any valid frame of the log's segments
+/// carries (every 8-aligned offset, past damage included), counting only
+/// files whose header the document accepts for this log.
+fn highest_on_disk(
+    dir: &BTreeMap<String, Vec<u8>>,
+    manifest: Option<&spec::ManifestFields>,
+) -> u64 {
+    let mut high = 0;
+    for (name, b) in dir {
+        let Some((1, base)) = spec::parse_segment_name(name) else {
+            continue;
+        };
+        let Some(h) = spec::segment_head(b).usable() else {
+            continue;
+        };
+        let ok = (1..=spec::MAX_LSN).contains(&h.base_lsn)
+            && h.node == 1
+            && h.base_lsn == base
+            && (h.version != 2 || (h.key_id == 0 && manifest.is_none_or(|m| m.log_id == h.log_id)))
+            && b.len() as u64 <= h.segment_bytes;
+        if ok {
+            let lsns = spec::every_valid_lsn(b, &h, b.len());
+            high = lsns.into_iter().fold(high, u64::max);
+        }
+    }
+    high
+}
+
 /// The oracles, on a directory already holding `sc.files`.
 pub fn run(dir: &Path, sc: &Scenario) -> Outcome {
     let cfg = sc.config(sc.mode);
     let strict = sc.mode == RecoveryMode::Strict;
+    let input = sc.directory();
+    let model = spec::judge(&input, 1, cfg.torn_window());
+    let manifest = input
+        .get(&format::manifest_file_name(1))
+        .and_then(|b| spec::decode_manifest(b))
+        .filter(|m| m.node == 1);
 
     let before = snapshot(dir);
     let verified = ringwal::verify::verify_with(dir, &cfg);
@@ -628,8 +1229,11 @@ pub fn run(dir: &Path, sc: &Scenario) -> Outcome {
             );
             assert!(strict, "point-in-time open failed: {e}");
             assert!(
-                matches!(e, Error::Corrupt { .. } | Error::Gap { .. }),
-                "open failed with neither Corrupt nor Gap: {e:?}"
+                matches!(
+                    e,
+                    Error::Corrupt { .. } | Error::Gap { .. } | Error::Lost { .. }
+                ),
+                "open failed with neither Corrupt, Gap nor Lost: {e:?}"
             );
             let v = verified.expect("verify_with failed where open reported damage");
             assert!(
@@ -641,6 +1245,24 @@ pub fn run(dir: &Path, sc: &Scenario) -> Outcome {
                 e.to_string(),
                 "open's error is not verify's first problem"
             );
+            match &model {
+                spec::Judgment::Opens(_) => {
+                    panic!("strict open failed where docs/format.md says the log opens: {e}")
+                }
+                spec::Judgment::Fails(ps) => assert!(
+                    ps.iter().any(|p| is_problem(p, &e)),
+                    "strict open failed with {e}, docs/format.md says {ps:?}"
+                ),
+                spec::Judgment::Unspecified(_) => {}
+            }
+            match sc.must_fail {
+                Some(MustFail::Gap) => assert!(matches!(e, Error::Gap { .. }), "{e:?}"),
+                Some(MustFail::Lost) => assert!(matches!(e, Error::Lost { .. }), "{e:?}"),
+                Some(MustFail::GapOrLost) => {
+                    assert!(matches!(e, Error::Gap { .. } | Error::Lost { .. }), "{e:?}")
+                }
+                None => {}
+            }
             return Outcome::Failed(e.to_string());
         }
     };
@@ -657,10 +1279,40 @@ pub fn run(dir: &Path, sc: &Scenario) -> Outcome {
             rep.truncated.as_ref().map(|t| (&t.file, t.offset)),
             "verify's torn tail vs open's truncation"
         );
+        assert_eq!(
+            v.headers_from_copy, rep.headers_from_copy,
+            "verify vs open: headers read through their copy"
+        );
+        if let spec::Judgment::Fails(ps) = &model {
+            panic!("strict open succeeded where docs/format.md says {ps:?}");
+        }
+        if let Some(f) = sc.must_fail {
+            panic!("strict open succeeded where the manifest says {f:?}");
+        }
     }
 
-    let mut recs = read_all(&wal);
-    check_read(&recs, &rep);
+    let mut items = read_all(&wal);
+    check_read(&items, &rep);
+    let recs: Vec<Rec> = records(&items).cloned().collect();
+    if let spec::Judgment::Opens(m) = &model {
+        let want = model_records(m);
+        assert!(
+            recs == want,
+            "recovered records differ from docs/format.md's reading\n got:  {:?}\n want: {:?}",
+            recs.iter().map(|r| r.lsn).collect::<Vec<_>>(),
+            want.iter().map(|r| r.lsn).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            rep.truncated
+                .as_ref()
+                .map(|t| (file_name(&t.file), t.offset)),
+            m.torn.as_ref().map(|(f, at)| (f.clone(), *at as u64)),
+            "the cut differs from the torn tail docs/format.md finds"
+        );
+        let mut copies: Vec<String> = rep.headers_from_copy.iter().map(|p| file_name(p)).collect();
+        copies.sort();
+        assert_eq!(copies, m.from_copy, "headers read through their copy");
+    }
     if let Some(want) = &sc.expected {
         assert!(
             &recs == want,
@@ -668,10 +1320,55 @@ pub fn run(dir: &Path, sc: &Scenario) -> Outcome {
             recs.iter().map(|r| r.lsn).collect::<Vec<_>>(),
             want.iter().map(|r| r.lsn).collect::<Vec<_>>()
         );
+        let mut gaps: Vec<(u64, u64)> = items
+            .iter()
+            .filter_map(|i| match i {
+                Item::Gap { expected, found } => Some((*expected, found - expected)),
+                Item::Rec(_) => None,
+            })
+            .collect();
+        if rep.skipped.is_some() {
+            gaps.pop();
+        }
+        assert_eq!(gaps, sc.expected_skips, "skips written vs gaps read");
+    }
+
+    let next = wal.next_lsn();
+    if let Some(last) = recs.last() {
+        assert!(
+            next > last.lsn,
+            "next LSN {next} not past recovered {}",
+            last.lsn
+        );
+    }
+    if !strict {
+        // Never an LSN handed out twice (§7, last paragraph).
+        let high = highest_on_disk(&input, manifest.as_ref()).min(format::MAX_LSN);
+        assert!(
+            next > high,
+            "point-in-time recovery resumes at {next}, but a valid frame on disk carries LSN {high}"
+        );
+        if let Some(m) = &manifest {
+            assert!(
+                next > m.handed_out.min(format::MAX_LSN),
+                "point-in-time recovery resumes at {next}, but the manifest handed out {}",
+                m.handed_out
+            );
+        }
+        if let Some((_, last)) = rep.skipped {
+            assert_eq!(next, last + 1, "next LSN after the skip the report lists");
+        }
+    }
+    if sc.expected.is_some() {
+        let mut want = sc.expected_next;
+        if !strict {
+            want = want.max(manifest.map_or(0, |m| m.handed_out) + 1);
+        }
+        assert_eq!(next, want, "next LSN of a clean log");
     }
     // A log resumed past the LSN limit (only damage gets there) must
     // refuse appends rather than wrap.
-    let exhausted = wal.next_lsn() > format::MAX_LSN;
+    let exhausted = next > format::MAX_LSN;
     if sc.append && exhausted {
         let e = wal
             .append(APPENDED_STREAM, APPENDED)
@@ -679,31 +1376,43 @@ pub fn run(dir: &Path, sc: &Scenario) -> Outcome {
         assert!(matches!(e, Error::LsnExhausted { .. }), "{e:?}");
     }
     if sc.append && !exhausted {
-        let next = wal.next_lsn();
-        if let Some(last) = recs.last() {
-            assert!(
-                next > last.lsn,
-                "next LSN {next} not past recovered {}",
-                last.lsn
-            );
-        }
-        if sc.expected.is_some() {
-            assert_eq!(next, sc.expected_next, "next LSN of a clean log");
-        }
         let t = wal
             .append(APPENDED_STREAM, APPENDED)
             .expect("append after recovery");
         assert_eq!(t.lsn(), next, "append did not get next_lsn");
         t.wait(Level::Durable)
             .expect("durable append after recovery");
-        recs.push(Rec {
+        items.push(Item::Rec(Rec {
             lsn: next,
             stream: APPENDED_STREAM,
             kind: Kind::Data,
             payload: APPENDED.to_vec(),
-        });
+        }));
     }
     wal.close().expect("close after recovery");
+
+    // What a closed log leaves is a log the document says opens, holding
+    // what was read.
+    let closed: BTreeMap<String, Vec<u8>> = snapshot(dir).into_iter().collect();
+    match spec::judge(&closed, 1, sc.config(RecoveryMode::Strict).torn_window()) {
+        spec::Judgment::Fails(ps) => {
+            panic!("docs/format.md says the log a close left is damaged: {ps:?}")
+        }
+        spec::Judgment::Opens(m) => {
+            let want: Vec<Rec> = records(&items).cloned().collect();
+            assert!(
+                model_records(&m) == want,
+                "docs/format.md reads other records from the closed log\n doc:  {:?}\n read: {:?}",
+                m.records.iter().map(|r| r.0).collect::<Vec<_>>(),
+                want.iter().map(|r| r.lsn).collect::<Vec<_>>()
+            );
+            assert_eq!(
+                m.torn, None,
+                "docs/format.md finds a torn tail after a clean close"
+            );
+        }
+        spec::Judgment::Unspecified(_) => {}
+    }
 
     // Recovery is idempotent, and what it leaves is a log strict recovery
     // accepts as is.
@@ -717,11 +1426,11 @@ pub fn run(dir: &Path, sc: &Scenario) -> Outcome {
     }
     let again = read_all(&wal);
     check_read(&again, &rep2);
-    if again != recs {
+    if again != items {
         panic!(
             "records changed across a close and reopen\n before: {:?}\n after:  {:?}",
-            recs.iter().map(|r| r.lsn).collect::<Vec<_>>(),
-            again.iter().map(|r| r.lsn).collect::<Vec<_>>()
+            summary(&items),
+            summary(&again)
         );
     }
     wal.close().expect("close after the second open");
@@ -739,5 +1448,7 @@ pub fn run(dir: &Path, sc: &Scenario) -> Outcome {
         records: rep.records,
         truncated: rep.truncated.is_some(),
         discarded: rep.discarded.len(),
+        from_copy: rep.headers_from_copy.len(),
+        skipped: rep.skipped,
     }
 }
