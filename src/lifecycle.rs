@@ -150,9 +150,10 @@ pub(crate) fn install_spare(
         .map_err(|e| Error::io(path, e))
 }
 
-/// Create the first segment of an empty log `log_id`, synchronously (open
-/// path).
-pub(crate) fn create_first_segment(
+/// Create a segment of log `log_id` whose first record is `base`,
+/// synchronously and durably, for `Wal::open`: the first of an empty log,
+/// or one a point-in-time recovery opens with a skip.
+pub(crate) fn create_segment(
     dir: &LogDir,
     cfg: &Config,
     base: Lsn,

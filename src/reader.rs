@@ -142,12 +142,7 @@ impl Reader {
     ) -> Result<Reader> {
         let log_id = manifest::read(&*vfs, &dir).ok().flatten().map(|m| m.log_id);
         let mut files = dir.list(&*vfs)?.segments;
-        while let Some(last) = files.last() {
-            match scan::open(&*vfs, last, dir.node(), log_id)? {
-                Err(p) if p.never_written() => files.pop(),
-                _ => break,
-            };
-        }
+        scan::pop_never_written(&*vfs, &mut files, dir.node(), log_id)?;
         Reader::new(vfs, dir, files, from, Lsn::MAX, window, log_id)
     }
 

@@ -56,6 +56,9 @@ pub struct RecoveryReport {
     /// was read from its copy (version 2 keeps one). Nothing was lost;
     /// the header block is left as it is for an operator to look at.
     pub headers_from_copy: Vec<PathBuf>,
+    /// Point-in-time mode: the manifest did not decode; the log was read
+    /// without it and a new one written.
+    pub manifest_rebuilt: bool,
     /// Point-in-time mode: LSNs (first, last) recorded as skipped so that
     /// none is handed out again: records lost past the recovery point, and
     /// LSNs handed out before the crash that never reached the disk.
@@ -176,6 +179,12 @@ pub(crate) struct Analysis {
     pub newest: Option<PathBuf>,
     /// The node's manifest, if it has one (and it decodes).
     pub manifest: Option<Manifest>,
+    /// Point in time: the manifest did not decode and was passed over.
+    pub manifest_unreadable: bool,
+    /// Without a manifest: the log id of the newest version-2 segment,
+    /// which every other one must carry (a log whose first manifest a
+    /// crash kept from being written).
+    pub adopted_log_id: Option<u64>,
     /// Point-in-time mode: the highest LSN any valid frame on disk
     /// carries, past the recovery point and in the files set aside
     /// included. The log resumes above it and above every LSN the manifest
@@ -227,7 +236,7 @@ impl Analysis {
 
     /// The log id segments must carry: the manifest's, if there is one.
     fn log_id(&self) -> Option<u64> {
-        self.manifest.map(|m| m.log_id)
+        self.manifest.map(|m| m.log_id).or(self.adopted_log_id)
     }
 
     /// Hold what is on disk against what the manifest promises: the newest
@@ -283,7 +292,11 @@ impl Analysis {
             else {
                 continue;
             };
-            self.highest_seen = self.highest_seen.max(base.saturating_sub(1).min(MAX_LSN));
+            // A name no writer makes (past the last LSN) says nothing.
+            if base > MAX_LSN {
+                continue;
+            }
+            self.highest_seen = self.highest_seen.max(base - 1);
             let file = SegmentFile {
                 base,
                 path: path.clone(),
@@ -371,7 +384,11 @@ impl Analysis {
             records: w.records(),
             cut: None,
         };
+        // What lies behind the end: the records a cut drops, and (point
+        // in time) LSNs on disk that must never be handed out again, even
+        // past a clean end.
         let after = match verdict {
+            _ if policy == Policy::SetAsideAfterFirst => Some(w.frames_after(end.at)?),
             Verdict::Clean | Verdict::Full => None,
             Verdict::Torn { .. } | Verdict::Corrupt(_) => Some(w.frames_after(end.at)?),
         };
@@ -412,6 +429,12 @@ pub(crate) fn analyze(dir: &LogDir, cfg: &Config, policy: Policy) -> Result<Anal
     };
     match manifest::read(&*cfg.vfs, dir) {
         Ok(m) => out.manifest = m,
+        // Point in time: a manifest that does not decode is no recovery
+        // point (that would set every segment aside); the log is read
+        // without it and the writer writes it anew.
+        Err(Error::Corrupt { .. }) if policy == Policy::SetAsideAfterFirst => {
+            out.manifest_unreadable = true;
+        }
         Err(e @ Error::Corrupt { .. }) => out.problems.push(e),
         Err(e) => return Err(e),
     }
@@ -421,13 +444,14 @@ pub(crate) fn analyze(dir: &LogDir, cfg: &Config, policy: Policy) -> Result<Anal
     // Only a header that never reached the disk marks one; a damaged but
     // present header is corruption (the segment may hold acknowledged
     // records).
-    while let Some(last) = files.last() {
-        match scan::open(&*cfg.vfs, last, cfg.node, out.log_id())? {
-            Err(p) if p.never_written() => {
-                let f = files.pop().expect("last exists");
-                out.incomplete.push(f.path);
+    if let Some(f) = scan::pop_never_written(&*cfg.vfs, &mut files, cfg.node, out.log_id())? {
+        out.incomplete.push(f.path);
+    }
+    if out.manifest.is_none() {
+        if let Some(newest) = files.last() {
+            if let Ok(w) = scan::open(&*cfg.vfs, newest, cfg.node, None)? {
+                out.adopted_log_id = (w.header().version >= 2).then_some(w.header().log_id);
             }
-            _ => break,
         }
     }
     out.newest = files.last().map(|f| f.path.clone());
@@ -489,8 +513,15 @@ pub(crate) struct Recovered {
     /// The newest segment and the offset where the next write goes.
     pub active: Option<(SegmentFile, SegmentHeader, u64)>,
     pub next_lsn: Lsn,
+    /// Point-in-time: LSNs (first, count) to record as skipped at the
+    /// start of a new segment, because the one kept is full. `active` is
+    /// `None` then.
+    pub skip_in_new_segment: Option<(Lsn, u64)>,
     /// The manifest found, if any (the writer writes the next one).
     pub manifest: Option<Manifest>,
+    /// The log's id: the manifest's, else the one its version-2 segments
+    /// carry; `None` for a new log or one with version-1 segments only.
+    pub log_id: Option<u64>,
 }
 
 /// Recover `dir` for writing: analyze, fail on corruption (strict mode),
@@ -506,6 +537,7 @@ pub(crate) fn recover(dir: &LogDir, cfg: &Config) -> Result<Recovered> {
     let mut report = RecoveryReport {
         bytes_scanned: a.bytes_scanned,
         headers_from_copy: std::mem::take(&mut a.headers_from_copy),
+        manifest_rebuilt: a.manifest_unreadable,
         ..RecoveryReport::default()
     };
     for p in a.incomplete.iter().chain(a.spares.iter()) {
@@ -533,8 +565,14 @@ pub(crate) fn recover(dir: &LogDir, cfg: &Config) -> Result<Recovered> {
     if cfg.recovery == RecoveryMode::PointInTime {
         let handed_out = a.manifest.map_or(0, |m| m.handed_out);
         next_lsn = next_lsn.max(handed_out.max(a.highest_seen).min(MAX_LSN) + 1);
+        // With no segment left to record a skip in, the log restarts at
+        // `next_lsn` in a new first segment, whose base must be an LSN.
+        if a.segments.is_empty() && next_lsn > MAX_LSN {
+            return Err(Error::LsnExhausted { next: next_lsn });
+        }
     }
     let mut active = None;
+    let mut skip_in_new_segment = None;
     if let Some(last) = a.segments.last_mut() {
         let mut write_at = last.valid_end;
         if let Some(Cut {
@@ -553,29 +591,41 @@ pub(crate) fn recover(dir: &LogDir, cfg: &Config) -> Result<Recovered> {
                 zeroed,
                 records_behind,
             });
-        } else {
+        } else if !write_at.is_multiple_of(format::BLOCK as u64) {
+            // Frames ending mid-block with nothing after them (a segment a
+            // point-in-time recovery kept): seal them with padding, durably,
+            // so that what is written next is not behind a zero frame.
+            cut_tail(&*cfg.vfs, &last.file.path, &last.header, write_at, write_at)?;
             write_at =
                 (write_at + format::padding_len(write_at) as u64).min(last.header.segment_bytes);
         }
         if next_lsn > last.last_lsn + 1 {
             let first = last.last_lsn + 1;
             let count = next_lsn - first;
-            write_at = write_skip(
+            report.skipped = Some((first, next_lsn - 1));
+            match write_skip(
                 &*cfg.vfs,
                 &last.file.path,
                 &last.header,
                 write_at,
                 first,
                 count,
-            )?;
-            last.last_lsn = next_lsn - 1;
-            report.skipped = Some((first, next_lsn - 1));
+            )? {
+                Some(at) => {
+                    write_at = at;
+                    last.last_lsn = next_lsn - 1;
+                }
+                // The segment is full: the skip opens a new one (`Wal::open`).
+                None => skip_in_new_segment = Some((first, count)),
+            }
         }
         // Everything found is made durable before the manifest may call it
         // so: a process crash can leave unsynced writes in the page cache
         // that a power loss would still take.
         sync_segment(&*cfg.vfs, &last.file.path)?;
-        active = Some((last.file.clone(), last.header, write_at));
+        if skip_in_new_segment.is_none() {
+            active = Some((last.file.clone(), last.header, write_at));
+        }
     }
     if !report.discarded.is_empty() || report.truncated.is_some() {
         let dir = dir.path();
@@ -590,11 +640,14 @@ pub(crate) fn recover(dir: &LogDir, cfg: &Config) -> Result<Recovered> {
         report.last_lsn = 0;
     }
     report.elapsed = start.elapsed();
+    let log_id = a.log_id();
     Ok(Recovered {
         report,
         segments: a.segments.into_iter().map(|s| s.file).collect(),
         active,
         next_lsn,
+        skip_in_new_segment,
+        log_id,
         manifest: a.manifest,
     })
 }
@@ -637,28 +690,18 @@ fn sync_segment(vfs: &dyn ringwal_platform::Vfs, path: &Path) -> Result<()> {
 
 /// Record LSNs `first..first + count` as skipped: one block at `at` (a
 /// block boundary) holding a skip frame and padding, durable. Returns
-/// where the next write goes.
-fn write_skip(
+/// where the next write goes, or `None` if the segment has no block left.
+pub(crate) fn write_skip(
     vfs: &dyn ringwal_platform::Vfs,
     path: &Path,
     header: &SegmentHeader,
     at: u64,
     first: Lsn,
     count: u64,
-) -> Result<u64> {
+) -> Result<Option<u64>> {
     let block = format::BLOCK as u64;
     if at + block > header.segment_bytes {
-        // No room left: the skip cannot be recorded in this segment, so
-        // the next segment's base carries it (`Wal::open` rolls when the
-        // active segment is full). Not expected with real segment sizes.
-        return Err(Error::corrupt(
-            path,
-            at,
-            format!(
-                "no room to record skipped LSNs {first}..{}",
-                first + count - 1
-            ),
-        ));
+        return Ok(None);
     }
     let mut buf = ringwal_platform::AlignedBuf::new(format::BLOCK);
     let frame = format::frame_len(8);
@@ -678,7 +721,7 @@ fn write_skip(
     file.write_at(buf.as_slice(), at, false)
         .and_then(|()| file.sync_data())
         .map_err(|e| Error::io(path, e))?;
-    Ok(at + block)
+    Ok(Some(at + block))
 }
 
 /// Seal the valid prefix at `at` with a padding frame up to the next block

@@ -268,20 +268,13 @@ pub fn stat(dir: &Path, node: u32) -> Result<NodeStat> {
     let listing = LogDir::new(dir, node).list(&*cfg.vfs)?;
     let spares = listing.spares.len();
     let mut files = listing.segments;
-    let mut incomplete = 0;
+    let incomplete =
+        usize::from(scan::pop_never_written(&*cfg.vfs, &mut files, node, None)?.is_some());
     let mut newest_last = None;
-    while let Some(last) = files.last() {
-        match scan::open(&*cfg.vfs, last, node, None)? {
-            Err(p) if p.never_written() => {
-                files.pop();
-                incomplete += 1;
-            }
-            Err(_) => break,
-            Ok(mut w) => {
-                w.walk_to_end()?;
-                newest_last = Some(w.last_lsn());
-                break;
-            }
+    if let Some(last) = files.last() {
+        if let Ok(mut w) = scan::open(&*cfg.vfs, last, node, None)? {
+            w.walk_to_end()?;
+            newest_last = Some(w.last_lsn());
         }
     }
     let mut out = NodeStat {

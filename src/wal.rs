@@ -12,7 +12,7 @@ use ringwal_platform::{Notifier, OpenHow};
 use crate::config::{Config, Level, SyncMethod};
 use crate::error::{Error, Lsn, Poison, Result};
 use crate::format::{Kind, Manifest};
-use crate::lifecycle::{self, create_first_segment};
+use crate::lifecycle::{self, create_segment};
 use crate::manifest;
 use crate::reader::Reader;
 use crate::recovery::{self, RecoveryReport};
@@ -103,17 +103,30 @@ impl Wal {
         }
 
         let mut rec = recovery::recover(&dir, &cfg)?;
-        let log_id = match rec.manifest {
-            Some(m) => m.log_id,
-            None => lifecycle::new_salt(),
-        };
-        let (active, header, write_at) = match rec.active.take() {
-            Some(a) => a,
-            None => {
-                let (seg, header) = create_first_segment(&dir, &cfg, rec.next_lsn, log_id)?;
+        let log_id = rec.log_id.unwrap_or_else(lifecycle::new_salt);
+        let (active, header, write_at) = match (rec.active.take(), rec.skip_in_new_segment) {
+            (Some(a), _) => a,
+            (None, None) => {
+                let (seg, header) = create_segment(&dir, &cfg, rec.next_lsn, log_id)?;
                 rec.segments.push(seg.clone());
                 rec.report.created = true;
                 (seg, header, header.frames_start())
+            }
+            // Point in time, the segment kept is full: a new one, opened
+            // by the skip of the LSNs that will never be handed out.
+            (None, Some((first, count))) => {
+                let (seg, header) = create_segment(&dir, &cfg, first, log_id)?;
+                let at = recovery::write_skip(
+                    &*vfs,
+                    &seg.path,
+                    &header,
+                    header.frames_start(),
+                    first,
+                    count,
+                )?
+                .expect("a new segment has room for a skip");
+                rec.segments.push(seg.clone());
+                (seg, header, at)
             }
         };
         let (file, _) = segments::open_file(&*cfg.vfs, &active.path, false, cfg.direct_io)?;

@@ -421,3 +421,57 @@ fn a_version_1_log_opens_and_continues_in_version_2() {
     assert_eq!(got, all);
     wal.close().unwrap();
 }
+
+/// Point-in-time recovery that must skip LSNs but keeps a segment filled
+/// to its last byte: the skip opens a new segment instead (it used to fail
+/// the open), the next append gets the LSN after every one ever handed
+/// out, and the log reopens strictly.
+#[test]
+fn a_skip_after_a_full_segment_opens_a_new_one() {
+    let dir = tempfile::tempdir().unwrap();
+    // Fifteen 4 KiB frames fill a 64 KiB version-1 segment exactly.
+    let full: Vec<Vec<u8>> = (0..15u8).map(|i| vec![i; 4096 - 24]).collect();
+    segment(dir.path(), 1, &full, &[]);
+    // The next segment's header names another node: the recovery point.
+    let bad = segment(dir.path(), 16, &[b"sixteen".to_vec()], &[]);
+    let mut bytes = std::fs::read(&bad).unwrap();
+    bytes[16] = 2;
+    std::fs::write(&bad, &bytes).unwrap();
+    // The manifest says LSNs up to 20 were handed out.
+    let m = format::Manifest {
+        node: 1,
+        log_id: 7,
+        newest_base: 16,
+        durable_lsn: 15,
+        handed_out: 20,
+        oldest_lsn: 1,
+    };
+    std::fs::write(dir.path().join(format::manifest_file_name(1)), m.encode()).unwrap();
+    let (wal, rep) = open_checked(dir.path(), pit_cfg()).unwrap();
+    assert_eq!(rep.skipped, Some((16, 20)), "{rep:?}");
+    let t = wal.append(0, b"twenty-one").unwrap();
+    assert_eq!(t.lsn(), 21);
+    t.wait(Level::Durable).unwrap();
+    wal.close().unwrap();
+    let (wal, _) = open_checked(dir.path(), cfg()).unwrap();
+    let read: Vec<_> = wal.reader_from(0).unwrap().collect();
+    assert_eq!(read.len(), 16, "{read:?}");
+    assert!(
+        matches!(
+            read[15],
+            Err(Error::Gap {
+                expected: 16,
+                found: 21,
+                ..
+            })
+        ),
+        "{read:?}"
+    );
+    let after: Vec<_> = wal
+        .reader_from(21)
+        .unwrap()
+        .map(|r| r.unwrap().payload)
+        .collect();
+    assert_eq!(after, vec![b"twenty-one".to_vec()]);
+    wal.close().unwrap();
+}

@@ -80,6 +80,9 @@ fn print_recovery(r: &RecoveryReport) {
             f.display()
         );
     }
+    if r.manifest_rebuilt {
+        eprintln!("ringwal: recovery: the manifest did not decode; written anew");
+    }
     if let Some((first, last)) = r.skipped {
         eprintln!("ringwal: recovery: LSNs {first}..={last} skipped: never to be handed out again");
     }

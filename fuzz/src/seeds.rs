@@ -618,23 +618,7 @@ mod tests {
     /// engine bug that is open (docs/fuzzing.md, "Open findings"): each
     /// must still fail, and with this message, so that the fix shows up
     /// here as a test to update rather than going unnoticed.
-    const OPEN: &[(&str, &str, &str)] = &[
-        (
-            "F3-lsn-overflow-on-append-tmin",
-            "V1",
-            "corrupt: base LSN 4611686018427387905 out of range",
-        ),
-        (
-            "F6-residue-beyond-window-recut-tmin",
-            "V1",
-            "corrupt: base LSN 4611686018427387905 out of range",
-        ),
-        (
-            "F4-point-in-time-floor-skips-lsns-fuzzer",
-            "V1",
-            "a full read does not end with the skip the report lists",
-        ),
-    ];
+    const OPEN: &[(&str, &str, &str)] = &[];
 
     /// The fuzzer's own crash inputs (`-tmin`, `-fuzzer`) and the harness
     /// bugs it found pass every oracle too (but for [`OPEN`]).

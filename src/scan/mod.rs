@@ -223,6 +223,26 @@ pub(crate) fn open(
     }))
 }
 
+/// Take the newest of `files` off if a crash left it never written (see
+/// [`HeaderProblem::NeverWritten`]) and return it: recovery discards it,
+/// readers pass over it. Only the newest: a writer installs one segment
+/// at a time, so a never-written file before another is damage, which
+/// reading it reports. Cost: one header read.
+pub(crate) fn pop_never_written(
+    vfs: &dyn Vfs,
+    files: &mut Vec<SegmentFile>,
+    node: u32,
+    log_id: Option<u64>,
+) -> Result<Option<SegmentFile>> {
+    let Some(last) = files.last() else {
+        return Ok(None);
+    };
+    Ok(match open(vfs, last, node, log_id)? {
+        Err(p) if p.never_written() => files.pop(),
+        _ => None,
+    })
+}
+
 /// How the frames of a segment end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum End {
@@ -347,10 +367,16 @@ impl Walker {
                     }));
                 }
                 Kind::Skip => {
-                    // A skip of no LSNs, or one that would run the counter
-                    // past the format's limit, is no frame a writer makes.
+                    // A skip of no LSNs, or one that would run past the
+                    // format's last LSN, is no frame a writer makes.
                     let count = match word {
-                        Some(n) if n > 0 && n <= format::MAX_LSN - lsn.min(format::MAX_LSN) => n,
+                        Some(n)
+                            if n > 0
+                                && lsn <= format::MAX_LSN
+                                && n - 1 <= format::MAX_LSN - lsn =>
+                        {
+                            n
+                        }
                         _ => return Ok(self.ended(End::Invalid(InvalidFrame::Kind(kind as u8)))),
                     };
                     self.expect += count;
@@ -396,37 +422,42 @@ impl Walker {
         }
     }
 
-    /// What valid frames lie at or after `from`, reading on from every
-    /// block boundary where one starts (every write starts with a frame on
-    /// one): how many records there are behind a torn tail that recovery
-    /// cuts, and the highest LSN any of them carries (a skip frame: the
-    /// last LSN it covers), which a point-in-time recovery must resume
-    /// above so that no LSN on disk is handed out again. Reads the rest of
-    /// the segment.
+    /// What valid frames lie at or after `from`: every 8-aligned offset is
+    /// tried (runs of zeros are skipped whole), so frames a damaged write
+    /// left mid-block count too. How many records there are behind a torn
+    /// tail that recovery cuts, and the highest LSN any of them carries (a
+    /// skip frame: the last LSN it covers), which a point-in-time recovery
+    /// must resume above so that no LSN on disk is handed out again. Reads
+    /// the rest of the segment; a decode is tried at each non-zero word.
     pub fn frames_after(&mut self, from: u64) -> Result<FramesAfter> {
         let mut out = FramesAfter::default();
-        let mut b = from
-            .next_multiple_of(format::BLOCK as u64)
-            .max(self.scan.header.frames_start());
+        let align = format::FRAME_ALIGN as u64;
         let end = self.scan.end();
-        while b < end {
-            let mut off = b;
-            while off < end {
-                let Decoded::Frame(f) = self.scan.frame_at(off)? else {
-                    break;
-                };
-                let last = match (f.kind, f.word()) {
-                    (Kind::Padding | Kind::Vouch, _) => 0,
-                    (Kind::Skip, Some(n)) => f.lsn.saturating_add(n.saturating_sub(1)),
-                    _ => {
-                        out.records += 1;
-                        f.lsn
+        let mut off = from
+            .next_multiple_of(align)
+            .max(self.scan.header.frames_start());
+        while off < end {
+            match self.scan.frame_at(off)? {
+                Decoded::Frame(f) => {
+                    let last = match (f.kind, f.word()) {
+                        (Kind::Padding | Kind::Vouch, _) => 0,
+                        (Kind::Skip, Some(n)) => f.lsn.saturating_add(n.saturating_sub(1)),
+                        _ => {
+                            out.records += 1;
+                            f.lsn
+                        }
+                    };
+                    if last <= format::MAX_LSN {
+                        out.highest_lsn = out.highest_lsn.max(last);
                     }
-                };
-                out.highest_lsn = out.highest_lsn.max(last.min(format::MAX_LSN));
-                off += f.len as u64;
+                    off += f.len as u64;
+                }
+                Decoded::Zero => match self.scan.first_nonzero(off, end)? {
+                    Some(nz) => off = (nz - nz % align).max(off + align),
+                    None => break,
+                },
+                Decoded::Invalid(_) => off += align,
             }
-            b = off.max(b + 1).next_multiple_of(format::BLOCK as u64);
         }
         Ok(out)
     }
@@ -636,6 +667,20 @@ mod tests {
             // A sealed segment has no window: any later write is damage.
             assert!(matches!(img.judge(false).1, Verdict::Corrupt(_)));
         }
+    }
+
+    #[test]
+    fn any_recorded_torn_window_is_judged_without_overflow() {
+        let mut img = Image::v2();
+        let end = img.write_vouched(format::HEADER_BYTES as u64, 0, 3, 50);
+        img.bytes[end as usize + 64] = 0x5a;
+        let mut h = SegmentHeader::decode(&img.bytes).unwrap();
+        h.torn_window = u64::MAX;
+        h.encode_blocks(&mut img.bytes);
+        let torn = Verdict::Torn {
+            zero_to: SEG as u64,
+        };
+        assert_eq!(img.judge(true).1, torn);
     }
 
     #[test]

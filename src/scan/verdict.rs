@@ -159,7 +159,11 @@ pub(super) fn judge(scan: &mut SegmentScan, end: SegmentEnd, pos: Position) -> R
         return Ok(Verdict::Full);
     }
     let seg_end = scan.end();
-    let window_end = (at + pos.window)
+    // Saturating: a header may record any window (a damaged one, near
+    // u64::MAX); past the segment's end it means "to the end".
+    let window_end = at
+        .saturating_add(pos.window)
+        .min(seg_end)
         .next_multiple_of(format::BLOCK as u64)
         .min(seg_end);
     if let Some(damage) = later_writes(scan, at, window_end, expect)? {
