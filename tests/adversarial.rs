@@ -475,3 +475,59 @@ fn a_skip_after_a_full_segment_opens_a_new_one() {
     assert_eq!(after, vec![b"twenty-one".to_vec()]);
     wal.close().unwrap();
 }
+
+/// A version-2 log whose first manifest a crash kept from being written
+/// still opens: its segments are held to the log id they carry, not to a
+/// new one (which made them "of another log").
+#[test]
+fn a_version_2_log_without_its_manifest_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let (wal, _) = Wal::open(dir.path(), cfg()).unwrap();
+    for i in 0..5u8 {
+        wal.append(0, &[i; 10])
+            .unwrap()
+            .wait(Level::Durable)
+            .unwrap();
+    }
+    wal.close().unwrap();
+    std::fs::remove_file(dir.path().join(format::manifest_file_name(1))).unwrap();
+    let (wal, rep) = open_checked(dir.path(), cfg()).unwrap();
+    assert_eq!(rep.records, 5);
+    assert_eq!(payloads_of(&wal).len(), 5);
+    wal.close().unwrap();
+    let (wal, _) = open_checked(dir.path(), cfg()).unwrap();
+    assert_eq!(payloads_of(&wal).len(), 5);
+    wal.close().unwrap();
+}
+
+/// Only the newest file may be one a crash left never written; a second
+/// blank file before it is damage, not another crash.
+#[test]
+fn only_the_newest_never_written_file_is_discarded() {
+    let dir = tempfile::tempdir().unwrap();
+    // A sealed segment as a writer leaves it: its one write closed with
+    // padding to the block's end.
+    let mut pad = vec![0u8; format::BLOCK - format::frame_len(3)];
+    let n = pad.len();
+    format::encode_padding(&mut pad, SALT, n);
+    segment(dir.path(), 1, &[b"one".to_vec()], &pad);
+    let older = blank(dir.path(), 2);
+    blank(dir.path(), 3);
+    let segments = || {
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .path()
+                    .extension()
+                    .is_some_and(|x| x == "wal")
+            })
+            .count()
+    };
+    match open_checked(dir.path(), cfg()) {
+        Err(Error::Corrupt { file, .. }) => assert_eq!(file, older),
+        other => panic!("expected Corrupt for the older blank file, got {other:?}"),
+    }
+    assert_eq!(segments(), 3, "a failed open removed a file");
+}
