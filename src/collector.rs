@@ -278,7 +278,7 @@ fn scan_frames(
         };
         let pos = Position::of(i + 1 == count, window, w.header());
         if !matches!(w.judge(end, pos)?, Verdict::Clean | Verdict::Full) {
-            out.ended_early.push((f.path.clone(), end.at));
+            out.ended_early.push((f.path.clone(), end.data_end()));
         }
     }
     Ok(out)

@@ -40,8 +40,18 @@ pub struct RecordAt {
     pub segment: String,
     /// Byte offset of its frame in that segment.
     pub offset: u64,
+    /// The first LSN of the atomic batch it belongs to; `None` for a
+    /// record appended alone.
+    pub batch: Option<Lsn>,
     /// The payload.
     pub payload: Vec<u8>,
+}
+
+/// Where a record was read: its frame's offset and its batch.
+#[derive(Clone, Copy)]
+struct Place {
+    offset: u64,
+    batch: Option<Lsn>,
 }
 
 /// Iterator over records in LSN order, across segments.
@@ -172,8 +182,8 @@ impl Reader {
         Ok(true)
     }
 
-    /// The next record and the offset of its frame.
-    fn step(&mut self) -> Result<Option<(Record, u64)>> {
+    /// The next record and where it was read.
+    fn step(&mut self) -> Result<Option<(Record, Place)>> {
         loop {
             if self.expect.is_some_and(|e| e > self.upto) {
                 return Ok(None);
@@ -183,7 +193,7 @@ impl Reader {
             }
             let w = self.current.as_mut().expect("opened above");
             let end = match w.next()? {
-                Step::Record { at, frame } => {
+                Step::Record { at, frame, batch } => {
                     self.expect = Some(frame.lsn + 1);
                     if frame.lsn < self.from {
                         continue;
@@ -194,7 +204,7 @@ impl Reader {
                         kind: frame.kind,
                         payload: frame.payload.to_vec(),
                     };
-                    return Ok(Some((rec, at)));
+                    return Ok(Some((rec, Place { offset: at, batch })));
                 }
                 Step::Hole { first, count, .. } => {
                     let after = first + count;
@@ -250,7 +260,7 @@ impl Reader {
     }
 
     /// The iterator's step with its end-of-iteration bookkeeping.
-    fn next_with<T>(&mut self, f: impl FnOnce(&Self, Record, u64) -> T) -> Option<Result<T>> {
+    fn next_with<T>(&mut self, f: impl FnOnce(&Self, Record, Place) -> T) -> Option<Result<T>> {
         if self.done {
             return None;
         }
@@ -285,7 +295,7 @@ impl Iterator for Located {
     type Item = Result<RecordAt>;
 
     fn next(&mut self) -> Option<Result<RecordAt>> {
-        self.0.next_with(|r, rec, offset| {
+        self.0.next_with(|r, rec, place| {
             let segment = r
                 .current
                 .as_ref()
@@ -298,7 +308,8 @@ impl Iterator for Located {
                 kind: rec.kind,
                 len: rec.payload.len(),
                 segment,
-                offset,
+                offset: place.offset,
+                batch: place.batch,
                 payload: rec.payload,
             }
         })

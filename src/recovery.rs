@@ -34,7 +34,7 @@ use crate::format::{self, SegmentHeader, MAX_LSN};
 use crate::format::Manifest;
 use crate::manifest;
 use crate::prefetch::Prefetcher;
-use crate::scan::{self, End, Position, Verdict};
+use crate::scan::{self, Position, SegmentEnd, Verdict};
 use crate::segments::{self, LogDir, SegmentFile};
 
 /// What [`Wal::open`](crate::Wal::open) found and did.
@@ -94,8 +94,9 @@ pub struct Truncation {
 /// Why the tail of a segment is to be cut.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum CutWhy {
-    /// The frames end there: a torn write, or (point-in-time mode) damage.
-    At(End),
+    /// The data ends there: a torn write (or an atomic batch it left
+    /// unfinished), or (point-in-time mode) damage.
+    At(SegmentEnd),
     /// Point-in-time mode: bytes of the part of the log that was set aside.
     AfterRecoveryPoint,
 }
@@ -306,7 +307,7 @@ impl Analysis {
                 self.highest_seen = self
                     .highest_seen
                     .max(w.last_lsn())
-                    .max(w.frames_after(end.at)?.highest_lsn);
+                    .max(w.frames_after(end.data_end())?.highest_lsn);
             }
         }
         Ok(())
@@ -388,13 +389,13 @@ impl Analysis {
         // in time) LSNs on disk that must never be handed out again, even
         // past a clean end.
         let after = match verdict {
-            _ if policy == Policy::SetAsideAfterFirst => Some(w.frames_after(end.at)?),
+            _ if policy == Policy::SetAsideAfterFirst => Some(w.frames_after(end.data_end())?),
             Verdict::Clean | Verdict::Full => None,
-            Verdict::Torn { .. } | Verdict::Corrupt(_) => Some(w.frames_after(end.at)?),
+            Verdict::Torn { .. } | Verdict::Corrupt(_) => Some(w.frames_after(end.data_end())?),
         };
         let cut = |zero_to| Cut {
-            at: end.at,
-            why: CutWhy::At(end.end),
+            at: end.data_end(),
+            why: CutWhy::At(end),
             zero_to,
             records_behind: after.map_or(0, |a| a.records),
         };

@@ -92,6 +92,59 @@ pub const fn frame_len(payload_len: usize) -> usize {
     FRAME_HEADER + payload_len.next_multiple_of(FRAME_ALIGN)
 }
 
+/// A record's place in an atomic batch, stored in the frame's `flags` byte.
+///
+/// The records of a batch are consecutive LSNs in one segment; every one
+/// of them is marked [`Batching::Member`] but the last, which is
+/// [`Batching::Last`]. Readers and recovery yield a batch only once its
+/// last record is found, so a crash keeps all of a batch or none of it.
+/// Cost: a match on one byte.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Batching {
+    /// Not part of a batch: a record that stands alone (flags 0).
+    Alone,
+    /// A batch record that more records of the same batch follow.
+    Member,
+    /// The last record of a batch (a batch of one is just this).
+    Last,
+}
+
+/// Frame flag: the record belongs to an atomic batch.
+pub const FLAG_BATCH: u8 = 0x01;
+/// Frame flag: the record is the last of its batch (only with
+/// [`FLAG_BATCH`]).
+pub const FLAG_BATCH_END: u8 = 0x02;
+
+impl Batching {
+    /// The flags byte a record frame with this place carries.
+    pub const fn flags(self) -> u8 {
+        match self {
+            Batching::Alone => 0,
+            Batching::Member => FLAG_BATCH,
+            Batching::Last => FLAG_BATCH | FLAG_BATCH_END,
+        }
+    }
+
+    /// The place a flags byte names; `None` for any other byte (unknown
+    /// bits, or an end without a batch), which makes the frame invalid.
+    pub const fn from_flags(flags: u8) -> Option<Batching> {
+        match flags {
+            0 => Some(Batching::Alone),
+            FLAG_BATCH => Some(Batching::Member),
+            f if f == FLAG_BATCH | FLAG_BATCH_END => Some(Batching::Last),
+            _ => None,
+        }
+    }
+}
+
+impl Kind {
+    /// Whether a frame of this kind is a record: it consumes one LSN and
+    /// can be part of a batch (padding, vouch and skip frames are not).
+    pub const fn is_record(self) -> bool {
+        !matches!(self, Kind::Padding | Kind::Vouch | Kind::Skip)
+    }
+}
+
 fn frame_crc(salt: u64, frame: &[u8], payload_len: usize) -> u32 {
     let mut h = crc32fast::Hasher::new();
     h.update(&salt.to_le_bytes());
@@ -102,13 +155,21 @@ fn frame_crc(salt: u64, frame: &[u8], payload_len: usize) -> u32 {
 /// Fills in the header of a frame whose payload is already at
 /// `out[FRAME_HEADER..]`, then seals it with the checksum. Shared by data and
 /// padding frames so the padding path never needs a separate zero buffer.
-fn seal_frame(out: &mut [u8], salt: u64, lsn: u64, stream: u16, kind: Kind, payload_len: usize) {
+fn seal_frame(
+    out: &mut [u8],
+    salt: u64,
+    lsn: u64,
+    stream: u16,
+    kind: Kind,
+    flags: u8,
+    payload_len: usize,
+) {
     // MAX_PAYLOAD < u32::MAX, so the cast below is exact.
     put(out, F_LEN, &(payload_len as u32).to_le_bytes());
     put(out, F_LSN, &lsn.to_le_bytes());
     put(out, F_STREAM, &stream.to_le_bytes());
     out[F_KIND] = kind as u8;
-    out[F_FLAGS] = 0;
+    out[F_FLAGS] = flags;
     put(out, F_RESERVED, &0u32.to_le_bytes());
     let crc = frame_crc(salt, out, payload_len);
     put(out, F_CRC, &crc.to_le_bytes());
@@ -116,7 +177,8 @@ fn seal_frame(out: &mut [u8], salt: u64, lsn: u64, stream: u16, kind: Kind, payl
 
 /// Encodes one frame at the start of `out` and returns its length, which is
 /// exactly `frame_len(payload.len())`. The alignment tail is written as zeros
-/// and nothing past the frame is touched. Frame flags are written as 0.
+/// and nothing past the frame is touched. Frame flags are written as 0 (a
+/// record standing alone); [`encode_record`] marks batch records.
 ///
 /// Cost: one copy of the payload plus one CRC pass over it; no allocation.
 /// Panics if `out` is shorter than the frame or the payload exceeds
@@ -129,13 +191,41 @@ pub fn encode_frame(
     kind: Kind,
     payload: &[u8],
 ) -> usize {
+    encode_record(out, salt, lsn, stream, kind, Batching::Alone, payload)
+}
+
+/// [`encode_frame`] for a record with its place in a batch.
+///
+/// Cost: as [`encode_frame`]. Panics as it does, and if a frame that is
+/// not a record ([`Kind::is_record`]) is given a place in a batch.
+pub fn encode_record(
+    out: &mut [u8],
+    salt: u64,
+    lsn: u64,
+    stream: u16,
+    kind: Kind,
+    batching: Batching,
+    payload: &[u8],
+) -> usize {
+    assert!(
+        kind.is_record() || batching == Batching::Alone,
+        "only records belong to batches"
+    );
     assert!(payload.len() <= MAX_PAYLOAD, "payload exceeds MAX_PAYLOAD");
     let total = frame_len(payload.len());
     assert!(out.len() >= total, "frame buffer too short");
     let end = FRAME_HEADER + payload.len();
     out[FRAME_HEADER..end].copy_from_slice(payload);
     out[end..total].fill(0);
-    seal_frame(out, salt, lsn, stream, kind, payload.len());
+    seal_frame(
+        out,
+        salt,
+        lsn,
+        stream,
+        kind,
+        batching.flags(),
+        payload.len(),
+    );
     total
 }
 
@@ -183,7 +273,7 @@ pub fn encode_padding(out: &mut [u8], salt: u64, total: usize) {
     );
     assert!(out.len() >= total, "padding buffer too short");
     out[FRAME_HEADER..total].fill(0);
-    seal_frame(out, salt, 0, 0, Kind::Padding, total - FRAME_HEADER);
+    seal_frame(out, salt, 0, 0, Kind::Padding, 0, total - FRAME_HEADER);
 }
 
 /// Bytes of a vouch frame: a frame header and its 8-byte payload.
@@ -220,7 +310,8 @@ pub struct FrameRef<'a> {
     pub stream: u16,
     /// Frame type.
     pub kind: Kind,
-    /// Per-frame flags byte as stored; v1 writers store 0.
+    /// Per-frame flags byte as stored: a record's place in a batch
+    /// ([`Batching`]); 0 on every other frame and in version 1.
     pub flags: u8,
     /// The payload bytes (alignment tail excluded).
     pub payload: &'a [u8],
@@ -230,6 +321,12 @@ pub struct FrameRef<'a> {
 }
 
 impl FrameRef<'_> {
+    /// The record's place in a batch. Decoding checked the flags byte, so
+    /// every valid frame has one (`Alone` for non-records).
+    pub fn batching(&self) -> Batching {
+        Batching::from_flags(self.flags).unwrap_or(Batching::Alone)
+    }
+
     /// The 8-byte payload of a [`Kind::Vouch`] or [`Kind::Skip`] frame (the
     /// durable LSN, or the number of LSNs skipped); `None` for other kinds
     /// or a payload of another length.
@@ -270,6 +367,11 @@ pub enum InvalidFrame {
     /// The reserved header word is not zero.
     #[error("reserved bytes not zero")]
     Reserved,
+    /// The flags byte is not one this version defines for the frame's
+    /// kind: unknown bits, a batch end without a batch, or batch flags on
+    /// a frame that is not a record.
+    #[error("frame flags {0:#04x} not valid for its kind")]
+    Flags(u8),
     /// The checksum does not match (damaged, torn, or written under another salt).
     #[error("frame checksum mismatch")]
     Checksum,
@@ -278,7 +380,7 @@ pub enum InvalidFrame {
 /// Decode the frame at the start of `buf` (buf = the rest of the segment from this offset). Never panics on any input, never reads past buf.
 ///
 /// Checks run cheapest first so garbage is rejected before any CRC work:
-/// Truncated, Zero, TooLong, PastEnd, Kind, Reserved, Checksum. The payload
+/// Truncated, Zero, TooLong, PastEnd, Kind, Reserved, Flags, Checksum. The payload
 /// limit is `min(max_payload, MAX_PAYLOAD)`. Alignment bytes after the
 /// payload are not checked: they carry no information and always share an
 /// 8-byte word (hence a block) with the payload's end.
@@ -309,6 +411,15 @@ pub fn decode_frame(buf: &[u8], salt: u64, max_payload: usize) -> Decoded<'_> {
     if get_u32(h, F_RESERVED) != 0 {
         return Decoded::Invalid(InvalidFrame::Reserved);
     }
+    let flags = h[F_FLAGS];
+    let flags_ok = match Batching::from_flags(flags) {
+        Some(Batching::Alone) => true,
+        Some(_) => kind.is_record(),
+        None => false,
+    };
+    if !flags_ok {
+        return Decoded::Invalid(InvalidFrame::Flags(flags));
+    }
     if get_u32(h, F_CRC) != frame_crc(salt, buf, plen) {
         return Decoded::Invalid(InvalidFrame::Checksum);
     }
@@ -316,7 +427,7 @@ pub fn decode_frame(buf: &[u8], salt: u64, max_payload: usize) -> Decoded<'_> {
         lsn: get_u64(h, F_LSN),
         stream: u16::from_le_bytes([h[F_STREAM], h[F_STREAM + 1]]),
         kind,
-        flags: h[F_FLAGS],
+        flags,
         payload: &buf[FRAME_HEADER..FRAME_HEADER + plen],
         len: total,
     })

@@ -272,12 +272,51 @@ fn invalid_frame_variants() {
     b[22] = 1;
     assert_eq!(invalid(&b, SALT), InvalidFrame::Reserved);
 
+    // Flags are checked before the CRC: an unknown bit, an end without a
+    // batch, or batch flags on a frame that is no record are invalid
+    // whatever the checksum says.
+    for bad in [0x04u8, 0x80, FLAG_BATCH_END, 0xFF] {
+        let mut b = good.clone();
+        b[19] = bad;
+        assert_eq!(invalid(&b, SALT), InvalidFrame::Flags(bad));
+    }
+    let mut pad = vec![0u8; 64];
+    encode_padding(&mut pad, SALT, 64);
+    pad[19] = FLAG_BATCH;
+    assert_eq!(invalid(&pad, SALT), InvalidFrame::Flags(FLAG_BATCH));
+
     let mut b = good.clone();
     b[30] ^= 1;
     assert_eq!(invalid(&b, SALT), InvalidFrame::Checksum);
     let mut b = good.clone();
     b[0] ^= 0x80;
     assert_eq!(invalid(&b, SALT), InvalidFrame::Checksum);
+}
+
+#[test]
+fn batch_places_round_trip_and_are_checksummed() {
+    for place in [Batching::Alone, Batching::Member, Batching::Last] {
+        let mut b = vec![0u8; frame_len(3)];
+        encode_record(&mut b, SALT, 9, 4, Kind::Data, place, b"abc");
+        let Decoded::Frame(f) = decode_frame(&b, SALT, MAX_PAYLOAD) else {
+            panic!("{place:?} does not decode");
+        };
+        assert_eq!((f.batching(), f.flags), (place, place.flags()));
+        assert_eq!(Batching::from_flags(place.flags()), Some(place));
+    }
+    // Turning a member into the last record of its batch (or back) is a
+    // bit flip the CRC must catch, or a torn batch could pass for whole.
+    let mut b = vec![0u8; frame_len(3)];
+    encode_record(&mut b, SALT, 9, 4, Kind::Data, Batching::Member, b"abc");
+    b[19] = Batching::Last.flags();
+    assert_eq!(invalid(&b, SALT), InvalidFrame::Checksum);
+}
+
+#[test]
+#[should_panic(expected = "only records belong to batches")]
+fn a_padding_frame_cannot_join_a_batch() {
+    let mut b = vec![0u8; 64];
+    encode_record(&mut b, SALT, 0, 0, Kind::Padding, Batching::Last, &[0; 8]);
 }
 
 #[test]

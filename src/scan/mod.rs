@@ -23,7 +23,9 @@ use std::path::Path;
 use ringwal_platform::Vfs;
 
 use crate::error::{Error, Lsn, Result};
-use crate::format::{self, Decoded, FrameRef, HeaderError, InvalidFrame, Kind, SegmentHeader};
+use crate::format::{
+    self, Batching, Decoded, FrameRef, HeaderError, InvalidFrame, Kind, SegmentHeader,
+};
 use crate::segments::SegmentFile;
 
 use bytes::SegmentScan;
@@ -219,6 +221,8 @@ pub(crate) fn open(
         off: h.frames_start(),
         expect: h.base_lsn,
         records: 0,
+        batch: None,
+        ended: None,
         scan,
     }))
 }
@@ -259,6 +263,13 @@ pub(crate) enum End {
         /// The LSN that should come next.
         expected: Lsn,
     },
+    /// A valid frame that a writer never puts inside an unfinished batch
+    /// (a record standing alone, or a skip): the batch was reserved under
+    /// one lock, so its records are consecutive.
+    BatchBreak {
+        /// The LSN the frame carries.
+        found: Lsn,
+    },
 }
 
 impl fmt::Display for End {
@@ -270,8 +281,23 @@ impl fmt::Display for End {
             End::LsnBreak { found, expected } => {
                 write!(f, "frame LSN {found} where {expected} was expected")
             }
+            End::BatchBreak { found } => {
+                write!(f, "frame LSN {found} inside an unfinished atomic batch")
+            }
         }
     }
+}
+
+/// An atomic batch whose last record the walk never found: its records
+/// are not part of the data (a reader never yields part of a batch), and
+/// recovery judges the frames' real end to decide whether the batch is a
+/// torn tail or damage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct OpenBatch {
+    /// Offset of the batch's first frame: where the complete data ends.
+    pub at: u64,
+    /// The batch's first LSN: the next LSN of the complete data.
+    pub first: Lsn,
 }
 
 /// Where a walk stopped and why.
@@ -284,6 +310,37 @@ pub(crate) struct SegmentEnd {
     /// The LSN the next record would have carried: what a write vouching
     /// for it or past it proves was acknowledged.
     pub expect: Lsn,
+    /// The unfinished batch the valid frames end in, if any: the complete
+    /// data then ends at its start, before `at`.
+    pub batch: Option<OpenBatch>,
+}
+
+impl fmt::Display for SegmentEnd {
+    /// What ends the data: the frame's problem, or the unfinished batch
+    /// and where its frames stop.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.batch {
+            None => write!(f, "{}", self.end),
+            Some(b) => write!(
+                f,
+                "atomic batch from LSN {} unfinished ({} at offset {})",
+                b.first, self.end, self.at
+            ),
+        }
+    }
+}
+
+impl SegmentEnd {
+    /// Where the complete data ends: a cut of a torn tail starts here.
+    pub fn data_end(&self) -> u64 {
+        self.batch.map_or(self.at, |b| b.at)
+    }
+
+    /// The first LSN not in the complete data: what a write vouching for
+    /// it proves was acknowledged (watermarks never stop inside a batch).
+    pub fn due(&self) -> Lsn {
+        self.batch.map_or(self.expect, |b| b.first)
+    }
 }
 
 /// The valid frames found behind a point (see [`Walker::frames_after`]).
@@ -305,6 +362,9 @@ pub(crate) enum Step<'a> {
         at: u64,
         /// The frame.
         frame: FrameRef<'a>,
+        /// The first LSN of its atomic batch; `None` for a record that
+        /// stands alone.
+        batch: Option<Lsn>,
     },
     /// LSNs `first..first + count` will never hold a record: a point-in-
     /// time recovery resumed above them rather than hand them out again.
@@ -318,8 +378,85 @@ pub(crate) enum Step<'a> {
     End(SegmentEnd),
 }
 
+/// A frame's header fields, copied out so the walk can look ahead
+/// without holding a borrow of the buffer.
+#[derive(Clone, Copy)]
+struct Head {
+    lsn: Lsn,
+    stream: u16,
+    kind: Kind,
+    flags: u8,
+    payload_len: usize,
+    len: usize,
+}
+
+/// What one frame means to a walk that expects LSN `expect` next.
+enum Raw {
+    /// Padding or a vouch: step over `len` bytes.
+    Filler(usize),
+    /// A record carrying the expected LSN.
+    Record(Head),
+    /// A skip frame: `count` LSNs from the expected one hold no record.
+    Hole { count: u64, len: usize },
+    /// The valid frames end here.
+    Stop(End),
+}
+
+/// Decode the frame at `at` and say what it means to a walk expecting
+/// `expect`: the one place that decides, frame by frame, whether the run
+/// of valid frames goes on. Both the walk and its look-ahead over a batch
+/// use it.
+fn raw_at(scan: &mut SegmentScan, at: u64, expect: Lsn) -> Result<Raw> {
+    if at >= scan.end() {
+        return Ok(Raw::Stop(End::Full));
+    }
+    let (h, word) = match scan.frame_at(at)? {
+        Decoded::Frame(f) => (
+            Head {
+                lsn: f.lsn,
+                stream: f.stream,
+                kind: f.kind,
+                flags: f.flags,
+                payload_len: f.payload.len(),
+                len: f.len,
+            },
+            f.word(),
+        ),
+        Decoded::Zero => return Ok(Raw::Stop(End::Zero)),
+        Decoded::Invalid(why) => return Ok(Raw::Stop(End::Invalid(why))),
+    };
+    Ok(match h.kind {
+        Kind::Padding | Kind::Vouch => Raw::Filler(h.len),
+        _ if h.lsn != expect => Raw::Stop(End::LsnBreak {
+            found: h.lsn,
+            expected: expect,
+        }),
+        // A skip of no LSNs, or one that would run past the format's last
+        // LSN, is no frame a writer makes.
+        Kind::Skip => match word {
+            Some(n) if n > 0 && h.lsn <= format::MAX_LSN && n - 1 <= format::MAX_LSN - h.lsn => {
+                Raw::Hole {
+                    count: n,
+                    len: h.len,
+                }
+            }
+            _ => Raw::Stop(End::Invalid(InvalidFrame::Kind(h.kind as u8))),
+        },
+        _ => Raw::Record(h),
+    })
+}
+
+/// How a batch that starts at a given frame turns out.
+enum BatchRun {
+    /// Its last record is there, with this LSN.
+    Whole(Lsn),
+    /// The valid frames end first, at this offset, expecting this LSN.
+    Unfinished { at: u64, end: End, expect: Lsn },
+}
+
 /// A segment being read front to back, frame by frame, checking that
-/// LSNs run on from the base without a break.
+/// LSNs run on from the base without a break, and yielding an atomic
+/// batch's records only once its last record is known to be there.
 pub(crate) struct Walker {
     file: SegmentFile,
     scan: SegmentScan,
@@ -328,6 +465,11 @@ pub(crate) struct Walker {
     /// The LSN the next record must carry.
     expect: Lsn,
     records: u64,
+    /// The batch being yielded, known whole: its first and last LSN.
+    batch: Option<(Lsn, Lsn)>,
+    /// Set once the walk ended in an unfinished batch: the walk stays
+    /// ended there.
+    ended: Option<SegmentEnd>,
 }
 
 impl Walker {
@@ -335,73 +477,109 @@ impl Walker {
     ///
     /// Cost: no allocation; one CRC pass per frame; a read of 1 MiB (or of
     /// the frame, if larger) whenever the walk leaves the resident chunk.
+    /// At the first record of a batch, the walk reads ahead to the batch's
+    /// last record (one more CRC pass over the batch, and a re-read of the
+    /// chunk it started in when the batch is larger than one).
     pub fn next(&mut self) -> Result<Step<'_>> {
+        if let Some(end) = self.ended {
+            return Ok(Step::End(end));
+        }
         loop {
             let at = self.off;
-            if at >= self.scan.end() {
-                return Ok(self.ended(End::Full));
-            }
-            let (lsn, stream, kind, flags, plen, len, word) = match self.scan.frame_at(at)? {
-                Decoded::Frame(f) => (
-                    f.lsn,
-                    f.stream,
-                    f.kind,
-                    f.flags,
-                    f.payload.len(),
-                    f.len,
-                    f.word(),
-                ),
-                Decoded::Zero => return Ok(self.ended(End::Zero)),
-                Decoded::Invalid(why) => return Ok(self.ended(End::Invalid(why))),
-            };
-            match kind {
-                Kind::Padding | Kind::Vouch => {
+            let h = match raw_at(&mut self.scan, at, self.expect)? {
+                Raw::Filler(len) => {
                     self.off += len as u64;
                     continue;
                 }
-                _ if lsn != self.expect => {
-                    let expected = self.expect;
-                    return Ok(self.ended(End::LsnBreak {
-                        found: lsn,
-                        expected,
-                    }));
+                Raw::Stop(end) => return Ok(self.ended(end)),
+                Raw::Hole { .. } if self.batch.is_some() => {
+                    return Ok(self.ended(End::BatchBreak { found: self.expect }))
                 }
-                Kind::Skip => {
-                    // A skip of no LSNs, or one that would run past the
-                    // format's last LSN, is no frame a writer makes.
-                    let count = match word {
-                        Some(n)
-                            if n > 0
-                                && lsn <= format::MAX_LSN
-                                && n - 1 <= format::MAX_LSN - lsn =>
-                        {
-                            n
-                        }
-                        _ => return Ok(self.ended(End::Invalid(InvalidFrame::Kind(kind as u8)))),
-                    };
+                Raw::Hole { count, len } => {
+                    let first = self.expect;
                     self.expect += count;
                     self.off += len as u64;
-                    return Ok(Step::Hole { first: lsn, count });
+                    return Ok(Step::Hole { first, count });
                 }
-                _ => {}
+                Raw::Record(h) => h,
+            };
+            let place = Batching::from_flags(h.flags).unwrap_or(Batching::Alone);
+            let batch = match (place, self.batch) {
+                (Batching::Alone, None) => None,
+                (Batching::Alone, Some(_)) => {
+                    // Known whole a moment ago: the file changed under the
+                    // walk (recycled by a checkpoint).
+                    return Ok(self.ended(End::BatchBreak { found: h.lsn }));
+                }
+                (_, Some((first, _))) => Some(first),
+                (_, None) => match self.batch_run(at)? {
+                    BatchRun::Whole(last) => {
+                        self.batch = Some((h.lsn, last));
+                        // The look-ahead moved the resident chunk: decode
+                        // this frame again before lending out its payload.
+                        continue;
+                    }
+                    BatchRun::Unfinished {
+                        at: stop,
+                        end,
+                        expect,
+                    } => {
+                        let open = SegmentEnd {
+                            at: stop,
+                            end,
+                            expect,
+                            batch: Some(OpenBatch { at, first: h.lsn }),
+                        };
+                        self.ended = Some(open);
+                        return Ok(Step::End(open));
+                    }
+                },
+            };
+            if self.batch.is_some_and(|(_, last)| last == h.lsn) {
+                self.batch = None;
             }
             self.expect += 1;
             self.records += 1;
-            self.off += len as u64;
+            self.off += h.len as u64;
             // The frame was checked just above and is still resident:
             // hand out its payload without decoding it twice.
-            let payload = self.scan.resident(at + format::FRAME_HEADER as u64, plen);
+            let payload = self
+                .scan
+                .resident(at + format::FRAME_HEADER as u64, h.payload_len);
             return Ok(Step::Record {
                 at,
                 frame: FrameRef {
-                    lsn,
-                    stream,
-                    kind,
-                    flags,
+                    lsn: h.lsn,
+                    stream: h.stream,
+                    kind: h.kind,
+                    flags: h.flags,
                     payload,
-                    len,
+                    len: h.len,
                 },
+                batch,
             });
+        }
+    }
+
+    /// Read ahead from the batch record at `from` (the walk's position) to
+    /// the batch's last record, without moving the walk.
+    fn batch_run(&mut self, from: u64) -> Result<BatchRun> {
+        let (mut at, mut expect) = (from, self.expect);
+        loop {
+            let unfinished = |end| BatchRun::Unfinished { at, end, expect };
+            match raw_at(&mut self.scan, at, expect)? {
+                Raw::Filler(len) => at += len as u64,
+                Raw::Stop(end) => return Ok(unfinished(end)),
+                Raw::Hole { .. } => return Ok(unfinished(End::BatchBreak { found: expect })),
+                Raw::Record(h) => match Batching::from_flags(h.flags) {
+                    Some(Batching::Last) => return Ok(BatchRun::Whole(h.lsn)),
+                    Some(Batching::Member) => {
+                        at += h.len as u64;
+                        expect += 1;
+                    }
+                    _ => return Ok(unfinished(End::BatchBreak { found: h.lsn })),
+                },
+            }
         }
     }
 
@@ -410,6 +588,7 @@ impl Walker {
             at: self.off,
             end,
             expect: self.expect,
+            batch: None,
         })
     }
 
@@ -477,15 +656,21 @@ impl Walker {
     /// True if, read from the file again, a frame that continues the walk
     /// now starts where it ended: a live writer wrote there after this
     /// walker read the bytes. Costs one read.
+    /// The walk then reads on from where it stopped (an unfinished batch
+    /// is looked at again from its start).
     pub fn grew(&mut self) -> Result<bool> {
         self.scan.refresh();
-        if self.off >= self.scan.end() {
+        // Where the valid frames really stopped: past the complete data
+        // when they end in an unfinished batch.
+        let (at, expect) = match self.ended.take() {
+            Some(e) => (e.at, e.expect),
+            None => (self.off, self.expect),
+        };
+        if at >= self.scan.end() {
             return Ok(false);
         }
-        Ok(match self.scan.frame_at(self.off)? {
-            Decoded::Frame(f) => {
-                matches!(f.kind, Kind::Padding | Kind::Vouch) || f.lsn == self.expect
-            }
+        Ok(match self.scan.frame_at(at)? {
+            Decoded::Frame(f) => matches!(f.kind, Kind::Padding | Kind::Vouch) || f.lsn == expect,
             _ => false,
         })
     }
@@ -635,6 +820,183 @@ mod tests {
         }
     }
 
+    impl Image {
+        /// The records of an atomic batch of `n`, `size` bytes each, from
+        /// offset `at` with no padding: with its last record if `finish`,
+        /// else only its first `n - 1`. Returns the offset just past them.
+        fn batch(&mut self, at: u64, n: usize, size: usize, finish: bool) -> u64 {
+            let mut off = at as usize;
+            let upto = if finish { n } else { n - 1 };
+            for i in 0..upto {
+                let place = if i + 1 == n {
+                    Batching::Last
+                } else {
+                    Batching::Member
+                };
+                let p = vec![self.next_lsn as u8; size];
+                off += format::encode_record(
+                    &mut self.bytes[off..],
+                    SALT,
+                    self.next_lsn,
+                    0,
+                    Kind::Data,
+                    place,
+                    &p,
+                );
+                self.next_lsn += 1;
+            }
+            off as u64
+        }
+
+        /// Close a write at `off` with padding to the next block.
+        fn pad(&mut self, off: u64) -> u64 {
+            let pad = format::padding_len(off);
+            if pad > 0 {
+                format::encode_padding(&mut self.bytes[off as usize..], SALT, pad);
+            }
+            off + pad as u64
+        }
+
+        /// Every step of a walk: (LSN, batch) per record, then the end.
+        fn steps(&self) -> (Vec<(Lsn, Option<Lsn>)>, SegmentEnd) {
+            let dir = tempfile::tempdir().unwrap();
+            let file = SegmentFile {
+                base: 1,
+                path: dir.path().join(format::segment_file_name(1, 1)),
+            };
+            std::fs::write(&file.path, &self.bytes).unwrap();
+            let mut w = open(&RealFs, &file, 1, None).unwrap().unwrap();
+            let mut seen = Vec::new();
+            loop {
+                match w.next().unwrap() {
+                    Step::Record { frame, batch, .. } => seen.push((frame.lsn, batch)),
+                    Step::Hole { .. } => panic!("no holes written"),
+                    Step::End(e) => {
+                        // The walk stays ended where it stopped.
+                        assert!(matches!(w.next().unwrap(), Step::End(again) if again == e));
+                        return (seen, e);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_whole_batch_is_yielded_with_its_first_lsn_even_across_writes() {
+        let mut img = Image::new();
+        let a = img.write(B, 2, 100);
+        // A batch of 5 split over two writes (padding between them), as a
+        // batch larger than the rest of a buffer is.
+        let mid = img.batch(a, 5, 700, false);
+        let mid = img.pad(mid);
+        let first = 3;
+        // The last record lands in the next write.
+        let mut off = mid as usize;
+        off += format::encode_record(
+            &mut img.bytes[off..],
+            SALT,
+            img.next_lsn,
+            0,
+            Kind::Data,
+            Batching::Last,
+            &[7; 50],
+        );
+        img.next_lsn += 1;
+        let end = img.write(off as u64, 1, 10);
+        let (seen, e) = img.steps();
+        let want: Vec<_> = [(1, None), (2, None)]
+            .into_iter()
+            .chain((first..=7).map(|l| (l, Some(first))))
+            .chain([(8, None)])
+            .collect();
+        assert_eq!(seen, want);
+        assert_eq!((e.at, e.end, e.batch), (end, End::Zero, None));
+        assert_eq!(both(&img), (Verdict::Clean, Verdict::Clean));
+    }
+
+    #[test]
+    fn an_unfinished_batch_is_never_yielded_and_is_torn_only_in_the_newest() {
+        let mut img = Image::new();
+        let a = img.write(B, 3, 100);
+        let stop = img.batch(a, 4, 300, false);
+        let stop = img.pad(stop);
+        let (seen, e) = img.steps();
+        assert_eq!(seen, vec![(1, None), (2, None), (3, None)]);
+        assert_eq!(
+            (e.at, e.end, e.batch),
+            (stop, End::Zero, Some(OpenBatch { at: a, first: 4 }))
+        );
+        assert_eq!((e.data_end(), e.due()), (a, 4));
+        let (_, v, n) = img.judge(true);
+        assert_eq!(
+            (v, n),
+            (
+                Verdict::Torn {
+                    zero_to: SEG as u64
+                },
+                3
+            )
+        );
+        assert_eq!(img.judge(false).1, Verdict::Corrupt(Damage::OpenBatch));
+    }
+
+    #[test]
+    fn a_record_standing_alone_inside_a_batch_is_damage() {
+        let mut img = Image::new();
+        let a = img.write(B, 1, 100);
+        let stop = img.batch(a, 4, 100, false);
+        // LSN 5 arrives without the batch flags: no writer does that.
+        img.write(stop, 1, 100);
+        let (seen, e) = img.steps();
+        assert_eq!(seen, vec![(1, None)]);
+        assert_eq!(e.end, End::BatchBreak { found: 5 });
+        assert_eq!(both(&img).0, Verdict::Corrupt(Damage::OutOfLine));
+    }
+
+    #[test]
+    fn a_later_vouch_for_an_unfinished_batch_makes_it_damage() {
+        let mut img = Image::v2();
+        let frames = format::HEADER_BYTES as u64;
+        let a = img.write_vouched(frames, 0, 2, 100);
+        format::encode_vouch(&mut img.bytes[a as usize..], SALT, 0);
+        let b = img.batch(a + format::VOUCH_LEN as u64, 3, 100, false);
+        let b = img.pad(b);
+        // The batch's last record (LSN 5) is in the next write, torn.
+        format::encode_vouch(&mut img.bytes[b as usize..], SALT, 2);
+        let r5 = b + format::VOUCH_LEN as u64;
+        let c = format::encode_record(
+            &mut img.bytes[r5 as usize..],
+            SALT,
+            5,
+            0,
+            Kind::Data,
+            Batching::Last,
+            &[5; 100],
+        );
+        img.bytes[r5 as usize + 40] ^= 1;
+        let c = img.pad(r5 + c as u64);
+        // A later write whose writer knew the batch (LSNs 3..=5) durable:
+        // the batch was acknowledged, so its loss is damage.
+        img.next_lsn = 6;
+        img.write_vouched(c, 5, 1, 100);
+        let (e, v, _) = img.judge(true);
+        assert_eq!(e.batch.map(|o| o.first), Some(3));
+        assert_eq!(v, Verdict::Corrupt(Damage::Vouched { by: c, durable: 5 }));
+    }
+
+    #[test]
+    fn a_batch_that_ends_the_segment_unfinished_is_damage() {
+        let mut img = Image::new();
+        // 15 one-block records: the batch runs to the segment's last byte
+        // without its last record (a writer rolls rather than do that).
+        let stop = img.batch(B, 16, format::BLOCK - format::FRAME_HEADER, false);
+        assert_eq!(stop, SEG as u64);
+        let (seen, e) = img.steps();
+        assert!(seen.is_empty());
+        assert_eq!((e.end, e.data_end()), (End::Full, B));
+        assert_eq!(both(&img).0, Verdict::Corrupt(Damage::OpenBatch));
+    }
+
     #[test]
     fn a_vouch_for_the_lost_records_makes_the_loss_damage() {
         let frames = format::HEADER_BYTES as u64;
@@ -775,10 +1137,11 @@ mod tests {
                     expected: 11
                 },
                 expect: 11,
+                batch: None,
             }
         );
-        assert_eq!((v, n), (Verdict::Corrupt(Damage::LsnBreak), 10));
-        assert_eq!(both(&img).1, Verdict::Corrupt(Damage::LsnBreak));
+        assert_eq!((v, n), (Verdict::Corrupt(Damage::OutOfLine), 10));
+        assert_eq!(both(&img).1, Verdict::Corrupt(Damage::OutOfLine));
     }
 
     #[test]

@@ -21,6 +21,22 @@
 //! | zero frame on a block boundary | non-zero bytes in the rest of its block          | `Torn` (residue)    | `Corrupt`        |
 //! | zero frame on a block boundary | zeros within the window (older: its block)       | `Clean`             | `Clean`          |
 //!
+//! When the valid frames end inside an atomic batch (its last record is
+//! not there), the batch is not part of the data: the table above is
+//! applied to where the frames really end, with "the LSN due" being the
+//! batch's first, and then
+//!
+//! | frames' verdict | newest                     | older       |
+//! |-----------------|----------------------------|-------------|
+//! | `Corrupt`       | `Corrupt`                  | `Corrupt`   |
+//! | `Torn`          | `Torn` from the batch start| (never)     |
+//! | `Clean`         | `Torn` from the batch start| `Corrupt`   |
+//! | `Full`          | `Corrupt`                  | `Corrupt`   |
+//!
+//! A batch is acknowledged only as a whole (the ledger's watermarks never
+//! stop inside one), so a batch cut off by a crash was never
+//! acknowledged, and recovery cuts it whole.
+//!
 //! A vouch (version 2) is the first frame of every write: the highest LSN
 //! its writer knew to be durable when it submitted that write. One that
 //! covers the LSN due at P proves that the record at P was acknowledged
@@ -116,8 +132,15 @@ pub(crate) enum Damage {
         /// Offset of the first of them.
         next: u64,
     },
-    /// A valid frame with the wrong LSN: a crash never writes one.
-    LsnBreak,
+    /// A valid frame no writer puts there (the wrong LSN, or a record
+    /// standing alone inside an unfinished batch): a crash never writes
+    /// one.
+    OutOfLine,
+    /// The frames end inside an atomic batch where no crash can have
+    /// torn it: in a segment the log had rolled past, or at the end of a
+    /// full segment (a writer starts a new segment for a batch that does
+    /// not fit).
+    OpenBatch,
     /// A bad frame in a segment the log had rolled past.
     Sealed,
     /// A later write vouches that the LSN due at the end (or a later one)
@@ -137,7 +160,12 @@ impl Damage {
             Damage::FramesFollow { next } => {
                 format!("{}, but valid frames follow at offset {next}", end.end)
             }
-            Damage::LsnBreak => end.end.to_string(),
+            Damage::OutOfLine => end.end.to_string(),
+            Damage::OpenBatch => format!(
+                "the atomic batch from LSN {} never ends: {}",
+                end.due(),
+                end.end
+            ),
             Damage::Sealed => format!("{} inside a sealed segment", end.end),
             Damage::Vouched { by, durable } => format!(
                 "{}, but the write at offset {by} vouches that LSN {durable} was already durable",
@@ -154,7 +182,33 @@ impl Damage {
 /// from the window's end to the segment's end (the zero-filled rest of a
 /// preallocated segment included), and of the window itself.
 pub(super) fn judge(scan: &mut SegmentScan, end: SegmentEnd, pos: Position) -> Result<Verdict> {
-    let SegmentEnd { at, end, expect } = end;
+    let frames = judge_frames(scan, end, pos)?;
+    if end.batch.is_none() {
+        return Ok(frames);
+    }
+    // The frames end inside an atomic batch. Acknowledgements never stop
+    // inside one, so the batch was never acknowledged unless a later
+    // write vouches for its first LSN (`judge_frames` looked for that):
+    // where the frames' end is torn, or clean (the writes with the rest of
+    // the batch never landed), the whole batch is the torn tail. An older
+    // segment was drained before the next one got a write, and a batch
+    // never spans segments, so one there, or in frames that fill the
+    // segment, is damage.
+    Ok(match (frames, pos.newest) {
+        (Verdict::Corrupt(d), _) => Verdict::Corrupt(d),
+        (Verdict::Torn { zero_to }, _) => Verdict::Torn { zero_to },
+        (Verdict::Clean, true) => Verdict::Torn {
+            zero_to: scan.end(),
+        },
+        (Verdict::Clean | Verdict::Full, _) => Verdict::Corrupt(Damage::OpenBatch),
+    })
+}
+
+/// The verdict for where the valid frames stop, whether or not they stop
+/// inside a batch (the table in the module docs).
+fn judge_frames(scan: &mut SegmentScan, end: SegmentEnd, pos: Position) -> Result<Verdict> {
+    let due = end.due();
+    let SegmentEnd { at, end, .. } = end;
     if end == End::Full {
         return Ok(Verdict::Full);
     }
@@ -166,13 +220,13 @@ pub(super) fn judge(scan: &mut SegmentScan, end: SegmentEnd, pos: Position) -> R
         .min(seg_end)
         .next_multiple_of(format::BLOCK as u64)
         .min(seg_end);
-    if let Some(damage) = later_writes(scan, at, window_end, expect)? {
+    if let Some(damage) = later_writes(scan, at, window_end, due)? {
         return Ok(Verdict::Corrupt(damage));
     }
     let torn = Verdict::Torn { zero_to: seg_end };
     Ok(match (end, pos.newest) {
         (End::Full, _) => unreachable!("returned above"),
-        (End::LsnBreak { .. }, _) => Verdict::Corrupt(Damage::LsnBreak),
+        (End::LsnBreak { .. } | End::BatchBreak { .. }, _) => Verdict::Corrupt(Damage::OutOfLine),
         (End::Invalid(_), false) => Verdict::Corrupt(Damage::Sealed),
         (End::Invalid(_), true) => torn,
         // A zero tail too short for a seal is not a torn write: the writer
@@ -211,14 +265,15 @@ pub(super) fn judge(scan: &mut SegmentScan, end: SegmentEnd, pos: Position) -> R
 
 /// What the writes after `at` say about it: a valid frame at a block
 /// boundary past the window is data written after the damage, and a
-/// vouch for `expect` or later (wherever it is) proves the record due at
-/// `at` was acknowledged. Every write starts with a frame at a block
+/// vouch for `due` or later (wherever it is) proves the first record
+/// missing from the data (at `at`, or the first of the unfinished batch
+/// `at` is in) was acknowledged. Every write starts with a frame at a block
 /// boundary, so those are the only places to look.
 fn later_writes(
     scan: &mut SegmentScan,
     at: u64,
     window_end: u64,
-    expect: Lsn,
+    due: Lsn,
 ) -> Result<Option<Damage>> {
     let mut b = (at + 1)
         .next_multiple_of(format::BLOCK as u64)
@@ -229,7 +284,7 @@ fn later_writes(
                 return Ok(Some(Damage::FramesFollow { next: b }));
             }
             if f.kind == Kind::Vouch {
-                if let Some(durable) = f.word().filter(|&d| d >= expect) {
+                if let Some(durable) = f.word().filter(|&d| d >= due) {
                     return Ok(Some(Damage::Vouched { by: b, durable }));
                 }
             }
