@@ -13,14 +13,14 @@
 //! Oracles, for every input:
 //! 1. the outcome equals the independent model of §3.3 ([`crate::spec`]),
 //!    variant and reason included;
-//! 2. an accepted frame is exactly what `encode_frame` writes for its
-//!    fields: re-encoding it with the same salt, LSN, stream, kind and
+//! 2. an accepted frame is exactly what a writer writes for its fields:
+//!    re-encoding it with the same salt, LSN, stream, kind, place in an
+//!    atomic batch (`encode_record`; `encode_frame` for flags 0) and
 //!    payload reproduces the input's first `24 + len` bytes (everything
-//!    but the alignment bytes). A frame with a non-zero flags byte (which
-//!    v1 readers pass through, §3, but `encode_frame` always writes as 0)
-//!    must match everywhere except the flags byte and the CRC, and its CRC
-//!    must be the document's CRC of the input. So no frame is ever
-//!    accepted whose CRC differs from the one a writer would compute;
+//!    but the alignment bytes), and its flags byte is one §3 allows for
+//!    its kind (0, or on a record `FLAG_BATCH` with or without
+//!    `FLAG_BATCH_END`), named by `FrameRef::batching()`. So no frame is
+//!    ever accepted whose CRC differs from the one a writer would compute;
 //! 3. an accepted frame borrows its payload from the buffer, occupies
 //!    `frame_len(len)` bytes, decodes identically from a buffer cut to
 //!    exactly that length, is `PastEnd` one byte shorter (`Truncated`
@@ -34,7 +34,7 @@
 //! 5. a scan that steps frame to frame from offset 0, as recovery does,
 //!    always advances (at least one header, 8-aligned) and so ends.
 
-use ringwal::format::{self, Decoded, InvalidFrame, Kind};
+use ringwal::format::{self, Batching, Decoded, InvalidFrame, Kind};
 
 use crate::cursor::Cursor;
 use crate::spec;
@@ -83,6 +83,7 @@ pub fn as_spec(d: &Decoded<'_>) -> spec::Frame {
         Decoded::Invalid(InvalidFrame::PastEnd) => spec::Frame::PastEnd,
         Decoded::Invalid(InvalidFrame::Kind(k)) => spec::Frame::Kind(k),
         Decoded::Invalid(InvalidFrame::Reserved) => spec::Frame::Reserved,
+        Decoded::Invalid(InvalidFrame::Flags(f)) => spec::Frame::Flags(f),
         Decoded::Invalid(InvalidFrame::Checksum) => spec::Frame::Checksum,
     }
 }
@@ -125,44 +126,50 @@ fn check_accepted(buf: &[u8], salt: u64, limit: usize, f: &format::FrameRef<'_>)
         "payload over the limit"
     );
 
+    // The flags byte: one §3 allows for the kind, and the place in a
+    // batch the engine names for it.
+    assert!(
+        spec::flags_allowed(f.kind as u8, f.flags),
+        "accepted flags {:#04x} on a {:?} frame",
+        f.flags,
+        f.kind
+    );
+    let place = match f.flags {
+        0 => Batching::Alone,
+        spec::FLAG_BATCH => Batching::Member,
+        _ => Batching::Last,
+    };
+    assert_eq!(
+        f.batching(),
+        place,
+        "FrameRef::batching() of flags {:#04x}",
+        f.flags
+    );
+    assert_eq!(place.flags(), f.flags, "Batching::flags()");
+    assert_eq!(Batching::from_flags(f.flags), Some(place));
+
     // The never-accept-a-bad-CRC oracle: what would we have written?
     let mut out = vec![0xA5u8; f.len];
-    let n = format::encode_frame(&mut out, salt, f.lsn, f.stream, f.kind, f.payload);
-    assert_eq!(n, f.len, "encode_frame length");
-    if f.flags == 0 {
-        assert!(
-            out[..covered] == buf[..covered],
-            "accepted frame differs from its re-encoding\n input: {:02x?}\n ours:  {:02x?}",
-            &buf[..covered],
-            &out[..covered]
-        );
+    let n = if place == Batching::Alone {
+        format::encode_frame(&mut out, salt, f.lsn, f.stream, f.kind, f.payload)
     } else {
-        // Flags are passed through by readers but never written by
-        // encode_frame: compare around the flags byte and the CRC, then
-        // require the stored CRC to be the document's CRC of the input.
-        assert!(out[4..19] == buf[4..19], "re-encoded header differs");
-        assert!(
-            out[20..covered] == buf[20..covered],
-            "re-encoded frame differs"
-        );
-        let mut patched = out.clone();
-        patched[19] = f.flags;
-        let want_crc = spec::frame_crc(salt, &patched, plen);
-        assert_eq!(
-            u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]),
-            want_crc,
-            "accepted a frame (flags {:#x}) whose CRC is not the one a writer computes",
-            f.flags
-        );
-    }
+        format::encode_record(&mut out, salt, f.lsn, f.stream, f.kind, place, f.payload)
+    };
+    assert_eq!(n, f.len, "encode_frame length");
+    assert!(
+        out[..covered] == buf[..covered],
+        "accepted frame differs from its re-encoding\n input: {:02x?}\n ours:  {:02x?}",
+        &buf[..covered],
+        &out[..covered]
+    );
     // The alignment bytes encode_frame writes are zero.
     assert!(out[covered..f.len].iter().all(|&b| b == 0));
-    // Re-decoding what we wrote gives the same frame (flags aside).
+    // Re-decoding what we wrote gives the same frame.
     match format::decode_frame(&out, salt, limit) {
         Decoded::Frame(g) => {
             assert_eq!(
                 (g.lsn, g.stream, g.kind, g.payload, g.len, g.flags),
-                (f.lsn, f.stream, f.kind, f.payload, f.len, 0)
+                (f.lsn, f.stream, f.kind, f.payload, f.len, f.flags)
             );
         }
         other => panic!("re-encoded frame does not decode: {other:?}"),
@@ -213,13 +220,9 @@ fn check_word(buf: &[u8], salt: u64, f: &format::FrameRef<'_>) {
         out[format::VOUCH_LEN..].iter().all(|&b| b == 0xA5),
         "vouch/skip encoder wrote past the frame"
     );
-    let n = if f.flags == 0 {
-        format::VOUCH_LEN
-    } else {
-        // Compared around the flags byte and the CRC (see oracle 2).
-        assert!(out[4..19] == buf[4..19] && out[20..32] == buf[20..32]);
-        return;
-    };
+    // Vouch and skip frames are no records: decoding refused any flags.
+    assert_eq!(f.flags, 0, "a {:?} frame accepted with flags", f.kind);
+    let n = format::VOUCH_LEN;
     assert!(
         out[..n] == buf[..n],
         "{:?} frame differs from encode_vouch/encode_skip\n input: {:02x?}\n ours:  {:02x?}",

@@ -43,7 +43,12 @@
 //! to a block boundary, garbage, zero gap, jump to the next block, bit
 //! flip, wrong-salt / flags / bad-kind / stale-LSN frame; in version-2
 //! segments also vouch and skip frames, lagging vouches and a closing
-//! vouch block); see [`ops`]. Every input made before version 2 still
+//! vouch block); see [`ops`]. The flags frame is how atomic batches
+//! (docs/format.md §4.1) are built: flags 1 is a batch record more follow,
+//! 3 a batch's last, anything else (or any flags on the padding frame it
+//! writes instead with bit 6) an invalid frame. Since atomic batches,
+//! inputs that wrote flags frames build batches or invalid frames where
+//! they wrote clean records. Every input made before version 2 still
 //! builds the directory it did (bit 7 of a file's kind byte, and bits 4-5
 //! of the config byte having to read exactly 1, see to that), except that
 //! the bad-kind frame writes kind 135 or 136 where it wrote 7 or 8, which
@@ -79,11 +84,15 @@
 //!
 //! When the generator built a log a correct writer could have written (only
 //! in-order frames within the record limit, padding, vouch frames opening
-//! writes and vouching for no more than was written, skip blocks, file
-//! names that match headers, a damaged or blank header block with an intact
-//! copy, extra files recovery must ignore or discard, a blank newest file,
-//! a manifest that agrees with the log), every record written must come
-//! back, byte for byte, and the next LSN is the one after the last written.
+//! writes and vouching for no more than was written and never into an
+//! open atomic batch, skip blocks outside batches, batches within one
+//! segment, file names that match headers, a damaged or blank header block
+//! with an intact copy, extra files recovery must ignore or discard, a
+//! blank newest file, a manifest that agrees with the log), every record
+//! written must come back, byte for byte, but for an atomic batch left
+//! unfinished at the newest end (a crash while it was written), which
+//! must not; the next LSN is the one after the last written (a strict
+//! open: the unfinished batch's first).
 //! When it then took away the newest segment the manifest names, or raised
 //! the manifest's durable LSN above what the log holds, a strict open must
 //! fail with `Gap` or `Lost` respectively.
@@ -332,7 +341,9 @@ impl Area {
 
     /// Version 2: a frame of `len` bytes about to start at a block boundary
     /// opens a write, so a vouch frame goes first (for the LSNs before
-    /// `next`, less the lag). True if the frame fits after it.
+    /// `next`, less the lag; `next` is the first LSN of an atomic batch
+    /// still open, since acknowledgements never stop inside one). True if
+    /// the frame fits after it.
     fn open_write(&mut self, next: u64, len: usize) -> bool {
         if !self.v2 || !self.pos.is_multiple_of(spec::BLOCK) {
             return self.fits(len);
@@ -347,7 +358,7 @@ impl Area {
         true
     }
 
-    /// Close the batch at a block boundary with padding, if it fits.
+    /// Close the write at a block boundary with padding, if it fits.
     fn pad(&mut self) {
         let pad = spec::padding_len(self.pos as u64);
         if pad > 0 && self.fits(pad) {
@@ -383,6 +394,36 @@ struct Log {
     clean: bool,
     recs: Vec<Rec>,
     skips: Vec<(u64, u64)>,
+    /// The atomic batch whose last record is not written yet: its first
+    /// LSN and its records so far (they join `recs` with the last one).
+    batch: Option<(u64, Vec<Rec>)>,
+}
+
+impl Log {
+    /// The LSN below which a vouch may vouch: acknowledgements never stop
+    /// inside a batch, so an open batch's first LSN, else the next LSN.
+    fn vouchable(&self) -> u64 {
+        self.batch.as_ref().map_or(self.next, |b| b.0)
+    }
+
+    /// A record written in order with the flags byte `flags`: what §4.1
+    /// makes of it for the records a reader must see.
+    fn record(&mut self, rec: Rec, flags: u8) {
+        self.next = rec.lsn.wrapping_add(1);
+        match flags {
+            // A record standing alone inside an open batch: no writer's.
+            0 if self.batch.is_some() => self.clean = false,
+            0 => self.recs.push(rec),
+            spec::FLAG_BATCH => self.batch.get_or_insert((rec.lsn, Vec::new())).1.push(rec),
+            spec::FLAGS_LAST => {
+                let mut recs = self.batch.take().map_or_else(Vec::new, |b| b.1);
+                recs.push(rec);
+                self.recs.extend(recs);
+            }
+            // An invalid frame (§3.3 step 7).
+            _ => self.clean = false,
+        }
+    }
 }
 
 /// Apply `n` structured ops to the frame area; push records a reader must
@@ -413,18 +454,20 @@ fn ops(c: &mut Cursor<'_>, a: &mut Area, log: &mut Log) {
                 let payload = pattern(o, plen);
                 let salt = a.salt;
                 let len = spec::frame_len(plen);
-                if a.open_write(next, len) && a.frame(salt, lsn, stream, kind as u8, &payload) {
+                if a.open_write(log.vouchable(), len)
+                    && a.frame(salt, lsn, stream, kind as u8, &payload)
+                {
                     a.pos += len;
                     if lsn != next || plen > MAX_REC {
                         log.clean = false;
                     } else {
-                        log.recs.push(Rec {
+                        let rec = Rec {
                             lsn,
                             stream,
                             kind,
                             payload,
-                        });
-                        log.next = next.wrapping_add(1);
+                        };
+                        log.record(rec, 0);
                     }
                 }
             }
@@ -434,9 +477,12 @@ fn ops(c: &mut Cursor<'_>, a: &mut Area, log: &mut Log) {
                     a.lag = u64::from(c.u8());
                 }
                 if a.v2 && o & 0x80 != 0 {
-                    // A clean close: a vouch for everything written.
+                    // A clean close: a vouch for everything written. No
+                    // writer closes in the middle of an atomic batch.
                     let v = spec::encode_vouch(a.salt, next.saturating_sub(1));
-                    a.block_with(&v);
+                    if a.block_with(&v) && log.batch.is_some() {
+                        log.clean = false;
+                    }
                 }
             }
             4 => {
@@ -483,24 +529,43 @@ fn ops(c: &mut Cursor<'_>, a: &mut Area, log: &mut Log) {
                     3 => (a.salt, next.wrapping_sub(1)),
                     _ => (a.salt, next),
                 };
-                if !a.open_write(next, len) || !a.frame(salt, lsn, stream, kind::DATA, &payload) {
+                if !a.open_write(log.vouchable(), len)
+                    || !a.frame(salt, lsn, stream, kind::DATA, &payload)
+                {
                     continue;
                 }
                 let f = &mut a.buf[a.pos..a.pos + len];
                 match (o >> 3) & 3 {
                     1 => {
-                        // Non-zero flags with a valid CRC: readers pass
-                        // flags through (§3), so this is a clean record.
-                        f[19] = 1 + c.u8() % 255;
-                        let crc = spec::frame_crc(a.salt, f, plen);
-                        f[..4].copy_from_slice(&crc.to_le_bytes());
-                        log.recs.push(Rec {
-                            lsn,
-                            stream,
-                            kind: Kind::Data,
-                            payload,
-                        });
-                        log.next = next.wrapping_add(1);
+                        // Non-zero flags with a valid CRC (§3, §4.1): 1 a
+                        // batch record more records follow, 3 a batch's
+                        // last, anything else an invalid frame. With bit
+                        // 6, on a padding frame in the record's place
+                        // (invalid: only records carry batch flags).
+                        let flags = 1 + c.u8() % 255;
+                        if o & 0x40 != 0 {
+                            let p = spec::encode_flagged(
+                                a.salt,
+                                0,
+                                0,
+                                kind::PADDING,
+                                flags,
+                                &vec![0; plen],
+                            );
+                            f.copy_from_slice(&p);
+                            log.clean = false;
+                        } else {
+                            f[19] = flags;
+                            let crc = spec::frame_crc(a.salt, f, plen);
+                            f[..4].copy_from_slice(&crc.to_le_bytes());
+                            let rec = Rec {
+                                lsn,
+                                stream,
+                                kind: Kind::Data,
+                                payload,
+                            };
+                            log.record(rec, flags);
+                        }
                     }
                     2 => {
                         // Bad kind or non-zero reserved word, valid CRC.
@@ -540,14 +605,14 @@ fn v2_frame(c: &mut Cursor<'_>, a: &mut Area, log: &mut Log, o: u8) {
             if a.fits(v.len()) {
                 a.put(&v);
                 a.pos += v.len();
-                if delta > 0 || !at_start {
+                if durable >= log.vouchable() || delta > 0 || !at_start {
                     log.clean = false;
                 }
             }
         }
         1 => {
             // A skip block, as point-in-time recovery writes it, after the
-            // batch is closed.
+            // write is closed.
             let count = if o & 0x80 != 0 {
                 c.u64()
             } else {
@@ -558,7 +623,8 @@ fn v2_frame(c: &mut Cursor<'_>, a: &mut Area, log: &mut Log, o: u8) {
             if a.block_with(&s) {
                 let valid =
                     count >= 1 && u128::from(next) + u128::from(count) <= u128::from(spec::MAX_LSN);
-                if valid {
+                // A skip inside an open batch is no writer's (§6.1).
+                if valid && log.batch.is_none() {
                     log.skips.push((next, count));
                     log.next = next + count;
                 } else {
@@ -629,6 +695,7 @@ pub fn build(data: &[u8]) -> Scenario {
         next: start,
         recs: Vec::new(),
         skips: Vec::new(),
+        batch: None,
     };
     let mut files = Vec::new();
     // Bases of the segment files a writer installed (not blank ones).
@@ -636,6 +703,11 @@ pub fn build(data: &[u8]) -> Scenario {
     let mut any_v2 = false;
 
     for i in 0..nfiles {
+        // A batch never spans segments, and the log rolls only once a
+        // segment's writes are complete: one still open is damage.
+        if log.batch.take().is_some() {
+            log.clean = false;
+        }
         let k = c.u8();
         let content = k & 3;
         let next = log.next;
@@ -761,6 +833,19 @@ pub fn build(data: &[u8]) -> Scenario {
                     }
                 } else {
                     ops(&mut c, &mut area, &mut log);
+                    // A batch left open where its last record can no
+                    // longer fit: a writer rolls to a new segment first.
+                    let p = area.pos;
+                    let full = p >= area.end || p + spec::padding_len(p as u64) > area.end;
+                    if log.batch.is_some() && full {
+                        log.clean = false;
+                    }
+                    // Every write is closed with padding: a segment whose
+                    // frames stop mid-block was being written at a crash,
+                    // which only the newest can have been.
+                    if !last && !full && !p.is_multiple_of(spec::BLOCK) {
+                        log.clean = false;
+                    }
                 }
                 let mut buf = area.buf;
                 buf.truncate(file_len);
@@ -850,7 +935,13 @@ pub fn build(data: &[u8]) -> Scenario {
         append: flags & 8 != 0,
         expected: log.clean.then_some(log.recs),
         expected_skips: log.skips,
-        expected_next: log.next,
+        // A strict open cuts an atomic batch a crash left open and hands
+        // its LSNs out again (§6.1); point-in-time recovery resumes above
+        // every LSN on disk.
+        expected_next: match &log.batch {
+            Some((first, _)) if mode == RecoveryMode::Strict => *first,
+            _ => log.next,
+        },
         manifest,
         must_fail,
     }

@@ -9,8 +9,9 @@
 //! and `cargo test --lib` (in `fuzz/`) checks that the committed files
 //! match and that every seed passes its target's oracles.
 
-use ringwal::format::{self, Kind};
+use ringwal::format::{self, Batching, Kind};
 
+use crate::spec::kind;
 use crate::{frame, header, spec};
 
 const SALT: u64 = 0x005e_ed0f_f00d_cafe;
@@ -47,6 +48,25 @@ pub fn frame_decoder() -> Vec<(&'static str, Vec<u8>)> {
     // is where it is invalid.
     let skip_zero = spec::encode_skip(SALT, 42, 0);
     let kind_9 = spec::encode_frame(SALT, 42, 0, 9, b"kind 9");
+    // Atomic batches (§3, §4.1): the engine's encoder for a batch's
+    // records, a run of a whole batch, and the flags bytes §3.3 step 7
+    // refuses (an end without a batch, unknown bits, batch flags on frames
+    // that are not records), each with a valid CRC.
+    let record = |lsn, kind, place, payload: &[u8]| {
+        let mut b = vec![0u8; format::frame_len(payload.len())];
+        format::encode_record(&mut b, SALT, lsn, 4, kind, place, payload);
+        b
+    };
+    let member = record(20, Kind::Data, Batching::Member, b"first of three");
+    let mut batch = member.clone();
+    batch.extend(record(21, Kind::TxBegin, Batching::Member, b""));
+    batch.extend(record(22, Kind::TxCommit, Batching::Last, b"last"));
+    let flagged_as = |kind, flags| spec::encode_flagged(SALT, 0, 0, kind, flags, &[0; 8]);
+    let end_alone = spec::encode_flagged(SALT, 20, 4, kind::DATA, spec::FLAG_BATCH_END, b"end");
+    let unknown = spec::encode_flagged(SALT, 20, 4, kind::DATA, 0x05, b"bit 2");
+    // Invalid flags and a bad CRC: the flags step comes first.
+    let mut flags_then_crc = unknown.clone();
+    flags_then_crc[30] ^= 1;
     vec![
         ("data", frame::input(0, SALT, 0, &data)),
         ("vouch", frame::input(0, SALT, 0, &vouch)),
@@ -57,6 +77,26 @@ pub fn frame_decoder() -> Vec<(&'static str, Vec<u8>)> {
         ("run", frame::input(1, SALT, 0, &run)),
         ("zero", frame::input(0, 0, 0, &[0u8; 32])),
         ("flags", frame::input(0, SALT, 0, &flagged)),
+        ("batch_member", frame::input(0, SALT, 0, &member)),
+        ("batch_run", frame::input(1, SALT, 0, &batch)),
+        ("batch_end_alone", frame::input(0, SALT, 0, &end_alone)),
+        ("batch_unknown_bit", frame::input(0, SALT, 0, &unknown)),
+        (
+            "batch_flags_before_crc",
+            frame::input(0, SALT, 0, &flags_then_crc),
+        ),
+        (
+            "batch_flags_on_padding",
+            frame::input(0, SALT, 0, &flagged_as(kind::PADDING, spec::FLAG_BATCH)),
+        ),
+        (
+            "batch_flags_on_vouch",
+            frame::input(0, SALT, 0, &flagged_as(kind::VOUCH, spec::FLAGS_LAST)),
+        ),
+        (
+            "batch_flags_on_skip",
+            frame::input(0, SALT, 0, &flagged_as(kind::SKIP, spec::FLAG_BATCH)),
+        ),
         ("too_long", frame::input(3, SALT, 4, &data)),
         (
             "tx_commit_small_limit",
@@ -172,6 +212,19 @@ impl Rin {
     }
     fn pad(self) -> Self {
         self.u8(3)
+    }
+    /// A data record in order with a flags byte: op 7, variant 1, a
+    /// payload of `len` bytes, then the byte `v` with flags `1 + v % 255`.
+    fn flagged(self, len: u8, flags: u8) -> Self {
+        self.u8(7 | 1 << 3).u8(len).u8(flags - 1)
+    }
+    /// A record of an atomic batch that more records follow.
+    fn member(self, len: u8) -> Self {
+        self.flagged(len, spec::FLAG_BATCH)
+    }
+    /// The last record of an atomic batch.
+    fn last(self, len: u8) -> Self {
+        self.flagged(len, spec::FLAGS_LAST)
     }
 }
 
@@ -343,7 +396,7 @@ fn recovery_v2() -> Vec<(&'static str, Vec<u8>)> {
         .u8(5)
         .data(0, 10)
         .pad();
-    vec![
+    let mut seeds = vec![
         ("v2_log", v2_log.0),
         ("v2_flip_behind_vouch", flip_behind_vouch.0),
         ("v2_point_in_time_vouched", pit_vouched.0),
@@ -351,6 +404,101 @@ fn recovery_v2() -> Vec<(&'static str, Vec<u8>)> {
         ("manifest_missing_newest", missing_newest.0),
         ("manifest_durable_ahead", durable_ahead.0),
         ("v2_skip_in_log", skip_in_log.0),
+    ];
+    seeds.extend(recovery_batches());
+    seeds
+}
+
+/// `recovery` seeds with atomic batches (docs/format.md §4.1, §6.1), all
+/// in version-2 segments.
+fn recovery_batches() -> Vec<(&'static str, Vec<u8>)> {
+    // Record 1; a batch of 2..=5 spread over two writes (padding, then a
+    // vouch for 1 only, between its records); a batch of one (6); one
+    // append (7).
+    let whole = Rin::start(8, 0)
+        .v2_segment(141, 8)
+        .data(0, 10)
+        .member(20)
+        .member(30)
+        .pad()
+        .member(200)
+        .last(40)
+        .last(8)
+        .pad();
+    // Records 1 and 2, then a crash while the batch of 3 and 4 (and more)
+    // was being written: the batch is the torn tail, and its LSNs are
+    // handed out again (the append gets 3).
+    let open_newest = Rin::start(8, 0)
+        .v2_segment(142, 5)
+        .data(0, 10)
+        .data(0, 10)
+        .member(20)
+        .pad()
+        .member(20);
+    // The same in point-in-time mode: LSNs 3 and 4 are skipped.
+    let open_pit = Rin::start(4 | 8, 0)
+        .v2_segment(143, 5)
+        .data(0, 10)
+        .data(0, 10)
+        .member(20)
+        .pad()
+        .member(20);
+    // A batch left open in a segment the log rolled past: damage.
+    let open_older = Rin::start(1, 0)
+        .v2_segment(144, 3)
+        .data(0, 10)
+        .member(20)
+        .pad()
+        .v2_segment(145, 2)
+        .data(0, 10)
+        .pad();
+    // Record 1, batch record 2, then record 3 standing alone: no writer
+    // writes that, even at the newest end.
+    let alone_inside = Rin::start(0, 0)
+        .v2_segment(146, 4)
+        .data(0, 10)
+        .member(20)
+        .data(0, 30)
+        .pad();
+    // Record 1, batch record 2, then a padding frame carrying batch flags
+    // (an invalid frame): torn, cut from the batch's start.
+    let flagged_padding = Rin::start(0, 0)
+        .v2_segment(147, 3)
+        .data(0, 10)
+        .member(20)
+        .u8(7 | 1 << 3 | 0x40)
+        .u8(16)
+        .u8(0);
+    // Record 1, then record 2 flagged as a batch's end without the batch
+    // flag (an invalid frame): torn at record 2.
+    let end_without_batch = Rin::start(0, 0)
+        .v2_segment(148, 3)
+        .data(0, 10)
+        .flagged(20, spec::FLAG_BATCH_END)
+        .pad();
+    // Record 1 and batch record 2, then a torn write (garbage), then, in
+    // the window, a write whose vouch says LSN 2 was durable: the batch
+    // was acknowledged, so its loss is damage.
+    let vouched = Rin::start(0, 0)
+        .v2_segment(149, 6)
+        .data(0, 10)
+        .member(20)
+        .pad()
+        .u8(4)
+        .u8(8)
+        .bytes(&[0xff; 8])
+        .u8(5 | 0x80)
+        .u8(7 | 0x20)
+        .u8(0);
+    vec![
+        ("batch_whole_across_writes", whole.0),
+        ("batch_open_at_newest_end", open_newest.0),
+        ("batch_open_point_in_time", open_pit.0),
+        ("batch_open_in_older_segment", open_older.0),
+        ("batch_record_alone_inside", alone_inside.0),
+        ("batch_flags_on_padding", flagged_padding.0),
+        ("batch_end_without_batch", end_without_batch.0),
+        ("batch_open_then_vouched", vouched.0),
     ]
 }
 
@@ -572,6 +720,58 @@ mod tests {
         assert_eq!(gone.must_fail, Some(crate::recovery::MustFail::Gap));
         let ahead = crate::recovery::build(&by_name["manifest_durable_ahead"]);
         assert_eq!(ahead.must_fail, Some(crate::recovery::MustFail::Lost));
+        // Atomic batches: what a writer could have left, and what the
+        // document reads from it.
+        let lsns = |sc: &crate::recovery::Scenario| {
+            sc.expected
+                .as_ref()
+                .map(|r| r.iter().map(|r| r.lsn).collect::<Vec<_>>())
+        };
+        let judged = |sc: &crate::recovery::Scenario| {
+            spec::judge(&sc.directory(), 1, sc.config(sc.mode).torn_window())
+        };
+        let whole = crate::recovery::build(&by_name["batch_whole_across_writes"]);
+        assert_eq!(lsns(&whole), Some(vec![1, 2, 3, 4, 5, 6]));
+        assert_eq!(whole.expected_next, 7);
+        let open = crate::recovery::build(&by_name["batch_open_at_newest_end"]);
+        assert_eq!(lsns(&open), Some(vec![1, 2]));
+        assert_eq!(open.expected_next, 3);
+        // Cut at the batch's first frame (after the vouch and records 1
+        // and 2), not where its frames end.
+        let batch_at = spec::HEADER_BYTES + spec::VOUCH_LEN + 2 * spec::frame_len(10);
+        match judged(&open) {
+            spec::Judgment::Opens(m) => {
+                assert_eq!(m.records.len(), 2);
+                assert_eq!(m.last_lsn, 2);
+                assert_eq!(m.torn.map(|t| t.1), Some(batch_at));
+            }
+            other => panic!("{other:?}"),
+        }
+        let pit = crate::recovery::build(&by_name["batch_open_point_in_time"]);
+        assert_eq!((lsns(&pit), pit.expected_next), (Some(vec![1, 2]), 5));
+        for (name, why) in [
+            ("batch_open_in_older_segment", spec::Why::OpenBatch),
+            ("batch_record_alone_inside", spec::Why::BatchBreak),
+        ] {
+            let sc = crate::recovery::build(&by_name[name]);
+            assert!(sc.expected.is_none(), "{name}");
+            let files = sc.directory();
+            let (seg, b) = files.iter().next().unwrap();
+            let h = spec::segment_head(b).usable().unwrap();
+            let w = spec::walk(b, &h, b.len());
+            let newest = files.len() == 1;
+            let v = spec::judge_end(b, &h, b.len(), &w, newest, 0);
+            assert_eq!(v, spec::Verdict::Corrupt(why), "{name}: {seg}");
+            assert_eq!(w.due(), 2, "{name}");
+        }
+        let padded = crate::recovery::build(&by_name["batch_flags_on_padding"]);
+        match judged(&padded) {
+            spec::Judgment::Opens(m) => {
+                let at = spec::HEADER_BYTES + spec::VOUCH_LEN + spec::frame_len(10);
+                assert_eq!(m.torn.map(|t| t.1), Some(at));
+            }
+            other => panic!("{other:?}"),
+        }
         let extras = crate::recovery::build(&by_name["extra_files"]);
         assert!(extras.expected.is_some());
         assert!(
@@ -742,6 +942,32 @@ mod tests {
                     "{got:?}"
                 ),
                 "v2_skip_in_log" => assert_eq!(got, opened(2, false, 0)),
+                "batch_whole_across_writes" => assert_eq!(got, opened(6, false, 0)),
+                "batch_open_at_newest_end" => assert_eq!(got, opened(2, true, 0)),
+                "batch_open_point_in_time" => assert_eq!(
+                    got,
+                    Outcome::Opened {
+                        records: 2,
+                        truncated: true,
+                        discarded: 0,
+                        from_copy: 0,
+                        skipped: Some((3, 4)),
+                    }
+                ),
+                "batch_open_in_older_segment" => assert!(
+                    matches!(&got, Outcome::Failed(e) if e.contains("batch from LSN 2 never ends")),
+                    "{got:?}"
+                ),
+                "batch_record_alone_inside" => assert!(
+                    matches!(&got, Outcome::Failed(e) if e.contains("inside an unfinished atomic batch")),
+                    "{got:?}"
+                ),
+                "batch_flags_on_padding" => assert_eq!(got, opened(1, true, 0)),
+                "batch_end_without_batch" => assert_eq!(got, opened(1, true, 0)),
+                "batch_open_then_vouched" => assert!(
+                    matches!(&got, Outcome::Failed(e) if e.contains("vouches that LSN 2")),
+                    "{got:?}"
+                ),
                 other => panic!("no expectation for seed {other}"),
             }
         }

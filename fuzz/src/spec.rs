@@ -77,7 +77,7 @@ pub fn frame_crc(salt: u64, frame: &[u8], plen: usize) -> u32 {
     crc32fast::hash(&covered)
 }
 
-/// §4: padding that closes a batch ending at `end` (a multiple of 8).
+/// §4: padding that closes a write ending at `end` (a multiple of 8).
 pub fn padding_len(end: u64) -> usize {
     let gap = ((BLOCK as u64 - end % BLOCK as u64) % BLOCK as u64) as usize;
     match gap {
@@ -87,11 +87,42 @@ pub fn padding_len(end: u64) -> usize {
     }
 }
 
+/// §3: the flags byte of a record that belongs to an atomic batch.
+pub const FLAG_BATCH: u8 = 0x01;
+/// §3: the flags byte bit of the last record of an atomic batch (only
+/// with [`FLAG_BATCH`]).
+pub const FLAG_BATCH_END: u8 = 0x02;
+/// §3: the flags byte of a batch's last record.
+pub const FLAGS_LAST: u8 = FLAG_BATCH | FLAG_BATCH_END;
+
+/// §3.2: kinds that are records (consume one LSN, may belong to a batch).
+pub fn is_record(k: u8) -> bool {
+    matches!(
+        k,
+        kind::DATA | kind::TX_BEGIN | kind::TX_COMMIT | kind::TX_ABORT | kind::CHECKPOINT
+    )
+}
+
 /// One frame as §3 lays it out, CRC included, alignment bytes zero. The
 /// generators write frames with this (never with the engine's encoder,
 /// which the `frame_decoder` target checks).
 pub fn encode_frame(salt: u64, lsn: u64, stream: u16, kind: u8, payload: &[u8]) -> Vec<u8> {
+    encode_flagged(salt, lsn, stream, kind, 0, payload)
+}
+
+/// [`encode_frame`] with any flags byte (§3): `FLAG_BATCH` or
+/// `FLAGS_LAST` for a batch's records, anything at all for frames the
+/// decoder must refuse.
+pub fn encode_flagged(
+    salt: u64,
+    lsn: u64,
+    stream: u16,
+    kind: u8,
+    flags: u8,
+    payload: &[u8],
+) -> Vec<u8> {
     let mut f = vec![0u8; frame_len(payload.len())];
+    f[19] = flags;
     f[4..8].copy_from_slice(&(payload.len() as u32).to_le_bytes());
     f[8..16].copy_from_slice(&lsn.to_le_bytes());
     f[16..18].copy_from_slice(&stream.to_le_bytes());
@@ -135,7 +166,20 @@ pub enum Frame {
     PastEnd,
     Kind(u8),
     Reserved,
+    /// Step 7: a flags byte §3 does not allow for the frame's kind.
+    Flags(u8),
     Checksum,
+}
+
+/// §3 / §3.3 step 7: whether `flags` is allowed on a frame of kind `k`:
+/// 0 on every frame; `FLAG_BATCH` or `FLAG_BATCH | FLAG_BATCH_END` on a
+/// record.
+pub fn flags_allowed(k: u8, flags: u8) -> bool {
+    match flags {
+        0 => true,
+        FLAG_BATCH | FLAGS_LAST => is_record(k),
+        _ => false,
+    }
 }
 
 /// §3.3, step by step, in the document's order.
@@ -171,6 +215,11 @@ pub fn decode_frame(buf: &[u8], salt: u64, configured_limit: usize) -> Frame {
         return Frame::Reserved;
     }
     // Step 7.
+    let flags = h[19];
+    if !flags_allowed(kind, flags) {
+        return Frame::Flags(flags);
+    }
+    // Step 8.
     if u32_at(h, 0) != frame_crc(salt, buf, plen) {
         return Frame::Checksum;
     }
@@ -178,7 +227,7 @@ pub fn decode_frame(buf: &[u8], salt: u64, configured_limit: usize) -> Frame {
         lsn: u64_at(h, 8),
         stream: u16::from_le_bytes([h[16], h[17]]),
         kind,
-        flags: h[19],
+        flags,
         plen,
         total: frame_len(plen),
     }
@@ -531,36 +580,64 @@ pub enum End {
     Zero,
     Invalid,
     LsnBreak,
+    /// §6.1: a valid frame carrying the LSN due that a writer never puts
+    /// inside an unfinished batch (a record standing alone, or a skip).
+    BatchBreak,
+}
+
+/// §6.1: the atomic batch the valid frames end in, its last record
+/// missing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpenBatch {
+    /// Offset of its first record's frame: where the data ends.
+    pub at: usize,
+    /// Its first LSN: the LSN due at the end of the data.
+    pub first: u64,
 }
 
 /// One step of a scan that the model can take, or a place the document
 /// leaves open.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Walk {
-    /// `P`: where the scan ended.
+    /// `P`: where the scan ended (inside an unfinished batch: where its
+    /// valid frames end, not where the batch starts).
     pub at: usize,
     pub end: End,
-    /// `E`: the LSN due at `P`.
+    /// The LSN the next frame at `P` would have carried.
     pub expect: u64,
-    /// Records, in order: (offset, lsn, stream, kind, payload).
+    /// Records of the data, in order: (offset, lsn, stream, kind,
+    /// payload). An unfinished batch's records are not among them.
     pub records: Vec<(usize, u64, u16, u8, Vec<u8>)>,
     /// Skips: (first, count).
     pub skips: Vec<(u64, u64)>,
+    /// §6.1: set when the valid frames end inside an atomic batch.
+    pub batch: Option<OpenBatch>,
     /// Set when the scan met something the document does not decide.
     pub unspecified: Option<&'static str>,
 }
 
-/// §6 first paragraph, §3.3, §5: scan the frame area `[start, end)` of a
-/// segment from its first frame.
+impl Walk {
+    /// `E`, the LSN due at the end of the data: what a vouch must cover
+    /// to make the end damage (§6, §6.1).
+    pub fn due(&self) -> u64 {
+        self.batch.map_or(self.expect, |b| b.first)
+    }
+
+    /// Where the data ends: `P`, or the start of the unfinished batch.
+    pub fn data_end(&self) -> usize {
+        self.batch.map_or(self.at, |b| b.at)
+    }
+}
+
+/// §6 first paragraph, §3.3, §5, §6.1: scan the frame area `[start, end)`
+/// of a segment from its first frame.
 ///
-/// Two places the document leaves open are decided here, each named in
-/// `unspecified` rather than guessed:
+/// Places the document leaves open are named in `unspecified` rather
+/// than guessed:
 ///
 /// * a skip frame whose LSN is not `E` and whose count is invalid: an
 ///   LSN break (§6) or an invalid frame (§3.2)? The two rows differ for
 ///   the newest segment (corrupt vs torn);
-/// * a skip whose last LSN is exactly `MAX_LSN`: "runs past `MAX_LSN`"
-///   could mean the last skipped LSN or the next LSN after the skip;
 /// * a record whose LSN exceeds `MAX_LSN`: the document says no log uses
 ///   one, not what a reader makes of it.
 ///
@@ -568,6 +645,13 @@ pub struct Walk {
 /// calls any buffer shorter than a frame header `Truncated`, but §6's
 /// row "Zero, too few bytes left for a padding frame" can only ever apply
 /// if such zeros end the scan as `Zero`.
+///
+/// Batches (§4.1, §6.1): a record flagged `FLAG_BATCH` opens a batch (or
+/// continues the open one); one flagged `FLAG_BATCH | FLAG_BATCH_END`
+/// closes it (or is a batch of one). The records of a batch join the data
+/// only when its last record is found. Padding and vouches may sit
+/// between its records; a record standing alone or a skip carrying the
+/// LSN due inside it ends the scan as a batch break.
 pub fn walk(file: &[u8], h: &HeaderValue, end: usize) -> Walk {
     let mut w = Walk {
         at: h.frames_start(),
@@ -575,41 +659,43 @@ pub fn walk(file: &[u8], h: &HeaderValue, end: usize) -> Walk {
         expect: h.base_lsn,
         records: Vec::new(),
         skips: Vec::new(),
+        batch: None,
         unspecified: None,
+    };
+    // The open batch's records, held back until its last one is found.
+    let mut pending: Vec<(usize, u64, u16, u8, Vec<u8>)> = Vec::new();
+    let mut open: Option<OpenBatch> = None;
+    let stop = |mut w: Walk, e: End, open: Option<OpenBatch>| {
+        w.end = e;
+        w.batch = open;
+        w
     };
     loop {
         let at = w.at;
         if at >= end {
-            w.end = End::Full;
-            return w;
+            return stop(w, End::Full, open);
         }
         let buf = &file[at..end];
         if buf.len() < FRAME_HEADER && buf.iter().all(|&b| b == 0) {
-            w.end = End::Zero;
-            return w;
+            return stop(w, End::Zero, open);
         }
-        let (lsn, stream, k, plen, total) = match decode_frame(buf, h.salt, MAX_PAYLOAD) {
+        let (lsn, stream, k, flags, plen, total) = match decode_frame(buf, h.salt, MAX_PAYLOAD) {
             Frame::Valid {
                 lsn,
                 stream,
                 kind,
+                flags,
                 plen,
                 total,
-                ..
-            } => (lsn, stream, kind, plen, total),
-            Frame::Zero => {
-                w.end = End::Zero;
-                return w;
-            }
-            _ => {
-                w.end = End::Invalid;
-                return w;
-            }
+            } => (lsn, stream, kind, flags, plen, total),
+            Frame::Zero => return stop(w, End::Zero, open),
+            _ => return stop(w, End::Invalid, open),
         };
         let payload = &buf[FRAME_HEADER..FRAME_HEADER + plen];
         // §5: padding and vouch frames consume no LSN; the document
         // gives them LSN 0 but no reader rule for another value, and
-        // "an LSN break" is meant for frames that carry one.
+        // "an LSN break" is meant for frames that carry one. They may sit
+        // between a batch's records (§4.1).
         if k == kind::PADDING || k == kind::VOUCH {
             w.at += total;
             continue;
@@ -630,12 +716,13 @@ pub fn walk(file: &[u8], h: &HeaderValue, end: usize) -> Walk {
                 if lsn != w.expect {
                     w.unspecified = Some("an invalid skip carrying the wrong LSN");
                 }
-                w.end = End::Invalid;
-                return w;
+                return stop(w, End::Invalid, open);
             }
             if lsn != w.expect {
-                w.end = End::LsnBreak;
-                return w;
+                return stop(w, End::LsnBreak, open);
+            }
+            if open.is_some() {
+                return stop(w, End::BatchBreak, open);
             }
             let n = count.expect("checked above");
             w.skips.push((lsn, n));
@@ -644,29 +731,44 @@ pub fn walk(file: &[u8], h: &HeaderValue, end: usize) -> Walk {
             continue;
         }
         if lsn != w.expect {
-            w.end = End::LsnBreak;
-            return w;
+            return stop(w, End::LsnBreak, open);
         }
         if lsn > MAX_LSN {
             w.unspecified = Some("a record LSN above MAX_LSN");
         }
-        w.records.push((at, lsn, stream, k, payload.to_vec()));
+        let rec = (at, lsn, stream, k, payload.to_vec());
+        match flags {
+            0 if open.is_some() => return stop(w, End::BatchBreak, open),
+            0 => w.records.push(rec),
+            FLAG_BATCH => {
+                open.get_or_insert(OpenBatch { at, first: lsn });
+                pending.push(rec);
+            }
+            // Step 7 of §3.3 let nothing else through.
+            _ => {
+                pending.push(rec);
+                w.records.append(&mut pending);
+                open = None;
+            }
+        }
         w.expect = lsn.wrapping_add(1);
         w.at += total;
     }
 }
 
-/// §6's decision table: what an end means.
+/// §6's decision table (and §6.1's for an unfinished batch): what an
+/// end means.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
     Full,
     Clean,
-    /// Cut at `P`.
+    /// Cut at the end of the data: `P`, or the start of the unfinished
+    /// batch the frames end in.
     Torn,
     Corrupt(Why),
 }
 
-/// Which row of §6's table made an end corrupt.
+/// Which row of §6's (or §6.1's) table made an end corrupt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Why {
     /// A valid frame at a block boundary past the window.
@@ -674,13 +776,43 @@ pub enum Why {
     /// A valid vouch (at a block boundary after `P`) for `E` or later.
     Vouched(usize),
     LsnBreak,
-    /// An invalid frame in an older segment.
+    /// §6.1: a record standing alone or a skip inside an unfinished batch.
+    BatchBreak,
+    /// An invalid frame in an older segment, or a zero frame there that
+    /// is not a writer's seal (mid-block, or with bytes in its block).
     Sealed,
+    /// §6.1: an unfinished batch in an older segment, or in frames that
+    /// fill the segment.
+    OpenBatch,
 }
 
-/// §6: judge the end of `w`. `window` is the larger of the header's and
-/// the reader's torn window; it applies to the newest segment only.
+/// §6 and §6.1: judge the end of `w`. `window` is the larger of the
+/// header's and the reader's torn window; it applies to the newest
+/// segment only.
 pub fn judge_end(
+    file: &[u8],
+    h: &HeaderValue,
+    end: usize,
+    w: &Walk,
+    newest: bool,
+    window: u64,
+) -> Verdict {
+    let frames = judge_frames(file, h, end, w, newest, window);
+    if w.batch.is_none() {
+        return frames;
+    }
+    // §6.1: the frames end inside an atomic batch.
+    match frames {
+        Verdict::Corrupt(why) => Verdict::Corrupt(why),
+        Verdict::Torn => Verdict::Torn,
+        Verdict::Clean if newest => Verdict::Torn,
+        Verdict::Clean | Verdict::Full => Verdict::Corrupt(Why::OpenBatch),
+    }
+}
+
+/// §6's table for where the valid frames end, `E` being the LSN due at
+/// the end of the data ([`Walk::due`]).
+fn judge_frames(
     file: &[u8],
     h: &HeaderValue,
     end: usize,
@@ -692,6 +824,7 @@ pub fn judge_end(
         return Verdict::Full;
     }
     let p = w.at;
+    let due = w.due();
     let block = BLOCK as u128;
     // "[P, P + torn_window) rounded up to a block", empty for an older
     // segment. u128: a recorded window may be any u64.
@@ -712,7 +845,7 @@ pub fn judge_end(
             }
             let payload = &file[b + FRAME_HEADER..b + FRAME_HEADER + plen];
             if let Some(durable) = frame_word(k, payload).filter(|_| k == kind::VOUCH) {
-                if durable >= w.expect {
+                if durable >= due {
                     return Verdict::Corrupt(Why::Vouched(b));
                 }
             }
@@ -722,16 +855,24 @@ pub fn judge_end(
     match w.end {
         End::Full => unreachable!(),
         End::LsnBreak => Verdict::Corrupt(Why::LsnBreak),
+        End::BatchBreak => Verdict::Corrupt(Why::BatchBreak),
         End::Invalid if newest => Verdict::Torn,
         End::Invalid => Verdict::Corrupt(Why::Sealed),
         End::Zero => {
             let zeros_to_end = file[p..end].iter().all(|&x| x == 0);
             // "too few bytes left for a padding frame": the padding §4
-            // would close a batch ending at P with does not fit.
+            // would close a write ending at P with does not fit.
             if p + padding_len(p as u64) > end && zeros_to_end {
                 return Verdict::Full;
             }
             if !newest {
+                // "Zero mid-block" and "Zero on a block boundary, non-zero
+                // bytes in the rest of its block": corrupt in an older
+                // segment.
+                let block_end = (p + BLOCK).min(end);
+                if !p.is_multiple_of(BLOCK) || file[p..block_end].iter().any(|&x| x != 0) {
+                    return Verdict::Corrupt(Why::Sealed);
+                }
                 return Verdict::Clean;
             }
             if !p.is_multiple_of(BLOCK) {
@@ -807,7 +948,8 @@ pub struct Opened {
     pub skips: Vec<(u64, u64)>,
     /// The last LSN on disk (a skip's last included); 0 if none.
     pub last_lsn: u64,
-    /// The newest segment's torn tail: (file, P).
+    /// The newest segment's torn tail: (file, where the data ends: `P`,
+    /// or the start of the unfinished batch the frames end in).
     pub torn: Option<(String, usize)>,
     /// Segments read through their header's copy.
     pub from_copy: Vec<String>,
@@ -900,14 +1042,14 @@ pub fn judge(files: &BTreeMap<String, Vec<u8>>, node: u32, window: u64) -> Judgm
         let tw = window.max(h.torn_window);
         match judge_end(b, &h, end, &w, newest, tw) {
             Verdict::Full | Verdict::Clean => {}
-            Verdict::Torn => out.torn = Some((name.clone(), w.at)),
+            Verdict::Torn => out.torn = Some((name.clone(), w.data_end())),
             Verdict::Corrupt(_) => return corrupt(),
         }
         for (_, lsn, stream, k, payload) in &w.records {
             out.records.push((*lsn, *stream, *k, payload.clone()));
         }
         out.skips.extend_from_slice(&w.skips);
-        prev_last = Some(w.expect.wrapping_sub(1));
+        prev_last = Some(w.due().wrapping_sub(1));
     }
     out.last_lsn = prev_last.unwrap_or(0);
     // A discarded never-written file: the document does not say whether
