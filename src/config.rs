@@ -7,6 +7,7 @@ use ringwal_platform::{RealFs, Vfs};
 
 use crate::error::{Error, Result};
 use crate::format;
+use crate::packing::Cursor;
 
 /// Which I/O queue the ring thread drives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -176,8 +177,14 @@ impl Config {
                 format::MAX_PAYLOAD
             ));
         }
-        let room = self.segment_bytes - format::BLOCK as u64;
-        if (format::frame_len(self.max_record_bytes) + 2 * format::BLOCK) as u64 > room {
+        // The largest record must fit a fresh segment behind its header
+        // and a write's vouch, with room for the padding that closes it.
+        let fresh = Cursor::at(format::HEADER_BYTES as u64);
+        let alone = fresh.place(
+            format::frame_len(self.max_record_bytes),
+            self.buffer_bytes(),
+        );
+        if !Cursor::fits(alone.0, self.segment_bytes) {
             return bad(format!(
                 "max record size {} does not fit in a segment of {} bytes",
                 self.max_record_bytes, self.segment_bytes

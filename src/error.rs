@@ -67,14 +67,21 @@ pub enum Error {
         /// The failure that poisoned the log.
         cause: String,
     },
-    /// A record larger than the configured maximum.
-    #[error("record of {len} bytes exceeds the maximum of {max} bytes")]
+    /// A record larger than the configured maximum, or an atomic batch
+    /// whose frames do not fit one segment. Nothing was appended.
+    #[error("{len} bytes exceed the limit of {max} bytes (one record's payload, or an atomic batch in one segment)")]
     TooLarge {
-        /// The record's length.
+        /// The record's payload length, or the bytes the batch's frames
+        /// take in a segment.
         len: usize,
-        /// The configured maximum (`Config::max_record_bytes`).
+        /// The configured maximum (`Config::max_record_bytes`), or the
+        /// room for frames in a segment.
         max: usize,
     },
+    /// An atomic batch (or a transaction's commit) with no records: there
+    /// is no LSN to give it. Nothing was appended.
+    #[error("an atomic batch needs at least one record")]
+    EmptyBatch,
     /// The filesystem is full. Acknowledged records are safe; free space
     /// (for example with `checkpoint`) and reopen.
     #[error("{}: no space left on device", path.display())]

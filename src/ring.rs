@@ -257,7 +257,9 @@ impl Ring {
             return false;
         }
         let r = self.sh.lock();
-        if r.has_batch(true) {
+        // A batch waiting for buffers needs the ring to write the ones
+        // it filled, even once the log is closing.
+        if r.has_batch(true) || r.batch_open {
             return false;
         }
         drop(r);
@@ -449,7 +451,7 @@ impl Ring {
         };
         self.push(
             OpKind::Write {
-                last_lsn: batch.last_lsn,
+                last_lsn: batch.ack_lsn,
                 durable,
             },
             op,

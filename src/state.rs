@@ -14,9 +14,10 @@ use ringwal_platform::{AlignedBuf, Notifier};
 use crate::acks::Acks;
 use crate::config::{Config, Level, SyncMethod};
 use crate::error::{Error, Lsn, Poison, Result};
-use crate::format::{self, Kind, SegmentHeader};
+use crate::format::{self, Batching, Kind, SegmentHeader};
 use crate::lifecycle::{self, RecyclePool};
 use crate::manifest;
+use crate::packing::{Cursor, Placed};
 use crate::segments::{LogDir, SegmentFile};
 
 // Batches are padded to the format's blocks and written with O_DIRECT
@@ -39,6 +40,11 @@ pub(crate) struct Batch {
     pub offset: u64,
     /// LSN of the last record in the batch (0: padding only).
     pub last_lsn: Lsn,
+    /// The highest LSN this write completes: its last record that is not
+    /// followed, in a later write, by more of its atomic batch (0: none).
+    /// The ledger's watermarks advance to this, so they never stop inside
+    /// a batch.
+    pub ack_lsn: Lsn,
 }
 
 /// State guarded by the reservation lock.
@@ -57,9 +63,24 @@ pub(crate) struct Reservation {
     pub free: Vec<AlignedBuf>,
     pub waiting_for_space: usize,
     pub closed: bool,
+    /// An atomic batch is being copied in and waits, with the lock
+    /// released, for a free buffer: no other record may be sequenced
+    /// until it is complete, or its LSNs would not be consecutive.
+    pub batch_open: bool,
 }
 
 impl Reservation {
+    /// Where the next frame would go.
+    pub fn cursor(&self) -> Cursor {
+        match &self.active {
+            Some(b) => Cursor {
+                end: b.offset + b.len as u64,
+                fill: Some(b.len),
+            },
+            None => Cursor::at(self.batch_start),
+        }
+    }
+
     /// Close the active batch with padding to a block boundary and queue it
     /// for the ring. An empty batch returns its buffer to the pool.
     pub fn close_active(&mut self) {
@@ -83,6 +104,9 @@ impl Reservation {
     /// The next batch for the ring: a closed one, else the active one if it
     /// holds anything (group commit takes whatever has accumulated).
     pub fn take_batch(&mut self, take_partial: bool) -> Option<Batch> {
+        // A batch waiting for buffers has closed its last one; the ring
+        // never sees it open (it holds the lock while it copies).
+        debug_assert!(!self.batch_open || self.active.is_none());
         if take_partial
             && self.ready.is_empty()
             && self.active.as_ref().is_some_and(|b| b.last_lsn > 0)
@@ -192,6 +216,7 @@ impl Shared {
                 free,
                 waiting_for_space: 0,
                 closed: false,
+                batch_open: false,
             }),
             space: Condvar::new(),
             acks: Acks::new(next_lsn - 1),
@@ -269,15 +294,46 @@ impl Shared {
         payload: &[u8],
         then: impl FnOnce(Lsn),
     ) -> Result<Lsn> {
+        self.reserve_all(&[(stream, payload)], kind, then)
+    }
+
+    /// Sequence `records` (all of kind `kind`) under one reservation: they
+    /// get consecutive LSNs, land in one segment (a roll comes first if
+    /// they do not fit the current one) and, when there are several, form
+    /// one atomic batch that the ledger acknowledges only as a whole.
+    /// Runs `then(first)` under the lock once every frame is copied, and
+    /// returns the first LSN.
+    ///
+    /// Cost: one pass over the lengths to plan, one copy per record, all
+    /// under the lock; a batch larger than the free staging buffers waits
+    /// (lock released, everyone else held back) for the ring to free more.
+    pub fn reserve_all(
+        &self,
+        records: &[(u16, &[u8])],
+        kind: Kind,
+        then: impl FnOnce(Lsn),
+    ) -> Result<Lsn> {
         let cfg = &self.cfg;
-        if payload.len() > cfg.max_record_bytes {
+        if records.is_empty() {
+            return Err(Error::EmptyBatch);
+        }
+        if let Some((_, p)) = records.iter().find(|(_, p)| p.len() > cfg.max_record_bytes) {
             return Err(Error::TooLarge {
-                len: payload.len(),
+                len: p.len(),
                 max: cfg.max_record_bytes,
             });
         }
-        let flen = format::frame_len(payload.len());
-        let max_pad = format::BLOCK + format::FRAME_HEADER;
+        let n = records.len() as u64;
+        let cap = cfg.buffer_bytes();
+        let flens = || records.iter().map(|(_, p)| format::frame_len(p.len()));
+        let fresh = Cursor::at(format::HEADER_BYTES as u64);
+        let in_fresh = fresh.place_all(flens(), cap);
+        if !Cursor::fits(in_fresh, cfg.segment_bytes) {
+            return Err(Error::TooLarge {
+                len: (in_fresh.closed_end() - fresh.end) as usize,
+                max: (cfg.segment_bytes - fresh.end) as usize,
+            });
+        }
         let mut r = self.lock();
         loop {
             if let Some(p) = self.acks.poison_cause() {
@@ -286,16 +342,20 @@ impl Shared {
             if r.closed {
                 return Err(Error::Closed);
             }
-            if r.next_lsn > format::MAX_LSN {
+            if r.next_lsn > format::MAX_LSN - (n - 1) {
                 return Err(Error::LsnExhausted { next: r.next_lsn });
             }
-            let end = r
-                .active
-                .as_ref()
-                .map_or(r.batch_start, |b| b.offset + b.len as u64);
-            let after = end + flen as u64;
-            if after + format::padding_len(after) as u64 > r.seg_bytes {
-                // Roll: the record opens the next segment, named by its LSN.
+            if r.batch_open {
+                r = self.wait_for_space(r);
+                continue;
+            }
+            if !Cursor::fits(r.cursor().place_all(flens(), cap), r.seg_bytes) {
+                // Roll: the records open the next segment, named by the
+                // first one's LSN. They fit a fresh segment (checked above).
+                assert!(
+                    r.cursor() != fresh || r.seg_bytes < cfg.segment_bytes,
+                    "records that fit a fresh segment never roll one away"
+                );
                 r.close_active();
                 r.seg_base = r.next_lsn;
                 r.seg_id += 1;
@@ -304,22 +364,50 @@ impl Shared {
                 r.seg_bytes = cfg.segment_bytes;
                 continue;
             }
-            if r.active
-                .as_ref()
-                .is_some_and(|b| b.len + flen + max_pad > b.buf.capacity())
-            {
+            // The first frame's buffer is secured before any LSN is given:
+            // a lone record then never waits holding an LSN (others would
+            // overtake it), and a batch waits mid-way only while
+            // `batch_open` holds everyone else back.
+            let first_flen = format::frame_len(records[0].1.len());
+            let opens =
+                r.active.is_none() || r.cursor().place(first_flen, cap).1 == Placed::AfterClose;
+            if opens && r.free.is_empty() {
+                // Hand the full buffer to the ring: writing it frees one.
                 r.close_active();
-                self.kick();
-                // Closing padded the batch to a block boundary, which moves
-                // where this record would start: check the segment again.
+                r = self.wait_for_space(r);
                 continue;
             }
-            if r.active.is_none() {
+            break;
+        }
+        let first = r.next_lsn;
+        r.next_lsn += n;
+        self.next_lsn.store(r.next_lsn, Ordering::Release);
+        let atomic = n > 1;
+        r.batch_open = atomic;
+        for (i, &(stream, payload)) in records.iter().enumerate() {
+            let lsn = first + i as u64;
+            let batching = match (atomic, lsn == first + n - 1) {
+                (false, _) => Batching::Alone,
+                (true, false) => Batching::Member,
+                (true, true) => Batching::Last,
+            };
+            let (next, how) = r.cursor().place(format::frame_len(payload.len()), cap);
+            if how == Placed::AfterClose {
+                r.close_active();
+                self.kick();
+            }
+            while r.active.is_none() {
                 let Some(buf) = r.free.pop() else {
-                    r.waiting_for_space += 1;
-                    self.kick();
-                    r = self.space.wait(r).unwrap_or_else(|p| p.into_inner());
-                    r.waiting_for_space -= 1;
+                    assert!(atomic, "a lone record's buffer was secured above");
+                    r = self.wait_for_space(r);
+                    if let Some(p) = self.acks.poison_cause() {
+                        // The records copied so far are an unfinished batch
+                        // no write will complete: nothing was acknowledged.
+                        r.batch_open = false;
+                        drop(r);
+                        self.space.notify_all();
+                        return Err(p.error());
+                    }
                     continue;
                 };
                 let (offset, seg_base, seg_id, salt) =
@@ -332,27 +420,50 @@ impl Shared {
                     salt,
                     offset,
                     last_lsn: 0,
+                    ack_lsn: 0,
                 });
             }
-            break;
+            let b = r.active.as_mut().expect("active batch ensured above");
+            let salt = b.salt;
+            b.len += format::encode_record(
+                &mut b.buf.as_mut_slice()[b.len..],
+                salt,
+                lsn,
+                stream,
+                kind,
+                batching,
+                payload,
+            );
+            assert_eq!(
+                b.offset + b.len as u64,
+                next.end,
+                "frames land where the plan put them"
+            );
+            b.last_lsn = lsn;
+            if batching != Batching::Member {
+                b.ack_lsn = lsn;
+            }
         }
-        let lsn = r.next_lsn;
-        r.next_lsn += 1;
-        self.next_lsn.store(r.next_lsn, Ordering::Release);
-        let b = r.active.as_mut().expect("active batch ensured above");
-        let salt = b.salt;
-        let n = format::encode_frame(
-            &mut b.buf.as_mut_slice()[b.len..],
-            salt,
-            lsn,
-            stream,
-            kind,
-            payload,
-        );
-        b.len += n;
-        b.last_lsn = lsn;
-        then(lsn);
-        Ok(lsn)
+        then(first);
+        if atomic {
+            r.batch_open = false;
+            drop(r);
+            self.space.notify_all();
+        }
+        Ok(first)
+    }
+
+    /// Park on `space` until a buffer is freed, a batch completes, or the
+    /// log is poisoned or closed; the ring is kicked so it frees buffers.
+    fn wait_for_space<'a>(
+        &'a self,
+        mut r: MutexGuard<'a, Reservation>,
+    ) -> MutexGuard<'a, Reservation> {
+        r.waiting_for_space += 1;
+        self.kick();
+        let mut r = self.space.wait(r).unwrap_or_else(|p| p.into_inner());
+        r.waiting_for_space -= 1;
+        r
     }
 }
 
