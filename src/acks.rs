@@ -13,7 +13,7 @@
 //! So the lists hold at most one entry per live waiter, never one per poll.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::task::Waker;
 use std::thread::Thread;
@@ -117,6 +117,9 @@ pub(crate) struct Acks {
     /// appends by it, waiters fail with it. The first cause wins. Reading
     /// it is one atomic load.
     poison: OnceLock<Poison>,
+    /// Set once the ring thread has published its last advance: a wait
+    /// not decided by then never will be (its LSN was never handed out).
+    closed: AtomicBool,
     lists: Mutex<Lists>,
 }
 
@@ -126,6 +129,7 @@ impl Acks {
             written: AtomicU64::new(start),
             durable: AtomicU64::new(start),
             poison: OnceLock::new(),
+            closed: AtomicBool::new(false),
             lists: Mutex::new(Lists::default()),
         }
     }
@@ -164,12 +168,19 @@ impl Acks {
         }
     }
 
-    /// The result of waiting for `lsn` at `level`, if already decided.
+    /// The result of waiting for `lsn` at `level`, if already decided:
+    /// reached, else the poison, else `Closed` once the ring is gone.
     pub fn check(&self, lsn: Lsn, level: Level) -> Option<Result<(), Error>> {
         if self.reached(lsn, level) {
             return Some(Ok(()));
         }
-        self.poison_cause().map(|p| Err(p.error()))
+        if let Some(p) = self.poison_cause() {
+            return Some(Err(p.error()));
+        }
+        if self.closed.load(Ordering::SeqCst) {
+            return Some(Err(Error::Closed));
+        }
+        None
     }
 
     /// The result of `waiter`'s wait if it is decided (its entry, if any,
@@ -263,6 +274,25 @@ impl Acks {
     }
 }
 
+impl Acks {
+    /// The ring thread is done: every advance it will ever make is
+    /// published. Waits still undecided (for LSNs never handed out, since
+    /// a close drains every record) fail with `Closed`, now and later.
+    /// Same protocol as `poison`: the flag first, then the lists drained
+    /// under the lock, so no registration slips between.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        let mut l = self.lists();
+        let all: Vec<Wake> = std::mem::take(&mut l.written)
+            .into_values()
+            .chain(std::mem::take(&mut l.durable).into_values())
+            .collect();
+        drop(l);
+        // The ring thread is exiting; a waker's panic changes nothing.
+        let _ = wake_all(all);
+    }
+}
+
 /// Wake every one of `wakes`, even if a waker panics (a task polled
 /// inline by a waker may panic on the ring thread): the others were
 /// already taken off the lists and would never be woken again. Returns
@@ -344,5 +374,28 @@ mod tests {
         ));
         acks.forget(&mut w);
         assert_eq!(acks.waiters(), 0);
+    }
+
+    #[test]
+    fn close_fails_undecided_waits_and_keeps_what_was_reached() {
+        let acks = Acks::new(0);
+        let me = std::thread::current();
+        acks.advance(3, 2);
+        let mut w = Waiter::new(10, Level::Written);
+        assert!(acks.poll(&mut w, WakeBy::Thread(&me)).is_none());
+        acks.close();
+        assert_eq!(acks.waiters(), 0);
+        assert!(matches!(
+            acks.poll(&mut w, WakeBy::Thread(&me)),
+            Some(Err(Error::Closed))
+        ));
+        assert!(matches!(acks.check(3, Level::Written), Some(Ok(()))));
+        assert!(matches!(
+            acks.check(3, Level::Durable),
+            Some(Err(Error::Closed))
+        ));
+        // The poison, when there is one, says more than `Closed`.
+        acks.poison(Poison::Failed("late".into()));
+        assert_eq!(cause(acks.check(10, Level::Written)), "late");
     }
 }

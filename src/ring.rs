@@ -142,6 +142,11 @@ pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
                 ring.fail(Poison::Failed(format!("the ring thread panicked: {why}")));
                 ring.preparer.stop();
             }
+            // Every advance this ring will make is published (`publish`
+            // does nothing after a failure); a wait still open now is for
+            // an LSN never handed out, and is answered `Closed`.
+            ring.publish();
+            ring.sh.acks.close();
         })
         .map_err(|e| Error::io(&dir_path, e))?;
     match ready_rx.recv() {

@@ -80,8 +80,11 @@ impl Ticket {
     }
 }
 
-/// Future returned by [`Ticket::reached`]: resolves when the log's
-/// watermark for its level covers its LSN, or fails with the poison.
+/// Future returned by [`Ticket::reached`] (and, unnamed, by
+/// [`Wal::wait_for`](crate::Wal::wait_for)): resolves when the log's
+/// watermark for its level covers its LSN, or fails with the poison, or
+/// with `Closed` if the log closed first (only possible for an LSN never
+/// handed out: a close writes every record first).
 ///
 /// Guarantees: it holds at most one waker in the log however often it is
 /// polled. A poll with a waker that [`will_wake`](std::task::Waker::will_wake)

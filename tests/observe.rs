@@ -3,10 +3,13 @@
 
 mod common;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
 
 use common::*;
-use ringwal::{Backend, DurabilityObserver, Level, Lsn, Wal};
+use ringwal::{Backend, Config, DurabilityObserver, Error, Level, Lsn, Wal};
 
 // ---------------------------------------------------------------------------
 // 1. The durability observer.
@@ -97,4 +100,154 @@ fn observer_case(backend: Backend, mode: Level) {
         // Durable mode: each write is durable when it completes.
         assert!(seen.iter().all(|&(w, d)| w == d), "{what}: {seen:?}");
     }
+}
+
+// ---------------------------------------------------------------------------
+// 2. Waiting for an LSN: `Wal::wait_for`.
+
+/// Poll `fut` once with a waker that does nothing.
+fn poll_once<F: Future + Unpin>(fut: &mut F) -> Poll<F::Output> {
+    Pin::new(fut).poll(&mut Context::from_waker(Waker::noop()))
+}
+
+#[test]
+fn wait_for_resolves_for_lsns_handed_out_later() {
+    for_each_backend(|backend| {
+        for mode in [Level::Durable, Level::Written] {
+            wait_for_case(backend, mode);
+        }
+    });
+}
+
+fn wait_for_case(backend: Backend, mode: Level) {
+    let what = format!("{backend:?} {mode:?}");
+    let root = tempfile::tempdir().unwrap();
+    let (wal, _) = Wal::open(root.path(), small(backend).default_level(mode).build()).unwrap();
+    // Already reached: at once, with no record at all.
+    assert!(matches!(
+        poll_once(&mut wal.wait_for(0, Level::Durable)),
+        Poll::Ready(Ok(()))
+    ));
+    let first = wal.next_lsn();
+    // Followers waiting for records not appended yet, at every level.
+    let mut waits: Vec<_> = [Level::Accepted, Level::Written, Level::Durable]
+        .into_iter()
+        .map(|level| (level, wal.wait_for(first + 49, level)))
+        .collect();
+    for (level, w) in &mut waits {
+        for _ in 0..10 {
+            assert!(
+                poll_once(w).is_pending(),
+                "{what}: {level:?} before any append"
+            );
+        }
+    }
+    let follower = std::thread::spawn({
+        let durable = wal.wait_for(first + 99, Level::Durable);
+        move || block_on(durable)
+    });
+    let mut last = None;
+    for i in 0..100u32 {
+        last = Some(wal.append(0, format!("rec-{i}").as_bytes()).unwrap());
+    }
+    for (level, w) in waits {
+        block_on(w).unwrap_or_else(|e| panic!("{what}: {level:?}: {e}"));
+        assert!(wal.written_lsn() >= first + 49, "{what}: {level:?}");
+    }
+    // Written mode: nobody calls `sync`; the follower's own wait asks for it.
+    follower.join().unwrap().unwrap();
+    assert!(wal.durable_lsn() >= first + 99, "{what}");
+    assert_eq!(last.unwrap().lsn(), first + 99);
+    // Accepted for an LSN handed out: at once.
+    assert!(matches!(
+        poll_once(&mut wal.wait_for(first + 99, Level::Accepted)),
+        Poll::Ready(Ok(()))
+    ));
+    wal.close().unwrap();
+}
+
+#[test]
+fn wait_for_an_lsn_never_reached_fails_closed_when_the_log_closes() {
+    for_each_backend(|backend| {
+        let root = tempfile::tempdir().unwrap();
+        let (wal, _) = Wal::open(root.path(), cfg(backend)).unwrap();
+        let t = wal.append(0, b"one").unwrap();
+        let mut beyond = wal.wait_for(t.lsn() + 1, Level::Written);
+        let mut reached = wal.wait_for(t.lsn(), Level::Durable);
+        assert!(poll_once(&mut beyond).is_pending());
+        let blocked = std::thread::spawn({
+            let w = wal.wait_for(t.lsn() + 10, Level::Durable);
+            move || block_on(w)
+        });
+        wal.close().unwrap();
+        assert!(
+            matches!(block_on(&mut beyond), Err(Error::Closed)),
+            "{backend:?}"
+        );
+        assert!(
+            matches!(blocked.join().unwrap(), Err(Error::Closed)),
+            "{backend:?}"
+        );
+        // The close wrote the record: its wait succeeds, even now.
+        assert!(
+            matches!(poll_once(&mut reached), Poll::Ready(Ok(()))),
+            "{backend:?}"
+        );
+    });
+}
+
+/// A small log on the simulated disk `disk`, whose faults say what fails.
+/// Writes 1-3 create the first segment and the spare; then there is one
+/// per record when records are waited on one at a time.
+fn failing_at(disk: &ringwal_platform::sim::SimFs) -> Config {
+    Config::builder()
+        .sim(disk)
+        .segment_bytes(SEGMENT_BYTES)
+        .max_record_bytes(MAX_RECORD)
+        .build()
+}
+
+/// Append and wait, one record at a time, until the log fails. Returns the
+/// error and the last LSN acknowledged durable.
+fn append_until_poisoned(wal: &Wal) -> (Error, Lsn) {
+    let mut acked = 0;
+    loop {
+        let t = wal.append(0, &[7; 100]).unwrap();
+        match t.wait(Level::Durable) {
+            Ok(()) => acked = t.lsn(),
+            Err(e) => return (e, acked),
+        }
+        assert!(acked < 50, "the injected failure never came");
+    }
+}
+
+#[test]
+fn wait_for_fails_with_the_poison() {
+    use ringwal_platform::sim::{Faults, SimFs};
+    let disk = SimFs::new(
+        7,
+        Faults {
+            fail_write_at: Some(8),
+            ..Faults::default()
+        },
+    );
+    let (wal, _) = Wal::open("/wal", failing_at(&disk)).unwrap();
+    let mut ahead = wal.wait_for(1_000, Level::Written);
+    assert!(poll_once(&mut ahead).is_pending());
+    let (err, acked) = append_until_poisoned(&wal);
+    assert!(matches!(err, Error::Poisoned { .. }), "{err}");
+    match poll_once(&mut ahead) {
+        Poll::Ready(Err(Error::Poisoned { cause })) => assert!(err.to_string().contains(&cause)),
+        other => panic!("expected the poison, got {other:?}"),
+    }
+    // Created after the failure: fails at once, unless already reached.
+    assert!(matches!(
+        poll_once(&mut wal.wait_for(acked + 1, Level::Durable)),
+        Poll::Ready(Err(Error::Poisoned { .. }))
+    ));
+    assert!(matches!(
+        poll_once(&mut wal.wait_for(acked, Level::Durable)),
+        Poll::Ready(Ok(()))
+    ));
+    drop(wal);
 }
