@@ -51,7 +51,7 @@ mod wal;
 
 pub use collector::{Collector, Replayed, Watermarks};
 pub use config::{Backend, Config, ConfigBuilder, DirectIo, Level, RecoveryMode, SyncMethod};
-pub use error::{Error, Lsn, Result};
+pub use error::{Error, Lsn, Poison, Result};
 pub use format::Kind;
 pub use observer::DurabilityObserver;
 pub use reader::{Reader, Record};

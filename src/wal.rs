@@ -261,6 +261,17 @@ impl Wal {
         TicketFuture::new(self.shared.clone(), lsn, level)
     }
 
+    /// Why the log is poisoned, or `None` while it is healthy: a health
+    /// or readiness probe's question. Once a write, sync or other
+    /// write-path operation fails, the log keeps the first cause for good;
+    /// every append, wait and sync fails with [`Poison::error`] from then
+    /// on, and only a reopen (which recovers) clears it. No lock, no
+    /// syscall, never blocks: one atomic load, plus one clone of the
+    /// cause's message or path when there is one.
+    pub fn poison_cause(&self) -> Option<Poison> {
+        self.shared.acks.poison_cause().cloned()
+    }
+
     fn check_poison(&self) -> Result<()> {
         match self.shared.acks.poison_cause() {
             Some(p) => Err(p.error()),

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
 use common::*;
-use ringwal::{Backend, Config, DurabilityObserver, Error, Level, Lsn, Wal};
+use ringwal::{Backend, Config, DurabilityObserver, Error, Level, Lsn, Poison, Wal};
 
 // ---------------------------------------------------------------------------
 // 1. The durability observer.
@@ -250,4 +250,84 @@ fn wait_for_fails_with_the_poison() {
         Poll::Ready(Ok(()))
     ));
     drop(wal);
+}
+
+// ---------------------------------------------------------------------------
+// 3. Health: `Wal::poison_cause`.
+
+#[test]
+fn a_healthy_log_has_no_poison_cause() {
+    for_each_backend(|backend| {
+        let root = tempfile::tempdir().unwrap();
+        let (wal, _) = Wal::open(root.path(), cfg(backend)).unwrap();
+        assert_eq!(wal.poison_cause(), None, "{backend:?}: fresh");
+        for i in 0..200u32 {
+            drop(wal.append(0, &i.to_le_bytes()).unwrap());
+        }
+        wal.sync().unwrap();
+        wal.checkpoint(100).unwrap();
+        assert_eq!(wal.poison_cause(), None, "{backend:?}: after work");
+        wal.close().unwrap();
+    });
+}
+
+#[test]
+fn a_failed_write_is_the_poison_cause() {
+    use ringwal_platform::sim::{Faults, SimFs};
+    let disk = SimFs::new(
+        11,
+        Faults {
+            fail_write_at: Some(9),
+            ..Faults::default()
+        },
+    );
+    let (wal, _) = Wal::open("/wal", failing_at(&disk)).unwrap();
+    assert_eq!(wal.poison_cause(), None);
+    let (err, _) = append_until_poisoned(&wal);
+    let cause = wal.poison_cause().expect("poisoned");
+    let Poison::Failed(msg) = &cause else {
+        panic!("expected a failed write, got {cause:?}");
+    };
+    // The cause is the error every caller gets, typed and cloneable.
+    assert!(msg.contains("write failed"), "{msg}");
+    assert!(
+        matches!(&err, Error::Poisoned { cause } if cause == msg),
+        "{err}"
+    );
+    assert_eq!(cause.to_string(), *msg);
+    assert!(matches!(cause.error(), Error::Poisoned { cause } if cause == *msg));
+    assert!(matches!(wal.append(0, b"x"), Err(Error::Poisoned { .. })));
+    // The first cause stays, whatever fails after it.
+    assert_eq!(wal.poison_cause(), Some(cause));
+}
+
+#[test]
+fn a_full_disk_is_the_poison_cause() {
+    use ringwal_platform::sim::{Faults, SimFs};
+    let disk = SimFs::new(
+        12,
+        Faults {
+            capacity: Some(600 << 10),
+            ..Faults::default()
+        },
+    );
+    let (wal, _) = Wal::open("/wal", failing_at(&disk)).unwrap();
+    let mut failed = None;
+    for i in 0..10_000u32 {
+        let r = wal
+            .append(0, &[b'x'; 1000])
+            .and_then(|t| t.wait(Level::Durable));
+        if let Err(e) = r {
+            failed = Some((i, e));
+            break;
+        }
+    }
+    let (_, err) = failed.expect("the disk never filled");
+    assert!(matches!(err, Error::NoSpace { .. }), "{err}");
+    match wal.poison_cause() {
+        Some(Poison::NoSpace(path)) => {
+            assert!(matches!(err, Error::NoSpace { path: p } if p == path))
+        }
+        other => panic!("expected a full disk, got {other:?}"),
+    }
 }
