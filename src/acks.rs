@@ -4,9 +4,16 @@
 //! them lock-free and park only when their LSN is not yet covered. A
 //! waiter is registered under its LSN, and an advance wakes exactly the
 //! waiters it covers (no thundering herd), in LSN order.
+//!
+//! Every wait, blocking or async, is a [`Waiter`]: it owns at most one
+//! entry in the lists however often it is polled. A poll with a wake that
+//! would wake the same thread or task leaves the entry alone (no clone);
+//! another wake replaces it. The entry goes when the wait is decided, or
+//! when its owner stops waiting (`forget`, which a future's `Drop` calls).
+//! So the lists hold at most one entry per live waiter, never one per poll.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::task::Waker;
 use std::thread::Thread;
@@ -14,7 +21,7 @@ use std::thread::Thread;
 use crate::config::Level;
 use crate::error::{Error, Lsn, Poison};
 
-/// How to wake one waiter.
+/// How to wake one waiter, as kept in the lists.
 pub(crate) enum Wake {
     Thread(Thread),
     Task(Waker),
@@ -27,6 +34,61 @@ impl Wake {
             Wake::Task(w) => w.wake(),
         }
     }
+
+    /// Whether waking `self` wakes what `by` would: the same thread, or a
+    /// waker that `Waker::will_wake` says is equivalent.
+    fn will_wake(&self, by: &WakeBy<'_>) -> bool {
+        match (self, by) {
+            (Wake::Thread(t), WakeBy::Thread(u)) => t.id() == u.id(),
+            (Wake::Task(w), WakeBy::Task(v)) => w.will_wake(v),
+            _ => false,
+        }
+    }
+}
+
+/// How to wake one waiter, as a poll offers it: borrowed, and cloned into
+/// the lists only when the waiter's entry does not already wake the same.
+pub(crate) enum WakeBy<'a> {
+    Thread(&'a Thread),
+    Task(&'a Waker),
+}
+
+impl WakeBy<'_> {
+    fn to_owned(&self) -> Wake {
+        match self {
+            WakeBy::Thread(t) => Wake::Thread((*t).clone()),
+            WakeBy::Task(w) => Wake::Task((*w).clone()),
+        }
+    }
+}
+
+/// One wait for `lsn` at `level`, and its one entry in the lists (if
+/// registered). Polled through [`Acks::poll`]; whoever owns it must call
+/// [`Acks::forget`] when it stops waiting before the wait is decided.
+#[derive(Debug)]
+pub(crate) struct Waiter {
+    lsn: Lsn,
+    level: Level,
+    /// The registration number of its entry, keyed `(lsn, seq)`.
+    seq: Option<u64>,
+}
+
+impl Waiter {
+    pub fn new(lsn: Lsn, level: Level) -> Waiter {
+        Waiter {
+            lsn,
+            level,
+            seq: None,
+        }
+    }
+
+    pub fn lsn(&self) -> Lsn {
+        self.lsn
+    }
+
+    pub fn level(&self) -> Level {
+        self.level
+    }
 }
 
 #[derive(Default)]
@@ -37,6 +99,16 @@ struct Lists {
     seq: u64,
 }
 
+impl Lists {
+    /// The list waiters for `level` go in (`Accepted` never waits).
+    fn of(&mut self, level: Level) -> &mut BTreeMap<(Lsn, u64), Wake> {
+        match level {
+            Level::Durable => &mut self.durable,
+            _ => &mut self.written,
+        }
+    }
+}
+
 /// Watermarks plus waiters. See the module docs.
 pub(crate) struct Acks {
     written: AtomicU64,
@@ -45,6 +117,9 @@ pub(crate) struct Acks {
     /// appends by it, waiters fail with it. The first cause wins. Reading
     /// it is one atomic load.
     poison: OnceLock<Poison>,
+    /// Set once the ring thread has published its last advance: a wait
+    /// not decided by then never will be (its LSN was never handed out).
+    closed: AtomicBool,
     lists: Mutex<Lists>,
 }
 
@@ -54,6 +129,7 @@ impl Acks {
             written: AtomicU64::new(start),
             durable: AtomicU64::new(start),
             poison: OnceLock::new(),
+            closed: AtomicBool::new(false),
             lists: Mutex::new(Lists::default()),
         }
     }
@@ -92,35 +168,79 @@ impl Acks {
         }
     }
 
-    /// The result of waiting for `lsn` at `level`, if already decided.
+    /// The result of waiting for `lsn` at `level`, if already decided:
+    /// reached, else the poison, else `Closed` once the ring is gone.
     pub fn check(&self, lsn: Lsn, level: Level) -> Option<Result<(), Error>> {
         if self.reached(lsn, level) {
             return Some(Ok(()));
         }
-        self.poison_cause().map(|p| Err(p.error()))
-    }
-
-    /// Register `wake` for `lsn` at `level` unless it is already decided
-    /// (checked again under the lock, so an advance cannot slip between
-    /// the caller's check and the registration).
-    pub fn register(&self, lsn: Lsn, level: Level, wake: Wake) -> Option<Result<(), Error>> {
-        let mut l = self.lists();
-        if self.reached(lsn, level) {
-            return Some(Ok(()));
-        }
-        // Read under the lock: `poison` sets the cause before it takes the
-        // lock to drain the lists, so either it sees this waiter or this
-        // waiter sees the cause.
         if let Some(p) = self.poison_cause() {
             return Some(Err(p.error()));
         }
-        l.seq += 1;
-        let key = (lsn, l.seq);
-        match level {
-            Level::Durable => l.durable.insert(key, wake),
-            _ => l.written.insert(key, wake),
-        };
+        if self.closed.load(Ordering::SeqCst) {
+            return Some(Err(Error::Closed));
+        }
         None
+    }
+
+    /// The result of `waiter`'s wait if it is decided (its entry, if any,
+    /// removed); otherwise `None`, with `by` in its one entry: inserted on
+    /// the first pending poll, replaced only when the entry would not wake
+    /// what `by` wakes, left alone otherwise.
+    ///
+    /// Decided again under the lock, so an advance cannot slip between the
+    /// caller's check and the registration. Cost: two atomic loads when
+    /// decided; otherwise one lock and one map
+    /// lookup, plus one clone of the wake when it is new or changed (a
+    /// map insert may allocate a B-tree node).
+    pub fn poll(&self, waiter: &mut Waiter, by: WakeBy<'_>) -> Option<Result<(), Error>> {
+        let (lsn, level) = (waiter.lsn, waiter.level);
+        if let Some(done) = self.check(lsn, level) {
+            // Whatever decided the wait (an advance, the poison, the close)
+            // changed the atomics first and then takes every entry it
+            // decides off the lists, this one included: nothing to remove.
+            waiter.seq = None;
+            return Some(done);
+        }
+        let mut l = self.lists();
+        // Read under the lock: `poison` sets the cause before it takes the
+        // lock to drain the lists, so either it sees this waiter or this
+        // waiter sees the cause.
+        if let Some(done) = self.check(lsn, level) {
+            if let Some(seq) = waiter.seq.take() {
+                l.of(level).remove(&(lsn, seq));
+            }
+            return Some(done);
+        }
+        if let Some(wake) = waiter.seq.and_then(|seq| l.of(level).get_mut(&(lsn, seq))) {
+            if !wake.will_wake(&by) {
+                *wake = by.to_owned();
+            }
+            return None;
+        }
+        // First registration (or an entry taken without deciding the
+        // wait, which nothing does today; re-registering is always safe).
+        l.seq += 1;
+        let seq = l.seq;
+        l.of(level).insert((lsn, seq), by.to_owned());
+        waiter.seq = Some(seq);
+        None
+    }
+
+    /// `waiter` stops waiting: remove its entry, if it has one. Cost:
+    /// nothing if it never registered (or its wait was decided by a poll);
+    /// otherwise one lock and one map removal.
+    pub fn forget(&self, waiter: &mut Waiter) {
+        if let Some(seq) = waiter.seq.take() {
+            self.lists().of(waiter.level).remove(&(waiter.lsn, seq));
+        }
+    }
+
+    /// How many waiters are registered (both lists).
+    #[cfg(test)]
+    pub fn waiters(&self) -> usize {
+        let l = self.lists();
+        l.written.len() + l.durable.len()
     }
 
     /// Advance the watermarks (never backwards) and wake who they cover.
@@ -150,6 +270,25 @@ impl Acks {
             .collect();
         drop(l);
         // Already failing: a waker that panics changes nothing more.
+        let _ = wake_all(all);
+    }
+}
+
+impl Acks {
+    /// The ring thread is done: every advance it will ever make is
+    /// published. Waits still undecided (for LSNs never handed out, since
+    /// a close drains every record) fail with `Closed`, now and later.
+    /// Same protocol as `poison`: the flag first, then the lists drained
+    /// under the lock, so no registration slips between.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        let mut l = self.lists();
+        let all: Vec<Wake> = std::mem::take(&mut l.written)
+            .into_values()
+            .chain(std::mem::take(&mut l.durable).into_values())
+            .collect();
+        drop(l);
+        // The ring thread is exiting; a waker's panic changes nothing.
         let _ = wake_all(all);
     }
 }
@@ -193,19 +332,70 @@ mod tests {
     #[test]
     fn poison_fails_every_waiter_now_and_later_with_the_first_cause() {
         let acks = Acks::new(3);
-        let me = || Wake::Thread(std::thread::current());
-        assert!(acks.register(5, Level::Written, me()).is_none());
-        assert!(acks.register(6, Level::Durable, me()).is_none());
+        let me = std::thread::current();
+        let mut w5 = Waiter::new(5, Level::Written);
+        let mut w6 = Waiter::new(6, Level::Durable);
+        assert!(acks.poll(&mut w5, WakeBy::Thread(&me)).is_none());
+        assert!(acks.poll(&mut w6, WakeBy::Thread(&me)).is_none());
+        assert_eq!(acks.waiters(), 2);
         acks.poison(Poison::Failed("first".into()));
         acks.poison(Poison::Failed("second".into()));
         assert!(acks.is_poisoned());
-        {
-            let l = acks.lists();
-            assert!(l.written.is_empty() && l.durable.is_empty(), "all woken");
-        }
+        assert_eq!(acks.waiters(), 0, "all woken");
         assert_eq!(cause(acks.check(5, Level::Written)), "first");
-        assert_eq!(cause(acks.register(7, Level::Durable, me())), "first");
+        assert_eq!(cause(acks.poll(&mut w5, WakeBy::Thread(&me))), "first");
+        let mut w7 = Waiter::new(7, Level::Durable);
+        assert_eq!(cause(acks.poll(&mut w7, WakeBy::Thread(&me))), "first");
+        assert_eq!(acks.waiters(), 0, "a decided wait never registers");
         // What was acknowledged before the poison stays acknowledged.
         assert!(matches!(acks.check(3, Level::Durable), Some(Ok(()))));
+    }
+
+    #[test]
+    fn a_waiter_keeps_one_entry_and_forgetting_removes_it() {
+        let acks = Acks::new(0);
+        let me = std::thread::current();
+        let mut w = Waiter::new(4, Level::Durable);
+        for _ in 0..100 {
+            assert!(acks.poll(&mut w, WakeBy::Thread(&me)).is_none());
+        }
+        assert_eq!(acks.waiters(), 1);
+        acks.forget(&mut w);
+        assert_eq!(acks.waiters(), 0);
+        // Polled again after being forgotten, it registers once more.
+        assert!(acks.poll(&mut w, WakeBy::Thread(&me)).is_none());
+        assert_eq!(acks.waiters(), 1);
+        // Decided by an advance: the entry is gone, and the poll says so.
+        acks.advance(4, 4);
+        assert_eq!(acks.waiters(), 0);
+        assert!(matches!(
+            acks.poll(&mut w, WakeBy::Thread(&me)),
+            Some(Ok(()))
+        ));
+        acks.forget(&mut w);
+        assert_eq!(acks.waiters(), 0);
+    }
+
+    #[test]
+    fn close_fails_undecided_waits_and_keeps_what_was_reached() {
+        let acks = Acks::new(0);
+        let me = std::thread::current();
+        acks.advance(3, 2);
+        let mut w = Waiter::new(10, Level::Written);
+        assert!(acks.poll(&mut w, WakeBy::Thread(&me)).is_none());
+        acks.close();
+        assert_eq!(acks.waiters(), 0);
+        assert!(matches!(
+            acks.poll(&mut w, WakeBy::Thread(&me)),
+            Some(Err(Error::Closed))
+        ));
+        assert!(matches!(acks.check(3, Level::Written), Some(Ok(()))));
+        assert!(matches!(
+            acks.check(3, Level::Durable),
+            Some(Err(Error::Closed))
+        ));
+        // The poison, when there is one, says more than `Closed`.
+        acks.poison(Poison::Failed("late".into()));
+        assert_eq!(cause(acks.check(10, Level::Written)), "late");
     }
 }

@@ -7,6 +7,7 @@ use ringwal_platform::{RealFs, Vfs};
 
 use crate::error::{Error, Result};
 use crate::format;
+use crate::observer::{DurabilityObserver, ObserverSlot};
 use crate::packing::Cursor;
 
 /// Which I/O queue the ring thread drives.
@@ -81,6 +82,7 @@ pub struct Config {
     pub(crate) recovery: RecoveryMode,
     pub(crate) sync_interval: Option<Duration>,
     pub(crate) vfs: Arc<dyn Vfs>,
+    pub(crate) observer: ObserverSlot,
 }
 
 impl Default for Config {
@@ -103,6 +105,7 @@ impl Default for Config {
             recovery: RecoveryMode::Strict,
             sync_interval: None,
             vfs: RealFs::shared(),
+            observer: ObserverSlot::default(),
         }
     }
 }
@@ -290,6 +293,14 @@ impl ConfigBuilder {
     /// anything was written since the last sync. Default: never.
     pub fn sync_interval(mut self, every: Option<Duration>) -> Self {
         self.cfg.sync_interval = every;
+        self
+    }
+    /// Call `observer` on the ring thread each time the written or durable
+    /// watermark advances (see [`DurabilityObserver`] for the guarantees
+    /// and what it must not do). Default: none, which costs nothing but a
+    /// branch per advance. A later call replaces an earlier observer.
+    pub fn observer(mut self, observer: Arc<dyn DurabilityObserver>) -> Self {
+        self.cfg.observer = ObserverSlot(Some(observer));
         self
     }
     /// Run on the simulated disk `disk` instead of the real file system

@@ -117,26 +117,46 @@ pub enum Error {
     },
 }
 
-/// Why a log stopped accepting work: kept once, reported to every caller.
-#[derive(Clone, Debug)]
-pub(crate) enum Poison {
-    /// A write or sync failed.
+/// Why a log stopped accepting work (it is poisoned): the first failure,
+/// kept once by the log and reported to every caller after it.
+///
+/// Returned by [`Wal::poison_cause`](crate::Wal::poison_cause) for health
+/// and readiness checks; [`error`](Self::error) is the error every call
+/// on the log returns from then on. Cloning copies one string or path.
+/// New variants may be added.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Poison {
+    /// A write, sync or other operation of the write path failed (the
+    /// message says which, on which file, and the OS error). Nothing after
+    /// the failure was acknowledged; reopen to recover.
     Failed(String),
-    /// The filesystem is full: nothing acknowledged is lost, and the log
-    /// reopens once space is freed.
+    /// The filesystem is full (at this file): nothing acknowledged is
+    /// lost, and the log reopens once space is freed.
     NoSpace(PathBuf),
+}
+
+impl std::fmt::Display for Poison {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Poison::Failed(cause) => f.write_str(cause),
+            Poison::NoSpace(path) => write!(f, "{}: no space left on device", path.display()),
+        }
+    }
 }
 
 impl Poison {
     /// Classify a failure: ENOSPC keeps its own, actionable variant.
-    pub fn from_error(what: &str, err: Error) -> Poison {
+    pub(crate) fn from_error(what: &str, err: Error) -> Poison {
         match err {
             Error::NoSpace { path } => Poison::NoSpace(path),
             other => Poison::Failed(format!("{what}: {other}")),
         }
     }
 
-    /// The error every caller gets once the log is poisoned.
+    /// The error every call on the log returns once it is poisoned:
+    /// [`Error::Poisoned`] with this cause's message, or
+    /// [`Error::NoSpace`]. Cost: one clone of the message or path.
     pub fn error(&self) -> Error {
         match self {
             Poison::Failed(cause) => Error::Poisoned {

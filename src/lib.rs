@@ -36,6 +36,7 @@ pub mod format;
 mod ledger;
 mod lifecycle;
 mod manifest;
+mod observer;
 mod packing;
 mod prefetch;
 mod reader;
@@ -52,8 +53,9 @@ mod wal;
 
 pub use collector::{Collector, Replayed, Watermarks};
 pub use config::{Backend, Config, ConfigBuilder, DirectIo, Level, RecoveryMode, SyncMethod};
-pub use error::{Error, Lsn, Result};
+pub use error::{Error, Lsn, Poison, Result};
 pub use format::Kind;
+pub use observer::DurabilityObserver;
 pub use reader::{Reader, Record};
 pub use recovery::{RecoveryReport, Truncation};
 pub use ticket::{Ticket, TicketFuture};

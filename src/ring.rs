@@ -15,6 +15,7 @@ use crate::error::{Error, Lsn, Poison, Result};
 use crate::format::{self, Manifest, SegmentHeader};
 use crate::ledger::{Ledger, OpKind};
 use crate::lifecycle::{self, ActiveSegment, Preparer};
+use crate::observer::DurabilityObserver;
 use crate::state::{Batch, Shared};
 use crate::sync_budget::{Demand, SyncBudget};
 
@@ -44,6 +45,8 @@ struct Ring {
     published: (Lsn, Lsn),
     budget: SyncBudget,
     preparer: Preparer,
+    /// Told of every advance `publish` makes (`Config::observer`).
+    observer: Option<Arc<dyn DurabilityObserver>>,
 }
 
 /// Partly filled batches allowed in flight at once (full ones are limited
@@ -111,6 +114,7 @@ pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
             );
             let last = start.shared.acks.written();
             let budget = SyncBudget::new(&start.shared.cfg, last);
+            let observer = start.shared.cfg.observer.0.clone();
             let mut ring = Ring {
                 sh: start.shared,
                 q,
@@ -121,6 +125,7 @@ pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
                 published: (last, last),
                 budget,
                 preparer,
+                observer,
             };
             // A panic here (a bug, or a waker of the caller's run on this
             // thread) must not leave waiters hanging and `close` reporting
@@ -137,6 +142,11 @@ pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
                 ring.fail(Poison::Failed(format!("the ring thread panicked: {why}")));
                 ring.preparer.stop();
             }
+            // Every advance this ring will make is published (`publish`
+            // does nothing after a failure); a wait still open now is for
+            // an LSN never handed out, and is answered `Closed`.
+            ring.publish();
+            ring.sh.acks.close();
         })
         .map_err(|e| Error::io(&dir_path, e))?;
     match ready_rx.recv() {
@@ -372,14 +382,21 @@ impl Ring {
         self.watermarks() != self.published
     }
 
-    /// Tell the waiters how far the watermarks moved. Nothing is published
-    /// after a failure: the poison has already answered every waiter.
+    /// Tell the waiters how far the watermarks moved, then the observer,
+    /// if any: after `Acks` holds them, so it never runs ahead of what a
+    /// ticket reports, and in ledger order, which never goes back.
+    /// Nothing is published after a failure: the poison has already
+    /// answered every waiter.
     fn publish(&mut self) {
         if self.failed() || !self.unpublished() {
             return;
         }
         self.published = self.watermarks();
-        self.sh.acks.advance(self.published.0, self.published.1);
+        let (written, durable) = self.published;
+        self.sh.acks.advance(written, durable);
+        if let Some(observer) = &self.observer {
+            observer.advanced(written, durable);
+        }
     }
 
     /// Whether a partly filled batch may be submitted now. Full batches go

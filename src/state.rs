@@ -467,38 +467,39 @@ impl Shared {
     }
 }
 
+/// The state of a new log whose ring never runs, with `buffers`
+/// staging buffers left free: for unit tests of what producers and
+/// waiters do without a ring thread.
+#[cfg(test)]
+pub(crate) fn test_shared(buffers: usize) -> Arc<Shared> {
+    let cfg = Config::default();
+    let header = lifecycle::new_header(&cfg, 1, 7, 9);
+    let dir = LogDir::new(std::path::Path::new("/nonexistent"), 1);
+    let manifest = format::Manifest {
+        node: 1,
+        log_id: 9,
+        newest_base: 1,
+        durable_lsn: 0,
+        handed_out: 0,
+        oldest_lsn: 1,
+    };
+    let keeper = manifest::Keeper::new(cfg.vfs.clone(), dir.clone(), manifest);
+    let at = Resume {
+        next_lsn: 1,
+        header: &header,
+        write_at: format::HEADER_BYTES as u64,
+        segments: Vec::new(),
+    };
+    let sh = Shared::new(cfg, dir, Arc::new(Notifier::new().unwrap()), at, keeper);
+    sh.lock().free.truncate(buffers);
+    Arc::new(sh)
+}
+
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
     use std::time::Duration;
 
     use super::*;
-
-    /// The state of a new log whose ring never runs, with `buffers`
-    /// staging buffers left free.
-    fn shared(buffers: usize) -> Arc<Shared> {
-        let cfg = Config::default();
-        let header = lifecycle::new_header(&cfg, 1, 7, 9);
-        let dir = LogDir::new(Path::new("/nonexistent"), 1);
-        let manifest = format::Manifest {
-            node: 1,
-            log_id: 9,
-            newest_base: 1,
-            durable_lsn: 0,
-            handed_out: 0,
-            oldest_lsn: 1,
-        };
-        let keeper = manifest::Keeper::new(cfg.vfs.clone(), dir.clone(), manifest);
-        let at = Resume {
-            next_lsn: 1,
-            header: &header,
-            write_at: format::HEADER_BYTES as u64,
-            segments: Vec::new(),
-        };
-        let sh = Shared::new(cfg, dir, Arc::new(Notifier::new().unwrap()), at, keeper);
-        sh.lock().free.truncate(buffers);
-        Arc::new(sh)
-    }
 
     fn poisoned(r: Result<Lsn>) -> bool {
         matches!(r, Err(Error::Poisoned { .. }))
@@ -506,7 +507,7 @@ mod tests {
 
     #[test]
     fn after_the_poison_appends_are_refused_and_waiters_fail() {
-        let sh = shared(1);
+        let sh = test_shared(1);
         let lsn = sh.reserve(0, Kind::Data, b"x", |_| {}).unwrap();
         sh.poison(Poison::Failed("test".into()));
         assert!(matches!(
@@ -518,7 +519,7 @@ mod tests {
 
     #[test]
     fn a_producer_parked_for_space_is_woken_by_the_poison() {
-        let sh = shared(0);
+        let sh = test_shared(0);
         let producer = {
             let sh = sh.clone();
             std::thread::spawn(move || sh.reserve(0, Kind::Data, b"x", |_| {}))

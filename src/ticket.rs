@@ -1,11 +1,13 @@
-//! Tickets: the handle a producer holds on one appended record.
+//! Tickets: the handle a producer holds on one appended record, and the
+//! one waiting future (`TicketFuture`) behind both `Ticket::reached` and
+//! `Wal::wait_for`.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use crate::acks::Wake;
+use crate::acks::{Waiter, WakeBy};
 use crate::config::Level;
 use crate::error::{Lsn, Result};
 use crate::state::Shared;
@@ -47,66 +49,221 @@ impl Ticket {
     /// for `Durable` in written mode asks the ring for one sync that covers
     /// every record written so far (shared with all concurrent waiters).
     /// Cost: no syscall if already reached; otherwise the thread parks and
-    /// is woken exactly once its LSN is covered.
+    /// is woken exactly once its LSN is covered. The thread holds one entry
+    /// in the log's waiter lists while it waits, however often it is
+    /// unparked, and none once this returns.
     pub fn wait(&self, level: Level) -> Result<()> {
         let acks = &self.shared.acks;
         if let Some(done) = acks.check(self.lsn, level) {
             return done;
         }
         self.shared.want(self.lsn, level);
+        let me = std::thread::current();
+        let mut waiter = Waiter::new(self.lsn, level);
         loop {
-            if let Some(done) = acks.register(self.lsn, level, Wake::Thread(std::thread::current()))
-            {
+            // A decided poll removes the entry; a spurious unpark finds the
+            // entry already waking this thread and leaves it.
+            if let Some(done) = acks.poll(&mut waiter, WakeBy::Thread(&me)) {
                 return done;
             }
             std::thread::park();
-            if let Some(done) = acks.check(self.lsn, level) {
-                return done;
-            }
         }
     }
 
     /// A future that resolves when the record reaches `level`, with the
     /// same meaning as [`wait`](Self::wait). Works on any executor: it
-    /// registers the task's waker with the log, which the ring thread wakes.
+    /// registers the task's waker with the log, which the ring thread
+    /// wakes. See [`TicketFuture`] for what a poll costs. Cost here: one
+    /// `Arc` clone, no lock.
     pub fn reached(&self, level: Level) -> TicketFuture {
+        TicketFuture::new(self.shared.clone(), self.lsn, level)
+    }
+}
+
+/// Future returned by [`Ticket::reached`] (and, unnamed, by
+/// [`Wal::wait_for`](crate::Wal::wait_for)): resolves when the log's
+/// watermark for its level covers its LSN, or fails with the poison, or
+/// with `Closed` if the log closed first (only possible for an LSN never
+/// handed out: a close writes every record first).
+///
+/// Guarantees: it holds at most one waker in the log however often it is
+/// polled. A poll with a waker that [`will_wake`](std::task::Waker::will_wake)
+/// the registered one changes nothing; another waker replaces it, so the
+/// waker of the latest pending poll is the one woken. Dropping the future
+/// removes its waker. Cost of a poll: two atomic loads when already
+/// decided; otherwise one short lock, a map lookup, and a waker clone only
+/// when the waker changed. The first pending poll may also wake the ring
+/// thread (one eventfd write, only if it sleeps) or, for `Durable` in
+/// written mode, ask it for a sync.
+pub struct TicketFuture {
+    shared: Arc<Shared>,
+    waiter: Waiter,
+    /// Whether the ring was told of this wait (`Shared::want`) yet.
+    asked: bool,
+}
+
+impl TicketFuture {
+    /// The wait for `lsn` at `level` on the log `shared`.
+    pub(crate) fn new(shared: Arc<Shared>, lsn: Lsn, level: Level) -> TicketFuture {
         TicketFuture {
-            ticket: self.clone(),
-            level,
+            shared,
+            waiter: Waiter::new(lsn, level),
             asked: false,
         }
     }
 }
 
-/// Future returned by [`Ticket::reached`].
-#[derive(Debug)]
-pub struct TicketFuture {
-    ticket: Ticket,
-    level: Level,
-    asked: bool,
+impl std::fmt::Debug for TicketFuture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TicketFuture")
+            .field("lsn", &self.waiter.lsn())
+            .field("level", &self.waiter.level())
+            .finish()
+    }
 }
 
 impl Future for TicketFuture {
     type Output = Result<()>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
-        let (lsn, level) = (self.ticket.lsn, self.level);
-        let acks = &self.ticket.shared.acks;
-        if let Some(done) = acks.check(lsn, level) {
-            return Poll::Ready(done);
+        let this = &mut *self;
+        let (lsn, level) = (this.waiter.lsn(), this.waiter.level());
+        if !this.asked {
+            if let Some(done) = this.shared.acks.check(lsn, level) {
+                return Poll::Ready(done);
+            }
+            this.shared.want(lsn, level);
+            this.asked = true;
         }
-        if !self.asked {
-            self.ticket.shared.want(lsn, level);
-            self.asked = true;
-        }
-        match self
-            .ticket
+        match this
             .shared
             .acks
-            .register(lsn, level, Wake::Task(cx.waker().clone()))
+            .poll(&mut this.waiter, WakeBy::Task(cx.waker()))
         {
             Some(done) => Poll::Ready(done),
             None => Poll::Pending,
         }
+    }
+}
+
+impl Drop for TicketFuture {
+    /// Removes the future's waker from the log, if it left one. Cost: one
+    /// short lock when it did; nothing otherwise.
+    fn drop(&mut self) {
+        self.shared.acks.forget(&mut self.waiter);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::{Wake, Waker};
+
+    use super::*;
+    use crate::format::Kind;
+    use crate::state::test_shared;
+
+    /// Counts its wake-ups.
+    #[derive(Default)]
+    struct Counter(AtomicUsize);
+
+    impl Wake for Counter {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    impl Counter {
+        fn woken(&self) -> usize {
+            self.0.load(Ordering::SeqCst)
+        }
+    }
+
+    /// A ticket for one record of a log whose ring never runs: its
+    /// futures stay pending until the test advances the watermarks.
+    fn pending_ticket() -> Ticket {
+        let shared = test_shared(1);
+        let lsn = shared.reserve(0, Kind::Data, b"x", |_| {}).unwrap();
+        Ticket { lsn, shared }
+    }
+
+    fn poll_with(fut: &mut TicketFuture, waker: &Waker) -> Poll<Result<()>> {
+        Pin::new(fut).poll(&mut Context::from_waker(waker))
+    }
+
+    #[test]
+    fn a_future_polled_many_times_holds_one_waker_and_drop_removes_it() {
+        let t = pending_ticket();
+        let acks = &t.shared.acks;
+        for level in [Level::Written, Level::Durable] {
+            let mut fut = t.reached(level);
+            let same = Waker::from(Arc::new(Counter::default()));
+            for i in 0..1000 {
+                // Alternately the same waker and a fresh one each time.
+                let fresh = Waker::from(Arc::new(Counter::default()));
+                let w = if i % 2 == 0 { &same } else { &fresh };
+                assert!(poll_with(&mut fut, w).is_pending());
+                assert!(poll_with(&mut fut, Waker::noop()).is_pending());
+                assert_eq!(acks.waiters(), 1, "{level:?}: poll {i}");
+            }
+            drop(fut);
+            assert_eq!(acks.waiters(), 0, "{level:?}: dropping removes it");
+        }
+        // Many futures at once: one entry each, all gone with them.
+        let futs: Vec<_> = (0..50)
+            .map(|_| {
+                let mut f = t.reached(Level::Durable);
+                for _ in 0..10 {
+                    assert!(poll_with(&mut f, Waker::noop()).is_pending());
+                }
+                f
+            })
+            .collect();
+        assert_eq!(acks.waiters(), 50);
+        drop(futs);
+        assert_eq!(acks.waiters(), 0);
+    }
+
+    #[test]
+    fn the_last_registered_waker_is_the_one_woken() {
+        let t = pending_ticket();
+        let (first, last) = (Arc::new(Counter::default()), Arc::new(Counter::default()));
+        let mut fut = t.reached(Level::Durable);
+        assert!(poll_with(&mut fut, &Waker::from(first.clone())).is_pending());
+        // The waker of the latest pending poll replaces the first; a clone
+        // of it (`will_wake`) leaves the entry as it is.
+        let last_waker = Waker::from(last.clone());
+        assert!(poll_with(&mut fut, &last_waker).is_pending());
+        assert!(poll_with(&mut fut, &last_waker.clone()).is_pending());
+        assert_eq!(t.shared.acks.waiters(), 1);
+        t.shared.acks.advance(t.lsn, t.lsn);
+        assert_eq!((first.woken(), last.woken()), (0, 1));
+        assert_eq!(t.shared.acks.waiters(), 0, "woken means removed");
+        assert!(matches!(
+            poll_with(&mut fut, &last_waker),
+            Poll::Ready(Ok(()))
+        ));
+        drop(fut);
+        assert_eq!(last.woken(), 1, "woken exactly once");
+    }
+
+    #[test]
+    fn a_blocked_thread_leaves_no_entry_behind() {
+        let t = pending_ticket();
+        let waiting = {
+            let t = t.clone();
+            std::thread::spawn(move || t.wait(Level::Durable))
+        };
+        while t.shared.acks.waiters() == 0 {
+            std::thread::yield_now();
+        }
+        // Spurious unparks do not add entries.
+        for _ in 0..100 {
+            waiting.thread().unpark();
+        }
+        assert_eq!(t.shared.acks.waiters(), 1);
+        t.shared.acks.advance(t.lsn, t.lsn);
+        waiting.join().unwrap().unwrap();
+        assert_eq!(t.shared.acks.waiters(), 0);
     }
 }

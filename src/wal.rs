@@ -2,6 +2,7 @@
 //! state it shares with the ring thread and the tickets, and the
 //! reservation every append takes, live in `state`.
 
+use std::future::Future;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -19,7 +20,7 @@ use crate::recovery::{self, RecoveryReport};
 use crate::ring::{self, RingStart};
 use crate::segments::{self, LogDir};
 use crate::state::{Resume, Shared};
-use crate::ticket::Ticket;
+use crate::ticket::{Ticket, TicketFuture};
 use crate::transaction::Transaction;
 
 /// A snapshot of the log's counters.
@@ -258,6 +259,52 @@ impl Wal {
             shared: self.shared.clone(),
         }
         .wait(Level::Durable)
+    }
+
+    /// A future that resolves once the watermark of `level` reaches `lsn`:
+    /// every LSN up to `lsn` is then written (`Written`) or on stable
+    /// storage (`Durable`). It fails with the poison (`Poisoned`, or
+    /// `NoSpace`) if a write or sync fails first, and with `Closed` if the
+    /// log closes before then.
+    ///
+    /// `lsn` need not have been handed out yet: a follower may wait for
+    /// records still to come, and the future resolves when they are
+    /// appended and reach `level` (or fails with `Closed` if the log closes
+    /// first). `Accepted` resolves at once for an LSN already handed out;
+    /// for a later one it resolves when that record is written, since the
+    /// log wakes no one at acceptance (that would cost every append).
+    /// `Durable` in written mode asks the ring for a sync (as
+    /// [`Ticket::wait`] does); for an LSN ahead of the log the ring then
+    /// syncs as records up to it are written, so a follower far ahead in
+    /// written mode makes the log sync after its writes until it is served.
+    ///
+    /// The future is the one [`Ticket::reached`] returns, with the same
+    /// costs: it holds at most one waker in the log however often it is
+    /// polled, and dropping it removes that waker. Creating it takes no
+    /// lock and allocates nothing but an `Arc` reference; it does nothing
+    /// until polled.
+    pub fn wait_for(
+        &self,
+        lsn: Lsn,
+        level: Level,
+    ) -> impl Future<Output = Result<()>> + Send + Unpin + 'static {
+        let level = if level == Level::Accepted && lsn >= self.next_lsn() {
+            Level::Written
+        } else {
+            level
+        };
+        TicketFuture::new(self.shared.clone(), lsn, level)
+    }
+
+    /// Why the log is poisoned, or `None` while it is healthy: a health
+    /// or readiness probe's question. Once a write, sync or other
+    /// write-path operation fails, the log keeps the first cause for good;
+    /// every append, wait and sync fails with [`Poison::error`] from then
+    /// on, and only a reopen (which recovers) clears it. No lock, no
+    /// syscall, never blocks: one atomic load, plus one clone of the
+    /// cause's message or path when there is one.
+    pub fn poison_cause(&self) -> Option<Poison> {
+        self.shared.acks.poison_cause().cloned()
     }
 
     fn check_poison(&self) -> Result<()> {

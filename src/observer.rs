@@ -1,0 +1,49 @@
+//! The durability observer: a hook the ring thread calls each time the
+//! written or durable watermark moves, for callers that track progress
+//! (replication, metrics, a follower's catch-up) without a waiter per LSN.
+
+use std::sync::Arc;
+
+use crate::error::Lsn;
+
+/// Told, on the ring thread, each time the log's watermarks advance.
+///
+/// Set with [`ConfigBuilder::observer`](crate::ConfigBuilder::observer).
+/// Guarantees:
+///
+/// - [`advanced`](Self::advanced) is called after the new watermarks are
+///   visible to [`Wal::written_lsn`](crate::Wal::written_lsn) and
+///   [`Wal::durable_lsn`](crate::Wal::durable_lsn) and after the waiters
+///   they cover were woken; so an observer never runs ahead of what a
+///   ticket reports.
+/// - Calls come one at a time, from the ring thread, in ascending order:
+///   neither LSN ever goes back, at least one of them rose since the
+///   previous call, and `durable <= written`.
+/// - The watermarks the log opened with are not reported (read them from
+///   the `Wal`); nothing is reported after the log is poisoned.
+///
+/// The call runs on the ring thread, between I/O completions: it must not
+/// block, must not call into the same log (a `sync` or a ticket wait from
+/// here deadlocks), and should return in microseconds, or every append's
+/// latency pays for it. Hand the values to another thread (an atomic, a
+/// channel) for anything slow. A panic in it poisons the log, as a failed
+/// write does.
+///
+/// Cost: a log configured without an observer pays one branch on an
+/// `Option` per watermark advance; with one, one dynamic call.
+pub trait DurabilityObserver: Send + Sync + 'static {
+    /// The watermarks advanced to `written` (every LSN up to it has been
+    /// written: survives a process crash) and `durable` (every LSN up to it
+    /// is on stable storage: survives a power loss).
+    fn advanced(&self, written: Lsn, durable: Lsn);
+}
+
+/// The configured observer, if any, behind a `Debug` that names no type.
+#[derive(Clone, Default)]
+pub(crate) struct ObserverSlot(pub Option<Arc<dyn DurabilityObserver>>);
+
+impl std::fmt::Debug for ObserverSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "Some(..)" } else { "None" })
+    }
+}

@@ -1,0 +1,333 @@
+//! Watching the log's progress: the durability observer. Every test runs
+//! against both backends.
+
+mod common;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+
+use common::*;
+use ringwal::{Backend, Config, DurabilityObserver, Error, Level, Lsn, Poison, Wal};
+
+// ---------------------------------------------------------------------------
+// 1. The durability observer.
+
+/// Keeps every pair of watermarks it is told.
+#[derive(Default)]
+struct Collect(Mutex<Vec<(Lsn, Lsn)>>);
+
+impl DurabilityObserver for Collect {
+    fn advanced(&self, written: Lsn, durable: Lsn) {
+        self.0.lock().unwrap().push((written, durable));
+    }
+}
+
+/// The observer sees the watermarks rise, never fall, never report
+/// durable beyond written, and end at the last record.
+fn check_observed(seen: &[(Lsn, Lsn)], start: Lsn, last: Lsn, what: &str) {
+    assert!(!seen.is_empty(), "{what}: never called");
+    let mut prev = (start, start);
+    for &(w, d) in seen {
+        assert!(w >= prev.0 && d >= prev.1, "{what}: {prev:?} then {w}/{d}");
+        assert!(
+            (w, d) != prev,
+            "{what}: called without an advance at {w}/{d}"
+        );
+        assert!(d <= w, "{what}: durable {d} passed written {w}");
+        prev = (w, d);
+    }
+    assert_eq!(prev, (last, last), "{what}: the last call");
+}
+
+#[test]
+fn the_observer_sees_watermarks_rise_to_the_last_ticket() {
+    for_each_backend(|backend| {
+        for mode in [Level::Durable, Level::Written] {
+            observer_case(backend, mode);
+        }
+    });
+}
+
+fn observer_case(backend: Backend, mode: Level) {
+    let what = format!("{backend:?} {mode:?}");
+    let root = tempfile::tempdir().unwrap();
+    let log = root.path().join("log");
+    // A first life, so the second starts from watermarks above zero.
+    let (wal, _) = Wal::open(&log, cfg(backend)).unwrap();
+    for i in 0..10u32 {
+        wal.append(0, &i.to_le_bytes())
+            .unwrap()
+            .wait(Level::Durable)
+            .unwrap();
+    }
+    wal.close().unwrap();
+
+    let seen = Arc::new(Collect::default());
+    let config = small(backend)
+        .default_level(mode)
+        .observer(seen.clone())
+        .build();
+    let (wal, _) = Wal::open(&log, config).unwrap();
+    let start = wal.durable_lsn();
+    assert_eq!(start, 10, "{what}");
+    assert!(
+        seen.0.lock().unwrap().is_empty(),
+        "{what}: the start is not an advance"
+    );
+    // Enough records to roll the small segments several times, waited on
+    // in groups so the watermarks move many times.
+    let mut last = 0;
+    for round in 0..20u32 {
+        let tickets: Vec<_> = (0..25u32)
+            .map(|i| {
+                wal.append(1, format!("{round}-{i}-{}", "x".repeat(300)).as_bytes())
+                    .unwrap()
+            })
+            .collect();
+        let t = tickets.last().unwrap();
+        t.wait(Level::Durable).unwrap();
+        last = t.lsn();
+    }
+    assert_eq!(last, start + 500, "{what}");
+    // The observer runs after the waiters are woken: only once the ring
+    // thread is gone is every call made.
+    wal.close().unwrap();
+    let seen = seen.0.lock().unwrap();
+    check_observed(&seen, start, last, &what);
+    if mode == Level::Durable {
+        // Durable mode: each write is durable when it completes.
+        assert!(seen.iter().all(|&(w, d)| w == d), "{what}: {seen:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 2. Waiting for an LSN: `Wal::wait_for`.
+
+/// Poll `fut` once with a waker that does nothing.
+fn poll_once<F: Future + Unpin>(fut: &mut F) -> Poll<F::Output> {
+    Pin::new(fut).poll(&mut Context::from_waker(Waker::noop()))
+}
+
+#[test]
+fn wait_for_resolves_for_lsns_handed_out_later() {
+    for_each_backend(|backend| {
+        for mode in [Level::Durable, Level::Written] {
+            wait_for_case(backend, mode);
+        }
+    });
+}
+
+fn wait_for_case(backend: Backend, mode: Level) {
+    let what = format!("{backend:?} {mode:?}");
+    let root = tempfile::tempdir().unwrap();
+    let (wal, _) = Wal::open(root.path(), small(backend).default_level(mode).build()).unwrap();
+    // Already reached: at once, with no record at all.
+    assert!(matches!(
+        poll_once(&mut wal.wait_for(0, Level::Durable)),
+        Poll::Ready(Ok(()))
+    ));
+    let first = wal.next_lsn();
+    // Followers waiting for records not appended yet, at every level.
+    let mut waits: Vec<_> = [Level::Accepted, Level::Written, Level::Durable]
+        .into_iter()
+        .map(|level| (level, wal.wait_for(first + 49, level)))
+        .collect();
+    for (level, w) in &mut waits {
+        for _ in 0..10 {
+            assert!(
+                poll_once(w).is_pending(),
+                "{what}: {level:?} before any append"
+            );
+        }
+    }
+    let follower = std::thread::spawn({
+        let durable = wal.wait_for(first + 99, Level::Durable);
+        move || block_on(durable)
+    });
+    let mut last = None;
+    for i in 0..100u32 {
+        last = Some(wal.append(0, format!("rec-{i}").as_bytes()).unwrap());
+    }
+    for (level, w) in waits {
+        block_on(w).unwrap_or_else(|e| panic!("{what}: {level:?}: {e}"));
+        assert!(wal.written_lsn() >= first + 49, "{what}: {level:?}");
+    }
+    // Written mode: nobody calls `sync`; the follower's own wait asks for it.
+    follower.join().unwrap().unwrap();
+    assert!(wal.durable_lsn() >= first + 99, "{what}");
+    assert_eq!(last.unwrap().lsn(), first + 99);
+    // Accepted for an LSN handed out: at once.
+    assert!(matches!(
+        poll_once(&mut wal.wait_for(first + 99, Level::Accepted)),
+        Poll::Ready(Ok(()))
+    ));
+    wal.close().unwrap();
+}
+
+#[test]
+fn wait_for_an_lsn_never_reached_fails_closed_when_the_log_closes() {
+    for_each_backend(|backend| {
+        let root = tempfile::tempdir().unwrap();
+        let (wal, _) = Wal::open(root.path(), cfg(backend)).unwrap();
+        let t = wal.append(0, b"one").unwrap();
+        let mut beyond = wal.wait_for(t.lsn() + 1, Level::Written);
+        let mut reached = wal.wait_for(t.lsn(), Level::Durable);
+        assert!(poll_once(&mut beyond).is_pending());
+        let blocked = std::thread::spawn({
+            let w = wal.wait_for(t.lsn() + 10, Level::Durable);
+            move || block_on(w)
+        });
+        wal.close().unwrap();
+        assert!(
+            matches!(block_on(&mut beyond), Err(Error::Closed)),
+            "{backend:?}"
+        );
+        assert!(
+            matches!(blocked.join().unwrap(), Err(Error::Closed)),
+            "{backend:?}"
+        );
+        // The close wrote the record: its wait succeeds, even now.
+        assert!(
+            matches!(poll_once(&mut reached), Poll::Ready(Ok(()))),
+            "{backend:?}"
+        );
+    });
+}
+
+/// A small log on the simulated disk `disk`, whose faults say what fails.
+/// Writes 1-3 create the first segment and the spare; then there is one
+/// per record when records are waited on one at a time.
+fn failing_at(disk: &ringwal_platform::sim::SimFs) -> Config {
+    Config::builder()
+        .sim(disk)
+        .segment_bytes(SEGMENT_BYTES)
+        .max_record_bytes(MAX_RECORD)
+        .build()
+}
+
+/// Append and wait, one record at a time, until the log fails. Returns the
+/// error and the last LSN acknowledged durable.
+fn append_until_poisoned(wal: &Wal) -> (Error, Lsn) {
+    let mut acked = 0;
+    loop {
+        let t = wal.append(0, &[7; 100]).unwrap();
+        match t.wait(Level::Durable) {
+            Ok(()) => acked = t.lsn(),
+            Err(e) => return (e, acked),
+        }
+        assert!(acked < 50, "the injected failure never came");
+    }
+}
+
+#[test]
+fn wait_for_fails_with_the_poison() {
+    use ringwal_platform::sim::{Faults, SimFs};
+    let disk = SimFs::new(
+        7,
+        Faults {
+            fail_write_at: Some(8),
+            ..Faults::default()
+        },
+    );
+    let (wal, _) = Wal::open("/wal", failing_at(&disk)).unwrap();
+    let mut ahead = wal.wait_for(1_000, Level::Written);
+    assert!(poll_once(&mut ahead).is_pending());
+    let (err, acked) = append_until_poisoned(&wal);
+    assert!(matches!(err, Error::Poisoned { .. }), "{err}");
+    match poll_once(&mut ahead) {
+        Poll::Ready(Err(Error::Poisoned { cause })) => assert!(err.to_string().contains(&cause)),
+        other => panic!("expected the poison, got {other:?}"),
+    }
+    // Created after the failure: fails at once, unless already reached.
+    assert!(matches!(
+        poll_once(&mut wal.wait_for(acked + 1, Level::Durable)),
+        Poll::Ready(Err(Error::Poisoned { .. }))
+    ));
+    assert!(matches!(
+        poll_once(&mut wal.wait_for(acked, Level::Durable)),
+        Poll::Ready(Ok(()))
+    ));
+    drop(wal);
+}
+
+// ---------------------------------------------------------------------------
+// 3. Health: `Wal::poison_cause`.
+
+#[test]
+fn a_healthy_log_has_no_poison_cause() {
+    for_each_backend(|backend| {
+        let root = tempfile::tempdir().unwrap();
+        let (wal, _) = Wal::open(root.path(), cfg(backend)).unwrap();
+        assert_eq!(wal.poison_cause(), None, "{backend:?}: fresh");
+        for i in 0..200u32 {
+            drop(wal.append(0, &i.to_le_bytes()).unwrap());
+        }
+        wal.sync().unwrap();
+        wal.checkpoint(100).unwrap();
+        assert_eq!(wal.poison_cause(), None, "{backend:?}: after work");
+        wal.close().unwrap();
+    });
+}
+
+#[test]
+fn a_failed_write_is_the_poison_cause() {
+    use ringwal_platform::sim::{Faults, SimFs};
+    let disk = SimFs::new(
+        11,
+        Faults {
+            fail_write_at: Some(9),
+            ..Faults::default()
+        },
+    );
+    let (wal, _) = Wal::open("/wal", failing_at(&disk)).unwrap();
+    assert_eq!(wal.poison_cause(), None);
+    let (err, _) = append_until_poisoned(&wal);
+    let cause = wal.poison_cause().expect("poisoned");
+    let Poison::Failed(msg) = &cause else {
+        panic!("expected a failed write, got {cause:?}");
+    };
+    // The cause is the error every caller gets, typed and cloneable.
+    assert!(msg.contains("write failed"), "{msg}");
+    assert!(
+        matches!(&err, Error::Poisoned { cause } if cause == msg),
+        "{err}"
+    );
+    assert_eq!(cause.to_string(), *msg);
+    assert!(matches!(cause.error(), Error::Poisoned { cause } if cause == *msg));
+    assert!(matches!(wal.append(0, b"x"), Err(Error::Poisoned { .. })));
+    // The first cause stays, whatever fails after it.
+    assert_eq!(wal.poison_cause(), Some(cause));
+}
+
+#[test]
+fn a_full_disk_is_the_poison_cause() {
+    use ringwal_platform::sim::{Faults, SimFs};
+    let disk = SimFs::new(
+        12,
+        Faults {
+            capacity: Some(600 << 10),
+            ..Faults::default()
+        },
+    );
+    let (wal, _) = Wal::open("/wal", failing_at(&disk)).unwrap();
+    let mut failed = None;
+    for i in 0..10_000u32 {
+        let r = wal
+            .append(0, &[b'x'; 1000])
+            .and_then(|t| t.wait(Level::Durable));
+        if let Err(e) = r {
+            failed = Some((i, e));
+            break;
+        }
+    }
+    let (_, err) = failed.expect("the disk never filled");
+    assert!(matches!(err, Error::NoSpace { .. }), "{err}");
+    match wal.poison_cause() {
+        Some(Poison::NoSpace(path)) => {
+            assert!(matches!(err, Error::NoSpace { path: p } if p == path))
+        }
+        other => panic!("expected a full disk, got {other:?}"),
+    }
+}
