@@ -6,7 +6,9 @@
 //! real recovery (`Wal::open`) then runs on what survived. After each crash:
 //! every record acknowledged `Durable` is there byte for byte, LSNs are
 //! dense and ordered, nothing that was never appended appears, a pure crash
-//! never makes open fail, and appends continue past every recovered LSN.
+//! never makes open fail, appends continue past every recovered LSN, and
+//! every atomic batch or committed transaction is recovered whole or not
+//! at all.
 //! A second family injects EIO and ENOSPC: every waiter then fails, nothing
 //! in doubt is acknowledged, a failed sync is never retried, and the next
 //! open recovers a consistent log.
@@ -63,6 +65,9 @@ struct Ledger {
     durable: Vec<Lsn>,
     /// The log refused work (poisoned or full): every waiter after must fail.
     failures: usize,
+    /// Atomic batches and committed transactions appended: first and last
+    /// LSN. After any crash each is all there or all gone.
+    batches: Vec<(Lsn, Lsn)>,
 }
 
 fn record(rng: &mut StdRng, lsn_hint: u64) -> Vec<u8> {
@@ -79,8 +84,9 @@ fn record(rng: &mut StdRng, lsn_hint: u64) -> Vec<u8> {
     p
 }
 
-/// Producers append until `stop`, waiting on some tickets (durable), asking
-/// for syncs and checkpointing now and then.
+/// Producers append until `stop` (one in eight appends an atomic batch or
+/// commits a transaction), waiting on some tickets (durable), asking for
+/// syncs and checkpointing now and then.
 fn workload(
     wal: &Arc<Wal>,
     seed: u64,
@@ -95,6 +101,40 @@ fn workload(
                 let mut rng = StdRng::seed_from_u64(seed ^ ((p as u64 + 1) * 0x9E37_79B9));
                 let mut pending = Vec::new();
                 while !stop.load(Ordering::Relaxed) {
+                    if rng.gen_ratio(1, 8) {
+                        // An atomic batch, or a transaction committed as one.
+                        let n = rng.gen_range(2..=6);
+                        let recs: Vec<(u16, Vec<u8>)> = (0..n)
+                            .map(|_| (rng.gen_range(0..4u16), record(&mut rng, p as u64)))
+                            .collect();
+                        let res = if rng.gen_bool(0.5) {
+                            let refs: Vec<(u16, &[u8])> =
+                                recs.iter().map(|(s, p)| (*s, p.as_slice())).collect();
+                            wal.append_batch(&refs)
+                        } else {
+                            let mut tx = wal.begin();
+                            for (s, p) in &recs {
+                                tx.append(*s, p).unwrap();
+                            }
+                            tx.commit()
+                        };
+                        let ticket = match res {
+                            Ok(t) => t,
+                            Err(_) => {
+                                ledger.lock().unwrap().failures += 1;
+                                return;
+                            }
+                        };
+                        let first = ticket.lsn() + 1 - n as u64;
+                        let mut l = ledger.lock().unwrap();
+                        for (i, r) in recs.into_iter().enumerate() {
+                            l.appended.insert(first + i as u64, r);
+                        }
+                        l.batches.push((first, ticket.lsn()));
+                        drop(l);
+                        pending.push(ticket);
+                        continue;
+                    }
                     let payload = record(&mut rng, p as u64);
                     let stream = rng.gen_range(0..4u16);
                     let res = wal.append_then(stream, &payload, |lsn| {
@@ -208,6 +248,14 @@ fn check_recovery(seed: u64, fs: &SimFs, cfg: &Config, ledger: &Ledger, what: &s
             wal.oldest_lsn()
         ));
     }
+    for &(b_first, b_last) in &ledger.batches {
+        let kept = |l: Lsn| seen > 0 && l >= first && l <= last;
+        if kept(b_first) != kept(b_last) {
+            fail(format!(
+                "atomic batch {b_first}..={b_last} recovered in part (log holds {first}..={last})"
+            ));
+        }
+    }
     if report.last_lsn != last {
         fail(format!(
             "report says last LSN {} but reading found {last}",
@@ -287,6 +335,9 @@ fn crash_round(seed: u64, faults: Faults, rounds: u32) {
         fs = crashed;
         let cfg = config(&fs, &mut rng);
         let (wal, last) = check_recovery(seed, &fs, &cfg, &ledger, &format!("round {round}"));
+        // Batches the crash took are gone for good: their LSNs go to the
+        // next life's records.
+        ledger.batches.retain(|&(_, b_last)| b_last <= last);
         // Appends continue past everything recovered.
         let t = wal
             .append(1, b"after recovery")
