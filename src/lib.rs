@@ -57,7 +57,7 @@ pub use error::{Error, Lsn, Poison, Result};
 pub use format::Kind;
 pub use observer::DurabilityObserver;
 pub use reader::{Reader, Record};
-pub use recovery::{RecoveryReport, Truncation};
+pub use recovery::{CheckpointMarker, RecoveryReport, Truncation};
 pub use ticket::{Ticket, TicketFuture};
 pub use transaction::Transaction;
 pub use wal::{Stats, Wal};

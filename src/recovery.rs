@@ -29,12 +29,12 @@ use std::time::{Duration, Instant};
 
 use crate::config::{Config, RecoveryMode};
 use crate::error::{Error, Lsn, Result};
-use crate::format::{self, SegmentHeader, MAX_LSN};
+use crate::format::{self, Kind, SegmentHeader, MAX_LSN};
 
 use crate::format::Manifest;
 use crate::manifest;
 use crate::prefetch::Prefetcher;
-use crate::scan::{self, Position, SegmentEnd, Verdict};
+use crate::scan::{self, Position, SegmentEnd, Step, Verdict};
 use crate::segments::{self, LogDir, SegmentFile};
 
 /// What [`Wal::open`](crate::Wal::open) found and did.
@@ -70,8 +70,40 @@ pub struct RecoveryReport {
     pub discarded: Vec<PathBuf>,
     /// True when the directory held no segment and one was created.
     pub created: bool,
+    /// The newest checkpoint marker (see
+    /// [`Wal::checkpoint_marker`](crate::Wal::checkpoint_marker)) among the
+    /// records recovery kept; `None` if there is none. A marker in a torn
+    /// tail that was cut, or in a segment set aside, does not count.
+    pub last_checkpoint: Option<CheckpointMarker>,
     /// Wall time of the whole recovery.
     pub elapsed: Duration,
+}
+
+/// A checkpoint marker found in the log: a record of kind
+/// [`Kind::Checkpoint`](crate::Kind::Checkpoint) written by
+/// [`Wal::checkpoint_marker`](crate::Wal::checkpoint_marker), saying that
+/// the caller's snapshot covers every LSN up to `snapshot_lsn`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CheckpointMarker {
+    /// The LSN of the marker record itself.
+    pub lsn: Lsn,
+    /// The LSN the snapshot covers up to (always below `lsn`).
+    pub snapshot_lsn: Lsn,
+}
+
+impl CheckpointMarker {
+    /// The marker a record of `kind` with `payload` at `lsn` is, if any:
+    /// a `Checkpoint` record whose payload is exactly 8 bytes (the
+    /// snapshot LSN, little-endian) and whose snapshot LSN is below its own.
+    /// A `Checkpoint` record of any other shape was not written by
+    /// `checkpoint_marker` of this version and is not taken for a marker.
+    pub(crate) fn decode(lsn: Lsn, kind: Kind, payload: &[u8]) -> Option<CheckpointMarker> {
+        if kind != Kind::Checkpoint {
+            return None;
+        }
+        let snapshot_lsn = Lsn::from_le_bytes(payload.try_into().ok()?);
+        (snapshot_lsn < lsn).then_some(CheckpointMarker { lsn, snapshot_lsn })
+    }
 }
 
 /// A cut made at the tail of the newest segment.
@@ -132,6 +164,9 @@ pub(crate) struct SegmentState {
     pub records: u64,
     /// The tail recovery cuts, if any (only ever on the last segment kept).
     pub cut: Option<Cut>,
+    /// The newest checkpoint marker among the records walked (all of them
+    /// before the end of the complete data, so none in a tail to cut).
+    pub last_checkpoint: Option<CheckpointMarker>,
 }
 
 /// How far analysis goes after the first problem.
@@ -373,7 +408,22 @@ impl Analysis {
                 return Ok(None);
             }
         }
-        let end = w.walk_to_end()?;
+        // The walk yields only records before the end of the complete
+        // data (an unfinished batch is never yielded), so a marker noted
+        // here is one recovery keeps, unless the whole segment is dropped.
+        let mut last_checkpoint = None;
+        let end = loop {
+            match w.next()? {
+                Step::Record { frame, .. } => {
+                    if let Some(m) = CheckpointMarker::decode(frame.lsn, frame.kind, frame.payload)
+                    {
+                        last_checkpoint = Some(m);
+                    }
+                }
+                Step::Hole { .. } => {}
+                Step::End(end) => break end,
+            }
+        };
         self.bytes_scanned += w.valid_end() - format::BLOCK as u64;
         let header = *w.header();
         let verdict = w.judge(end, Position::of(newest, cfg.torn_window(), &header))?;
@@ -384,6 +434,7 @@ impl Analysis {
             valid_end: w.valid_end(),
             records: w.records(),
             cut: None,
+            last_checkpoint,
         };
         // What lies behind the end: the records a cut drops, and (point
         // in time) LSNs on disk that must never be handed out again, even
@@ -640,6 +691,7 @@ pub(crate) fn recover(dir: &LogDir, cfg: &Config) -> Result<Recovered> {
         report.first_lsn = 0;
         report.last_lsn = 0;
     }
+    report.last_checkpoint = a.segments.iter().rev().find_map(|s| s.last_checkpoint);
     report.elapsed = start.elapsed();
     let log_id = a.log_id();
     Ok(Recovered {

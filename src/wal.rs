@@ -16,7 +16,7 @@ use crate::format::{Kind, Manifest};
 use crate::lifecycle::{self, create_segment};
 use crate::manifest;
 use crate::reader::Reader;
-use crate::recovery::{self, RecoveryReport};
+use crate::recovery::{self, CheckpointMarker, RecoveryReport};
 use crate::ring::{self, RingStart};
 use crate::segments::{self, LogDir};
 use crate::state::{Resume, Shared};
@@ -60,6 +60,9 @@ pub struct Stats {
 pub struct Wal {
     shared: Arc<Shared>,
     ring: Mutex<Option<JoinHandle<()>>>,
+    /// The newest checkpoint marker known: recovery's, then the newest
+    /// (highest LSN) one appended through this handle.
+    marker: Mutex<Option<CheckpointMarker>>,
 }
 
 impl std::fmt::Debug for Wal {
@@ -172,6 +175,7 @@ impl Wal {
             Wal {
                 shared,
                 ring: Mutex::new(Some(ring)),
+                marker: Mutex::new(rec.report.last_checkpoint),
             },
             rec.report,
         ))
@@ -479,6 +483,92 @@ impl Wal {
             Some(e) => Err(e),
             None => Ok(removed),
         }
+    }
+
+    /// Append a checkpoint marker: one record of kind
+    /// [`Kind::Checkpoint`] on stream 0 whose payload is `snapshot_lsn` as
+    /// 8 little-endian bytes. It says "the caller's snapshot covers every
+    /// record up to `snapshot_lsn`"; it deletes nothing (see
+    /// [`checkpoint_to_marker`](Self::checkpoint_to_marker) for that).
+    ///
+    /// `snapshot_lsn` must be below [`next_lsn`](Self::next_lsn): a
+    /// snapshot cannot cover records not yet appended. A larger one is
+    /// refused with [`Error::Gap`] (`expected` is the next LSN, `found` is
+    /// `snapshot_lsn`, `file` the log's directory) and nothing is appended.
+    /// 0 is accepted (a snapshot that covers nothing). The marker's own LSN
+    /// is therefore always above `snapshot_lsn`.
+    ///
+    /// Guarantees: the marker takes the same reservation as
+    /// [`append`](Self::append), so it is ordered with every other record,
+    /// and the ticket says when it is written or durable. Once durable, it
+    /// survives any crash, and the next [`open`](Self::open) reports it as
+    /// [`RecoveryReport::last_checkpoint`] (unless a newer one is kept);
+    /// a marker in a torn tail that recovery cuts was never durable and is
+    /// not reported. [`last_checkpoint_marker`](Self::last_checkpoint_marker)
+    /// returns it at once, durable or not.
+    ///
+    /// Readers see the marker like any record, with `kind ==
+    /// Kind::Checkpoint`; a consumer restoring from the snapshot resumes
+    /// with `reader_from(marker.snapshot_lsn + 1)` (and meets the marker
+    /// itself on the way, to skip).
+    ///
+    /// Cost: that of an `append` of 8 bytes, plus one uncontended lock.
+    pub fn checkpoint_marker(&self, snapshot_lsn: Lsn) -> Result<Ticket> {
+        let next = self.next_lsn();
+        if snapshot_lsn >= next {
+            return Err(Error::Gap {
+                file: self.shared.dir.path().to_path_buf(),
+                expected: next,
+                found: snapshot_lsn,
+            });
+        }
+        let bytes = snapshot_lsn.to_le_bytes();
+        let lsn = self.shared.reserve(0, Kind::Checkpoint, &bytes, |_| {})?;
+        self.shared.kick();
+        let marker = CheckpointMarker { lsn, snapshot_lsn };
+        let mut newest = self.marker.lock().unwrap_or_else(|p| p.into_inner());
+        // Concurrent callers may get here out of LSN order: keep the newest.
+        if newest.is_none_or(|m| m.lsn < lsn) {
+            *newest = Some(marker);
+        }
+        Ok(Ticket {
+            lsn,
+            shared: self.shared.clone(),
+        })
+    }
+
+    /// The newest checkpoint marker known to this handle: the one recovery
+    /// found at [`open`](Self::open), or the newest appended since through
+    /// [`checkpoint_marker`](Self::checkpoint_marker), whether durable yet
+    /// or not. `None` if there is none. Cost: one uncontended lock.
+    pub fn last_checkpoint_marker(&self) -> Option<CheckpointMarker> {
+        *self.marker.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// [`checkpoint`](Self::checkpoint) up to the snapshot LSN of the
+    /// newest checkpoint marker, once that marker is durable: segments
+    /// wholly at or below `snapshot_lsn` are removed. `Ok(0)` when there is
+    /// no marker.
+    ///
+    /// If the newest marker is not durable yet, this first waits for it
+    /// (as [`Ticket::wait`] at [`Level::Durable`] would, asking for a sync
+    /// in written mode): deleting records the marker vouches for before
+    /// the marker itself is on disk would leave, after a crash, a log that
+    /// neither holds them nor says a snapshot covers them.
+    ///
+    /// Cost: possibly one sync wait, then that of `checkpoint`.
+    pub fn checkpoint_to_marker(&self) -> Result<usize> {
+        let Some(marker) = self.last_checkpoint_marker() else {
+            return Ok(0);
+        };
+        if marker.lsn > self.durable_lsn() {
+            Ticket {
+                lsn: marker.lsn,
+                shared: self.shared.clone(),
+            }
+            .wait(Level::Durable)?;
+        }
+        self.checkpoint(marker.snapshot_lsn)
     }
 
     /// Drain every appended record to disk, sync, stop the ring thread and
