@@ -103,6 +103,15 @@ pub enum Error {
     /// A configuration value is out of range.
     #[error("invalid configuration: {0}")]
     InvalidConfig(String),
+    /// A point read of an LSN not written yet (or 0, which no record
+    /// has). Wait for it with `Wal::wait_for(lsn, Level::Written)`.
+    #[error("LSN {lsn} is not written yet (written up to {written})")]
+    NotWritten {
+        /// The LSN asked for.
+        lsn: Lsn,
+        /// The written watermark when it was asked for.
+        written: Lsn,
+    },
     /// The log was closed; no more appends.
     #[error("log is closed")]
     Closed,
