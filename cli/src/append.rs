@@ -5,13 +5,18 @@
 //! passes the ticket on; the main thread waits for tickets in order and
 //! prints each LSN. So records are never appended one at a time behind
 //! each other's sync: group commit sees as many as stdin supplies.
+//!
+//! With `--batch N` the reader gathers N lines and appends them as one
+//! atomic batch (a shorter last one at EOF too); the printer waits for the
+//! batch's ticket and then prints each of its LSNs, one per line, exactly
+//! as if they had been appended alone.
 
 use std::io::{self, BufRead, BufWriter, Write};
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
-use ringwal::{Config, Level, RecoveryReport, Ticket, Wal};
+use ringwal::{Config, Level, Lsn, RecoveryReport, Ticket, Wal};
 
 use super::{AppendArgs, CmdResult, Failure};
 
@@ -19,6 +24,10 @@ use super::{AppendArgs, CmdResult, Failure};
 /// not read until acknowledgements catch up (the log's own staging
 /// buffers give backpressure long before, in practice).
 const AHEAD: usize = 64 * 1024;
+
+/// What the reader hands the printer: the first LSN of an append (a
+/// record alone, or a batch) and the ticket of its last.
+type Appended = Result<(Lsn, Ticket), Failure>;
 
 /// Run `ringwal append`.
 ///
@@ -40,9 +49,10 @@ pub(crate) fn run(args: AppendArgs) -> CmdResult {
     let reader = {
         let wal = wal.clone();
         let stream = args.stream;
+        let batch = args.batch as usize;
         std::thread::Builder::new()
             .name("ringwal-stdin".into())
-            .spawn(move || read_and_append(&wal, stream, &tx))
+            .spawn(move || read_and_append(&wal, stream, batch, &tx))
             .map_err(|e| Failure::io("spawning the stdin reader", e))?
     };
     // On failure, return at once: the reader may be blocked on stdin, and
@@ -89,20 +99,47 @@ fn print_recovery(r: &RecoveryReport) {
 }
 
 /// Append every line of stdin (without its `\n`) and send the tickets, in
-/// order. An error is sent as the last item.
-fn read_and_append(wal: &Wal, stream: u16, tx: &Sender<Result<Ticket, Failure>>) {
+/// order: each line alone when `batch` is 1, else each `batch` lines (and
+/// the rest at EOF) as one atomic batch. An error is sent as the last item.
+fn read_and_append(wal: &Wal, stream: u16, batch: usize, tx: &Sender<Appended>) {
     let stdin = io::stdin();
     let mut input = stdin.lock();
-    let mut line = Vec::new();
+    // Lines of the batch being gathered; `lines[..held]` are in use, the
+    // rest are buffers kept for reuse.
+    let mut lines: Vec<Vec<u8>> = Vec::new();
+    let mut held = 0;
+    let append = |lines: &[Vec<u8>]| -> Appended {
+        let t = if let [line] = lines {
+            wal.append(stream, line)?
+        } else {
+            let records: Vec<(u16, &[u8])> = lines.iter().map(|l| (stream, &l[..])).collect();
+            wal.append_batch(&records)?
+        };
+        Ok((t.lsn() + 1 - lines.len() as u64, t))
+    };
     loop {
+        if held == lines.len() {
+            lines.push(Vec::new());
+        }
+        let line = &mut lines[held];
         line.clear();
-        match input.read_until(b'\n', &mut line) {
-            Ok(0) => return,
+        match input.read_until(b'\n', line) {
+            Ok(0) => {
+                if held > 0 {
+                    let _ = tx.send(append(&lines[..held]));
+                }
+                return;
+            }
             Ok(_) => {
                 if line.last() == Some(&b'\n') {
                     line.pop();
                 }
-                let item = wal.append(stream, &line).map_err(Failure::from);
+                held += 1;
+                if held < batch {
+                    continue;
+                }
+                let item = append(&lines[..held]);
+                held = 0;
                 let failed = item.is_err();
                 if tx.send(item).is_err() || failed {
                     return;
@@ -117,10 +154,11 @@ fn read_and_append(wal: &Wal, stream: u16, tx: &Sender<Result<Ticket, Failure>>)
     }
 }
 
-/// Wait for each ticket in order and print its LSN. Output is flushed
+/// Wait for each ticket in order and print its LSNs (one, or each of a
+/// batch's, once the whole batch reached the level). Output is flushed
 /// before every blocking wait, so an LSN never sits in a buffer while its
 /// successors are awaited.
-fn print_acks(rx: &Receiver<Result<Ticket, Failure>>, level: Level) -> Result<(), Failure> {
+fn print_acks(rx: &Receiver<Appended>, level: Level) -> Result<(), Failure> {
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let flush =
@@ -137,12 +175,14 @@ fn print_acks(rx: &Receiver<Result<Ticket, Failure>>, level: Level) -> Result<()
             }
             Err(TryRecvError::Disconnected) => break,
         };
-        let ticket = item?;
+        let (first, ticket) = item?;
         if !ticket.is_done(level) {
             flush(&mut out)?;
             ticket.wait(level)?;
         }
-        writeln!(out, "{}", ticket.lsn()).map_err(|e| Failure::io("stdout", e))?;
+        for lsn in first..=ticket.lsn() {
+            writeln!(out, "{lsn}").map_err(|e| Failure::io("stdout", e))?;
+        }
     }
     flush(&mut out)
 }

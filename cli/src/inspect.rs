@@ -71,6 +71,7 @@ pub(crate) fn dump(a: DumpArgs) -> CmdResult {
                 "len": rec.len,
                 "segment": rec.segment,
                 "offset": rec.offset,
+                "batch": rec.batch,
                 "payload_b64": b64.encode(&rec.payload),
             });
             writeln!(out, "{obj}")

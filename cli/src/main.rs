@@ -64,6 +64,12 @@ pub(crate) struct AppendArgs {
     /// Level a record must reach before its LSN is printed.
     #[arg(long, value_enum, default_value_t = LevelArg::Durable)]
     pub level: LevelArg,
+    /// Append each N consecutive lines as one atomic batch (recovered all
+    /// or nothing); a shorter last batch at EOF is one batch too, and a
+    /// batch of one line is a record alone. 1 appends every line alone.
+    #[arg(long, default_value_t = 1, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub batch: u32,
 }
 
 /// Arguments of `ringwal cat`.
@@ -94,7 +100,8 @@ pub(crate) struct DumpArgs {
     #[arg(long, default_value_t = 0)]
     pub from: Lsn,
     /// One JSON object per line: lsn, stream, kind, len, segment, offset,
-    /// payload_b64.
+    /// batch (the first LSN of the record's atomic batch, or null for a
+    /// record appended alone), payload_b64.
     #[arg(long)]
     pub json: bool,
 }

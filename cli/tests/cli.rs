@@ -538,3 +538,56 @@ fn a_flipped_bit_in_the_newest_segment_is_damage_not_a_torn_tail() {
     assert!(o.stdout.is_empty(), "no LSN handed out: {o:?}");
     assert_eq!(std::fs::read(&seg).unwrap(), before, "the log was modified");
 }
+
+#[test]
+fn append_batch_prints_every_lsn_and_cat_reads_them_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = p(dir.path());
+    let lines: Vec<String> = (0..7).map(|i| format!("line {i}")).collect();
+    let input = lines.join("\n") + "\n";
+    let o = run(&["append", log, "--batch", "3"], input.as_bytes());
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(lsns(&o), (1..=7).collect::<Vec<u64>>());
+
+    let o = run(&["cat", log], b"");
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(stdout(&o), input);
+}
+
+#[test]
+fn dump_json_shows_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = p(dir.path());
+    // Two batches of 3, then a last line alone; then one record appended alone.
+    let o = run(&["append", log, "--batch", "3"], b"a\nb\nc\nd\ne\nf\ng\n");
+    assert!(o.status.success(), "{o:?}");
+    let o = run(&["append", log], b"h\n");
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(lsns(&o), [8]);
+
+    let o = run(&["dump", log, "--json"], b"");
+    assert!(o.status.success(), "{o:?}");
+    let batches: Vec<Option<u64>> = stdout(&o)
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            assert!(v.get("batch").is_some(), "no batch field: {l}");
+            v["batch"].as_u64()
+        })
+        .collect();
+    let (b1, b4) = (Some(1), Some(4));
+    assert_eq!(batches, [b1, b1, b1, b4, b4, b4, None, None]);
+
+    // Reading from inside a batch still names its first LSN.
+    let o = run(&["dump", log, "--json", "--from", "5"], b"");
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).lines().next().unwrap()).unwrap();
+    assert_eq!((v["lsn"].as_u64(), v["batch"].as_u64()), (Some(5), Some(4)));
+}
+
+#[test]
+fn append_batch_must_be_positive() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run(&["append", p(dir.path()), "--batch", "0"], b"x\n");
+    assert_one_line_error(&o);
+    assert!(o.stdout.is_empty());
+}

@@ -6,10 +6,12 @@
 #[path = "../../tests/common/mod.rs"]
 mod common;
 
+use std::cell::Cell;
 use std::path::Path;
 use std::process::Command;
 
-use common::crash_loop::{crash_loop, kills, temp_root, AckFormat};
+use common::crash_loop::{crash_loop, crash_loop_checked, kills, temp_root, AckFormat};
+use rand::Rng;
 use ringwal::Config;
 
 /// Kills per loop.
@@ -53,4 +55,58 @@ fn cli_append_survives_sigkill_on_xfs() {
         }
     };
     cli_crash_loop("cli crash loop on xfs", &mount.dir, kills(CLI_KILLS / 2));
+}
+
+/// `ringwal append --batch N` under SIGKILL, N drawn from 2..=8 per life:
+/// the usual invariants, plus all or nothing. Each life's lines are
+/// grouped by N from its first, so the records recovered from a life are
+/// whole batches (a multiple of N), and each names its batch's first LSN.
+#[test]
+fn cli_append_batch_survives_sigkill() {
+    let what = "cli batch crash loop";
+    let root = temp_root();
+    let dir = root.path().join("log");
+    let mut rng = common::seeded_rng(what);
+    let sizes: Vec<u64> = (0..kills(CLI_KILLS / 3))
+        .map(|_| rng.gen_range(2..=8))
+        .collect();
+    let life = Cell::new(0);
+    let mut whole = 0;
+    crash_loop_checked(
+        what,
+        &dir,
+        &Config::default(),
+        AckFormat::Plain,
+        sizes.len(),
+        None,
+        || {
+            let n = sizes[life.get()];
+            life.set(life.get() + 1);
+            let mut c = Command::new(env!("CARGO_BIN_EXE_ringwal"));
+            c.arg("append").arg(&dir).arg("--batch").arg(n.to_string());
+            c
+        },
+        |iteration, before, after, _| {
+            let n = sizes[iteration];
+            let first = before.next();
+            let new = after.next() - first;
+            assert!(
+                new.is_multiple_of(n),
+                "iteration {iteration}: {new} records recovered from LSN {first} with --batch {n}: a batch was cut"
+            );
+            whole += new / n;
+            // The log says so too: each new record names its batch's first LSN.
+            for rec in ringwal::verify::records(&dir, 1, first).unwrap() {
+                let rec = rec.unwrap();
+                let start = first + (rec.lsn - first) / n * n;
+                assert_eq!(
+                    rec.batch,
+                    Some(start),
+                    "iteration {iteration}: LSN {} with --batch {n} from LSN {first}",
+                    rec.lsn
+                );
+            }
+        },
+    );
+    assert!(whole > 0, "{what}: no batch was ever recovered");
 }

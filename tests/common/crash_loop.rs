@@ -319,6 +319,33 @@ pub fn crash_loop(
     keep: Option<u64>,
     command: impl Fn() -> Command,
 ) {
+    crash_loop_checked(
+        what,
+        dir,
+        cfg,
+        format,
+        kills,
+        keep,
+        command,
+        |_, _, _, _| {},
+    );
+}
+
+/// [`crash_loop`] with a further check after each kill, once the usual
+/// invariants hold: `extra(iteration, before, after, life)` gets what was
+/// recovered before this life and what is recovered now (the child is
+/// dead, so the log may be read).
+#[allow(clippy::too_many_arguments)]
+pub fn crash_loop_checked(
+    what: &str,
+    dir: &Path,
+    cfg: &Config,
+    format: AckFormat,
+    kills: usize,
+    keep: Option<u64>,
+    command: impl Fn() -> Command,
+    mut extra: impl FnMut(usize, &Known, &Known, &Life),
+) {
     // One loop at a time: every loop both spawns children and holds logs
     // open in this process (see `common::SPAWNING`).
     let _spawning = spawning_processes();
@@ -333,7 +360,9 @@ pub fn crash_loop(
         if let (Some(k), Some(&top)) = (keep, life.acked.iter().max()) {
             checkpointed = checkpointed.max(top.saturating_sub(k));
         }
-        known = check_after_kill(dir, cfg.clone(), &known, &life, iteration, checkpointed);
+        let after = check_after_kill(dir, cfg.clone(), &known, &life, iteration, checkpointed);
+        extra(iteration, &known, &after, &life);
+        known = after;
     }
     assert!(total_acked > 0, "{what}: nothing was ever acknowledged");
     if keep.is_some() {
