@@ -9,7 +9,7 @@ use ringwal_platform::Vfs;
 use crate::error::{Error, Lsn, Result};
 use crate::format::Kind;
 use crate::manifest;
-use crate::scan::{self, Position, Step, Verdict, Walker};
+use crate::scan::{self, End, Position, Step, Verdict, Walker};
 use crate::segments::{LogDir, SegmentFile};
 
 /// One record read back from the log.
@@ -224,6 +224,13 @@ impl Reader {
             };
             let newest = Some(w.file().base) == self.newest_base;
             let pos = Position::of(newest, self.window, w.header());
+            // Records up to `upto` are known written: an end short of them
+            // is a resident chunk read before they landed (a follower's
+            // reader reads on past where it first stopped). One read.
+            let due = self.expect.is_some_and(|e| e <= self.upto);
+            if due && end.end != End::Full && w.grew()? {
+                continue;
+            }
             match w.judge(end, pos)? {
                 Verdict::Clean | Verdict::Full if !newest => self.current = None,
                 Verdict::Clean | Verdict::Full | Verdict::Torn { .. } => return Ok(None),
@@ -257,6 +264,42 @@ impl Reader {
             expected: expect,
             found: listing.segments.first().map_or(expect, |s| s.base),
         }
+    }
+
+    /// Read on up to `upto`, a higher written watermark, through the
+    /// segments of `segments` (the log's list now) not listed before.
+    /// Only for a reader that stopped at its watermark. `Gap` if the
+    /// records it would read next were checkpointed away meanwhile (even
+    /// if the file it is on is still readable through its open handle).
+    pub(crate) fn extend(&mut self, upto: Lsn, segments: &[SegmentFile]) -> Result<()> {
+        assert!(upto >= self.upto, "a written watermark never goes back");
+        let next = self.expect.unwrap_or(self.from);
+        let oldest = segments.first().map_or(next, |s| s.base);
+        if next < oldest {
+            return Err(Error::Gap {
+                file: self.dir.path().to_path_buf(),
+                expected: next,
+                found: oldest,
+            });
+        }
+        let known = self.newest_base;
+        let mut rest: Vec<SegmentFile> = self.segments.by_ref().collect();
+        rest.extend(
+            segments
+                .iter()
+                .filter(|s| known.is_none_or(|k| s.base > k))
+                .cloned(),
+        );
+        self.newest_base = segments.last().map(|s| s.base).or(known);
+        self.segments = rest.into_iter();
+        self.upto = upto;
+        self.done = false;
+        Ok(())
+    }
+
+    /// The LSN the next record will carry (or the start, before any).
+    pub(crate) fn next_lsn(&self) -> Lsn {
+        self.expect.unwrap_or(self.from).max(self.from)
     }
 
     /// The iterator's step with its end-of-iteration bookkeeping.

@@ -12,6 +12,7 @@ use ringwal_platform::{Notifier, OpenHow};
 
 use crate::config::{Config, Level, SyncMethod};
 use crate::error::{Error, Lsn, Poison, Result};
+use crate::follow::Follower;
 use crate::format::{Kind, Manifest};
 use crate::lifecycle::{self, create_segment};
 use crate::manifest;
@@ -397,6 +398,16 @@ impl Wal {
             }),
             None => Err(Error::NotWritten { lsn, written }),
         }
+    }
+
+    /// Every record from `from` (0: the oldest kept) on, waiting at the end
+    /// of the written data for more, across rolls, until the log closes
+    /// (see [`Follower`]). `Gap` at once if `from` was checkpointed away.
+    ///
+    /// Cost: as [`reader_from`](Self::reader_from). The follower does not
+    /// keep the log open: closing or dropping the `Wal` ends it (`None`).
+    pub fn follow(&self, from: Lsn) -> Result<Follower> {
+        Ok(Follower::new(self.reader_from(from)?, self.shared.clone()))
     }
 
     /// Iterate over records from `from` (0 or 1: the oldest kept) up to the
