@@ -323,7 +323,7 @@ pub fn records(dir: &Path, node: u32, from: Lsn) -> Result<Records> {
 
 /// Iterate over `cfg.node()`'s records in `dir` in LSN order, starting at
 /// `from` (0: the oldest on disk), across segments, each with its segment
-/// and offset: a [`Reader`](crate::Reader) over the directory as it is now.
+/// and offset: a [`Reader`] over the directory as it is now.
 ///
 /// `from` below the oldest LSN on disk is `Err(Gap)` (those records were
 /// checkpointed away). `from` past the newest yields nothing. An empty or
