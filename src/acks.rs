@@ -263,14 +263,8 @@ impl Acks {
     pub fn poison(&self, cause: Poison) {
         // First cause wins; a later one changes nothing but wakes again.
         let _ = self.poison.set(cause);
-        let mut l = self.lists();
-        let all: Vec<Wake> = std::mem::take(&mut l.written)
-            .into_values()
-            .chain(std::mem::take(&mut l.durable).into_values())
-            .collect();
-        drop(l);
         // Already failing: a waker that panics changes nothing more.
-        let _ = wake_all(all);
+        let _ = wake_all(self.take_all());
     }
 }
 
@@ -282,14 +276,18 @@ impl Acks {
     /// under the lock, so no registration slips between.
     pub fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
+        // The ring thread is exiting; a waker's panic changes nothing.
+        let _ = wake_all(self.take_all());
+    }
+
+    /// Every registered wait, off both lists, taken under the lock (after
+    /// the flag that decides them was set, so none registers behind it).
+    fn take_all(&self) -> Vec<Wake> {
         let mut l = self.lists();
-        let all: Vec<Wake> = std::mem::take(&mut l.written)
+        std::mem::take(&mut l.written)
             .into_values()
             .chain(std::mem::take(&mut l.durable).into_values())
-            .collect();
-        drop(l);
-        // The ring thread is exiting; a waker's panic changes nothing.
-        let _ = wake_all(all);
+            .collect()
     }
 }
 

@@ -34,7 +34,7 @@ use crate::format::{self, Kind, SegmentHeader, MAX_LSN};
 use crate::format::Manifest;
 use crate::manifest;
 use crate::prefetch::Prefetcher;
-use crate::scan::{self, Position, SegmentEnd, Step, Verdict};
+use crate::scan::{self, Position, SegmentEnd, Verdict};
 use crate::segments::{self, LogDir, SegmentFile};
 
 /// What [`Wal::open`](crate::Wal::open) found and did.
@@ -412,18 +412,11 @@ impl Analysis {
         // data (an unfinished batch is never yielded), so a marker noted
         // here is one recovery keeps, unless the whole segment is dropped.
         let mut last_checkpoint = None;
-        let end = loop {
-            match w.next()? {
-                Step::Record { frame, .. } => {
-                    if let Some(m) = CheckpointMarker::decode(frame.lsn, frame.kind, frame.payload)
-                    {
-                        last_checkpoint = Some(m);
-                    }
-                }
-                Step::Hole { .. } => {}
-                Step::End(end) => break end,
+        let end = w.walk_to_end_visiting(|f| {
+            if let Some(m) = CheckpointMarker::decode(f.lsn, f.kind, f.payload) {
+                last_checkpoint = Some(m);
             }
-        };
+        })?;
         self.bytes_scanned += w.valid_end() - format::BLOCK as u64;
         let header = *w.header();
         let verdict = w.judge(end, Position::of(newest, cfg.torn_window(), &header))?;

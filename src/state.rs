@@ -283,20 +283,6 @@ impl Shared {
         self.space.notify_all();
     }
 
-    /// Sequence one record: give it the next LSN, copy its frame into the
-    /// active staging buffer and run `then(lsn)`, all under the
-    /// reservation lock. Rolls are decided here: a record that does not
-    /// fit starts a new segment named by its LSN, with a fresh salt.
-    pub fn reserve(
-        &self,
-        stream: u16,
-        kind: Kind,
-        payload: &[u8],
-        then: impl FnOnce(Lsn),
-    ) -> Result<Lsn> {
-        self.reserve_all(&[(stream, payload)], kind, then)
-    }
-
     /// Sequence `records` (all of kind `kind`) under one reservation: they
     /// get consecutive LSNs, land in one segment (a roll comes first if
     /// they do not fit the current one) and, when there are several, form
@@ -349,7 +335,10 @@ impl Shared {
                 r = self.wait_for_space(r);
                 continue;
             }
-            if !Cursor::fits(r.cursor().place_all(flens(), cap), r.seg_bytes) {
+            let first_flen = format::frame_len(records[0].1.len());
+            let (first_at, first_how) = r.cursor().place(first_flen, cap);
+            let after = first_at.place_all(flens().skip(1), cap);
+            if !Cursor::fits(after, r.seg_bytes) {
                 // Roll: the records open the next segment, named by the
                 // first one's LSN. They fit a fresh segment (checked above).
                 assert!(
@@ -368,9 +357,7 @@ impl Shared {
             // a lone record then never waits holding an LSN (others would
             // overtake it), and a batch waits mid-way only while
             // `batch_open` holds everyone else back.
-            let first_flen = format::frame_len(records[0].1.len());
-            let opens =
-                r.active.is_none() || r.cursor().place(first_flen, cap).1 == Placed::AfterClose;
+            let opens = r.active.is_none() || first_how == Placed::AfterClose;
             if opens && r.free.is_empty() {
                 // Hand the full buffer to the ring: writing it frees one.
                 r.close_active();
@@ -508,13 +495,13 @@ mod tests {
     #[test]
     fn after_the_poison_appends_are_refused_and_waiters_fail() {
         let sh = test_shared(1);
-        let lsn = sh.reserve(0, Kind::Data, b"x", |_| {}).unwrap();
+        let lsn = sh.reserve_all(&[(0, b"x")], Kind::Data, |_| {}).unwrap();
         sh.poison(Poison::Failed("test".into()));
         assert!(matches!(
             sh.acks.check(lsn, Level::Written),
             Some(Err(Error::Poisoned { .. }))
         ));
-        assert!(poisoned(sh.reserve(0, Kind::Data, b"y", |_| {})));
+        assert!(poisoned(sh.reserve_all(&[(0, b"y")], Kind::Data, |_| {})));
     }
 
     #[test]
@@ -522,7 +509,7 @@ mod tests {
         let sh = test_shared(0);
         let producer = {
             let sh = sh.clone();
-            std::thread::spawn(move || sh.reserve(0, Kind::Data, b"x", |_| {}))
+            std::thread::spawn(move || sh.reserve_all(&[(0, b"x")], Kind::Data, |_| {}))
         };
         // Let it park if it will; refused either way, never left parked.
         for _ in 0..1000 {

@@ -10,6 +10,7 @@ use std::task::{Context, Poll};
 use crate::acks::{Waiter, WakeBy};
 use crate::config::Level;
 use crate::error::{Lsn, Result};
+use crate::format::Kind;
 use crate::state::Shared;
 
 /// One appended record: its LSN, and the means to wait until it reaches a
@@ -31,6 +32,24 @@ impl std::fmt::Debug for Ticket {
 }
 
 impl Ticket {
+    /// Sequence `records` of `kind` as one run (`Shared::reserve_all`:
+    /// one record, or one atomic batch), wake the ring thread, and return
+    /// the ticket of the last. The one path from a reservation to a
+    /// ticket: appends, batches, commits and markers all take it.
+    pub(crate) fn issue(
+        shared: &Arc<Shared>,
+        records: &[(u16, &[u8])],
+        kind: Kind,
+        then: impl FnOnce(Lsn),
+    ) -> Result<Ticket> {
+        let first = shared.reserve_all(records, kind, then)?;
+        shared.kick();
+        Ok(Ticket {
+            lsn: first + records.len() as u64 - 1,
+            shared: shared.clone(),
+        })
+    }
+
     /// The record's LSN.
     pub fn lsn(&self) -> Lsn {
         self.lsn
@@ -183,7 +202,9 @@ mod tests {
     /// futures stay pending until the test advances the watermarks.
     fn pending_ticket() -> Ticket {
         let shared = test_shared(1);
-        let lsn = shared.reserve(0, Kind::Data, b"x", |_| {}).unwrap();
+        let lsn = shared
+            .reserve_all(&[(0, b"x")], Kind::Data, |_| {})
+            .unwrap();
         Ticket { lsn, shared }
     }
 

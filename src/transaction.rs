@@ -100,12 +100,7 @@ impl Transaction {
             .iter()
             .map(|(s, r)| (*s, &self.bytes[r.clone()]))
             .collect();
-        let first = self.shared.reserve_all(&records, Kind::Data, |_| {})?;
-        self.shared.kick();
-        Ok(Ticket {
-            lsn: first + records.len() as u64 - 1,
-            shared: self.shared.clone(),
-        })
+        Ticket::issue(&self.shared, &records, Kind::Data, |_| {})
     }
 
     /// Discard every staged record. Nothing was written, so nothing is

@@ -207,12 +207,7 @@ impl Wal {
         payload: &[u8],
         then: impl FnOnce(Lsn),
     ) -> Result<Ticket> {
-        let lsn = self.shared.reserve(stream, Kind::Data, payload, then)?;
-        self.shared.kick();
-        Ok(Ticket {
-            lsn,
-            shared: self.shared.clone(),
-        })
+        Ticket::issue(&self.shared, &[(stream, payload)], Kind::Data, then)
     }
 
     /// Append `records` (stream, payload) as one atomic batch: consecutive
@@ -233,12 +228,7 @@ impl Wal {
     /// holding the others back, until the ring thread writes enough to
     /// free them.
     pub fn append_batch(&self, records: &[(u16, &[u8])]) -> Result<Ticket> {
-        let first = self.shared.reserve_all(records, Kind::Data, |_| {})?;
-        self.shared.kick();
-        Ok(Ticket {
-            lsn: first + records.len() as u64 - 1,
-            shared: self.shared.clone(),
-        })
+        Ticket::issue(&self.shared, records, Kind::Data, |_| {})
     }
 
     /// Start a transaction: records staged in the returned handle and
@@ -562,18 +552,15 @@ impl Wal {
             });
         }
         let bytes = snapshot_lsn.to_le_bytes();
-        let lsn = self.shared.reserve(0, Kind::Checkpoint, &bytes, |_| {})?;
-        self.shared.kick();
+        let ticket = Ticket::issue(&self.shared, &[(0, &bytes)], Kind::Checkpoint, |_| {})?;
+        let lsn = ticket.lsn;
         let marker = CheckpointMarker { lsn, snapshot_lsn };
         let mut newest = self.marker.lock().unwrap_or_else(|p| p.into_inner());
         // Concurrent callers may get here out of LSN order: keep the newest.
         if newest.is_none_or(|m| m.lsn < lsn) {
             *newest = Some(marker);
         }
-        Ok(Ticket {
-            lsn,
-            shared: self.shared.clone(),
-        })
+        Ok(ticket)
     }
 
     /// The newest checkpoint marker known to this handle: the one recovery

@@ -594,9 +594,17 @@ impl Walker {
 
     /// Walk to the end of the valid frames and return how they end.
     pub fn walk_to_end(&mut self) -> Result<SegmentEnd> {
+        self.walk_to_end_visiting(|_| {})
+    }
+
+    /// [`walk_to_end`](Self::walk_to_end), showing `visit` every record on
+    /// the way (never one of an unfinished batch).
+    pub fn walk_to_end_visiting(&mut self, mut visit: impl FnMut(&FrameRef)) -> Result<SegmentEnd> {
         loop {
-            if let Step::End(end) = self.next()? {
-                return Ok(end);
+            match self.next()? {
+                Step::Record { frame, .. } => visit(&frame),
+                Step::Hole { .. } => {}
+                Step::End(end) => return Ok(end),
             }
         }
     }
