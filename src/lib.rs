@@ -34,6 +34,7 @@ mod error;
 mod files;
 mod follow;
 pub mod format;
+mod index;
 mod ledger;
 mod lifecycle;
 mod manifest;

@@ -8,6 +8,7 @@ use ringwal_platform::Vfs;
 
 use crate::error::{Error, Lsn, Result};
 use crate::format::Kind;
+use crate::index::{Point, SparseIndex};
 use crate::manifest;
 use crate::scan::{self, End, Position, Step, Verdict, Walker};
 use crate::segments::{LogDir, SegmentFile};
@@ -85,6 +86,9 @@ pub struct Reader {
     window: u64,
     /// The log's id, which version-2 segments must carry, when known.
     log_id: Option<u64>,
+    /// Where in the first segment the walk may start instead of at its
+    /// first frame (see [`seek_with`](Reader::seek_with)).
+    seek: Option<Point>,
     done: bool,
 }
 
@@ -135,8 +139,25 @@ impl Reader {
             upto,
             window,
             log_id,
+            seek: None,
             done: false,
         })
+    }
+
+    /// Start in the first segment at the point `index` gives for the first
+    /// LSN wanted, instead of at the segment's first frame: a read of an
+    /// LSN deep in a segment then walks at most [`index::SPACING`] bytes
+    /// and a record, not the whole segment before it. Only records up to
+    /// `upto` are looked up, whose segments the reader's list holds.
+    /// Cost: a binary search now; at the first step, one check that the
+    /// point's frame carries its LSN (else the walk starts at the front).
+    ///
+    /// [`index::SPACING`]: crate::index::SPACING
+    pub(crate) fn seek_with(mut self, index: &SparseIndex) -> Reader {
+        if let Some(first) = self.segments.as_slice().first() {
+            self.seek = index.seek(self.from.min(self.upto), first.base);
+        }
+        self
     }
 
     /// Every record of `dir`'s node on disk now, `from` on: the segments
@@ -166,7 +187,7 @@ impl Reader {
         let Some(seg) = self.segments.next() else {
             return Ok(false);
         };
-        let walker = match scan::open(&*self.vfs, &seg, self.dir.node(), self.log_id)? {
+        let mut walker = match scan::open(&*self.vfs, &seg, self.dir.node(), self.log_id)? {
             Ok(w) => w,
             Err(p) => return Err(p.error(&seg, self.dir.node())),
         };
@@ -177,6 +198,11 @@ impl Reader {
                 expected: expect,
                 found: seg.base,
             });
+        }
+        if let Some(p) = self.seek.take() {
+            if walker.seek(p)? {
+                self.expect = Some(p.lsn);
+            }
         }
         self.current = Some(walker);
         Ok(true)

@@ -32,6 +32,7 @@ use crate::error::{Error, Lsn, Result};
 use crate::format::{self, Kind, SegmentHeader, MAX_LSN};
 
 use crate::format::Manifest;
+use crate::index::{self, Point, SparseIndex};
 use crate::manifest;
 use crate::prefetch::Prefetcher;
 use crate::scan::{self, Position, SegmentEnd, Verdict};
@@ -167,6 +168,9 @@ pub(crate) struct SegmentState {
     /// The newest checkpoint marker among the records walked (all of them
     /// before the end of the complete data, so none in a tail to cut).
     pub last_checkpoint: Option<CheckpointMarker>,
+    /// Seek points for the sparse index, from the records walked (so none
+    /// in a tail to cut).
+    pub points: Vec<Point>,
 }
 
 /// How far analysis goes after the first problem.
@@ -412,9 +416,17 @@ impl Analysis {
         // data (an unfinished batch is never yielded), so a marker noted
         // here is one recovery keeps, unless the whole segment is dropped.
         let mut last_checkpoint = None;
-        let end = w.walk_to_end_visiting(|f| {
+        let mut points: Vec<Point> = Vec::new();
+        let end = w.walk_to_end_visiting(|at, f, batch| {
             if let Some(m) = CheckpointMarker::decode(f.lsn, f.kind, f.payload) {
                 last_checkpoint = Some(m);
+            }
+            let starts_clean = batch.is_none_or(|first| first == f.lsn);
+            if starts_clean && at >= index::due_after(points.last().map(|p| p.offset)) {
+                points.push(Point {
+                    lsn: f.lsn,
+                    offset: at,
+                });
             }
         })?;
         self.bytes_scanned += w.valid_end() - format::BLOCK as u64;
@@ -428,6 +440,7 @@ impl Analysis {
             records: w.records(),
             cut: None,
             last_checkpoint,
+            points,
         };
         // What lies behind the end: the records a cut drops, and (point
         // in time) LSNs on disk that must never be handed out again, even
@@ -567,6 +580,8 @@ pub(crate) struct Recovered {
     /// The log's id: the manifest's, else the one its version-2 segments
     /// carry; `None` for a new log or one with version-1 segments only.
     pub log_id: Option<u64>,
+    /// Seek points of every record kept.
+    pub index: SparseIndex,
 }
 
 /// Recover `dir` for writing: analyze, fail on corruption (strict mode),
@@ -687,7 +702,12 @@ pub(crate) fn recover(dir: &LogDir, cfg: &Config) -> Result<Recovered> {
     report.last_checkpoint = a.segments.iter().rev().find_map(|s| s.last_checkpoint);
     report.elapsed = start.elapsed();
     let log_id = a.log_id();
+    let mut index = SparseIndex::default();
+    for p in a.segments.iter().flat_map(|s| &s.points) {
+        index.add(*p);
+    }
     Ok(Recovered {
+        index,
         report,
         segments: a.segments.into_iter().map(|s| s.file).collect(),
         active,

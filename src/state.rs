@@ -15,6 +15,7 @@ use crate::acks::Acks;
 use crate::config::{Config, Level, SyncMethod};
 use crate::error::{Error, Lsn, Poison, Result};
 use crate::format::{self, Batching, Kind, SegmentHeader};
+use crate::index::{self, Point, SparseIndex};
 use crate::lifecycle::{self, RecyclePool};
 use crate::manifest;
 use crate::packing::{Cursor, Placed};
@@ -67,6 +68,9 @@ pub(crate) struct Reservation {
     /// released, for a free buffer: no other record may be sequenced
     /// until it is complete, or its LSNs would not be consecutive.
     pub batch_open: bool,
+    /// The offset in the current segment from which the next record that
+    /// may start a walk becomes a point of the sparse index.
+    pub index_due: u64,
 }
 
 impl Reservation {
@@ -141,6 +145,8 @@ pub(crate) struct Resume<'a> {
     pub write_at: u64,
     /// The log's segments on disk, oldest first.
     pub segments: Vec<SegmentFile>,
+    /// Seek points of the records on disk.
+    pub index: SparseIndex,
 }
 
 /// Everything the handle, the tickets and the ring thread share.
@@ -158,6 +164,10 @@ pub(crate) struct Shared {
     pub sync_wanted: AtomicU64,
     pub next_lsn: AtomicU64,
     pub segments: Mutex<Vec<SegmentFile>>,
+    /// Where reads of an LSN may start inside its segment. Taken after the
+    /// reservation lock when both are held (a producer adding a point),
+    /// never the other way round.
+    pub index: Mutex<SparseIndex>,
     /// Checkpointed segments waiting for the preparer to reuse them; see
     /// `Wal::checkpoint`.
     pub recycled: Arc<RecyclePool>,
@@ -188,7 +198,16 @@ impl Shared {
             header,
             write_at,
             segments,
+            index: points,
         } = at;
+        // Points already in the segment appends continue in space the
+        // next one out from the last.
+        let index_due = index::due_after(
+            points
+                .last()
+                .filter(|p| p.lsn >= header.base_lsn)
+                .map(|p| p.offset),
+        );
         let free = (0..cfg.max_inflight + 2)
             .map(|_| AlignedBuf::new(cfg.buffer_bytes()))
             .collect();
@@ -217,6 +236,7 @@ impl Shared {
                 waiting_for_space: 0,
                 closed: false,
                 batch_open: false,
+                index_due,
             }),
             space: Condvar::new(),
             acks: Acks::new(next_lsn - 1),
@@ -226,6 +246,7 @@ impl Shared {
             sync_wanted: AtomicU64::new(0),
             next_lsn: AtomicU64::new(next_lsn),
             segments: Mutex::new(segments),
+            index: Mutex::new(points),
             recycled: Arc::default(),
             counters: Counters::default(),
             log_id: manifest.get().log_id,
@@ -351,6 +372,7 @@ impl Shared {
                 r.salt = lifecycle::new_salt();
                 r.batch_start = format::HEADER_BYTES as u64;
                 r.seg_bytes = cfg.segment_bytes;
+                r.index_due = index::due_after(None);
                 continue;
             }
             // The first frame's buffer is secured before any LSN is given:
@@ -378,10 +400,21 @@ impl Shared {
                 (true, false) => Batching::Member,
                 (true, true) => Batching::Last,
             };
-            let (next, how) = r.cursor().place(format::frame_len(payload.len()), cap);
+            let flen = format::frame_len(payload.len());
+            let (next, how) = r.cursor().place(flen, cap);
             if how == Placed::AfterClose {
                 r.close_active();
                 self.kick();
+            }
+            // A walk may start at a record that stands alone or opens its
+            // batch, never inside one.
+            let at = next.end - flen as u64;
+            if i == 0 && at >= r.index_due {
+                self.index
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .add(Point { lsn, offset: at });
+                r.index_due = index::due_after(Some(at));
             }
             while r.active.is_none() {
                 let Some(buf) = r.free.pop() else {
@@ -476,6 +509,7 @@ pub(crate) fn test_shared(buffers: usize) -> Arc<Shared> {
         header: &header,
         write_at: format::HEADER_BYTES as u64,
         segments: Vec::new(),
+        index: SparseIndex::default(),
     };
     let sh = Shared::new(cfg, dir, Arc::new(Notifier::new().unwrap()), at, keeper);
     sh.lock().free.truncate(buffers);

@@ -48,6 +48,10 @@ pub struct Stats {
     /// DSYNC write can complete without being durable. Decided once at
     /// open, from the file system the active segment is on.
     pub sync_method: SyncMethod,
+    /// Points in the sparse LSN → offset index that lets reads start
+    /// inside a segment: 16 bytes each, at most one per 64 KiB of log kept
+    /// (256 KiB of memory per GiB of log, less where writes are larger).
+    pub index_points: usize,
 }
 
 /// A write-ahead log: many producers, one ring thread, one directory and
@@ -160,6 +164,7 @@ impl Wal {
             header: &header,
             write_at,
             segments: rec.segments,
+            index: rec.index,
         };
         let sync_method = lifecycle::sync_method_for(cfg.sync_method, &*file);
         let mut shared = Shared::new(cfg, dir, notifier, at, keeper);
@@ -359,6 +364,12 @@ impl Wal {
             syncs: c.syncs.load(Ordering::Relaxed),
             rolls: c.rolls.load(Ordering::Relaxed),
             sync_method: self.shared.sync_method,
+            index_points: self
+                .shared
+                .index
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .len(),
         }
     }
 
@@ -369,10 +380,11 @@ impl Wal {
     /// checkpointed away or a point-in-time recovery skipped it.
     ///
     /// Cost: the segment holding `lsn` is found from the in-memory segment
-    /// list, then read from its start up to the record through the page
-    /// cache (at most one segment: 64 MiB by default), checking each frame's
-    /// CRC on the way; one allocation for the payload. For many reads in
-    /// order, use one [`reader_from`](Self::reader_from) instead.
+    /// list and the walk starts at the nearest point of the sparse index
+    /// at or below `lsn` (see [`Stats::index_points`]), so it reads and
+    /// CRC-checks at most 64 KiB of frames plus the record's own, through
+    /// the page cache (one 1 MiB read); one allocation for the payload.
+    /// For many reads in order, use one [`reader_from`](Self::reader_from).
     pub fn read(&self, lsn: Lsn) -> Result<Record> {
         let written = self.written_lsn();
         if lsn == 0 || lsn > written {
@@ -405,6 +417,10 @@ impl Wal {
     ///
     /// `from` below the oldest LSN kept is `Gap`: the records were
     /// checkpointed away, and skipping them silently would hide it.
+    ///
+    /// The reader starts at the sparse index's nearest point at or below
+    /// `from`, not at the front of its segment; frames before that point
+    /// are not read (`verify` reads everything).
     pub fn reader_from(&self, from: Lsn) -> Result<Reader> {
         // The watermark first: a segment is listed before anything in it
         // can be written, so every record up to it is in the list below.
@@ -424,6 +440,7 @@ impl Wal {
             self.shared.cfg.torn_window(),
             Some(self.shared.log_id),
         )
+        .map(|r| r.seek_with(&self.shared.index.lock().unwrap_or_else(|p| p.into_inner())))
     }
 
     /// Delete whole sealed segments whose every record is at or below
@@ -489,6 +506,12 @@ impl Wal {
                     break;
                 }
             }
+        }
+        if removed > 0 {
+            sh.index
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .prune_below(segs[0].base);
         }
         drop(segs);
         if removed > 0 {
