@@ -1,17 +1,89 @@
 //! Tailing: a reader that, at the end of the written data, waits for more.
 //!
-//! Architecture invariant: no second walk. A `Follower` is a `Reader`
-//! extended in place to each new written watermark (the walker reads on
-//! from where it stopped, rolls included), waiting in between on the same
-//! waiter registry tickets use.
+//! Architecture invariant: no second walk. Both followers are a `Reader`
+//! extended in place (the walker reads on from where it stopped, rolls
+//! included) through one `Tail`; they differ only in how they wait. A
+//! `Follower` of this process's log waits on the same waiter registry
+//! tickets use; a `DirFollower` of a log another process writes polls
+//! the directory, the only signal it has.
 
 use std::sync::Arc;
+use std::time::Duration;
+
+use ringwal_platform::Vfs;
 
 use crate::config::Level;
-use crate::error::{Error, Result};
+use crate::error::{Error, Lsn, Result};
 use crate::reader::{Reader, Record};
+use crate::scan;
+use crate::segments::{LogDir, SegmentFile};
 use crate::state::Shared;
 use crate::ticket::{Ticket, TicketFuture};
+
+/// A reader that is read on after each wait, and ends after its first
+/// error.
+struct Tail {
+    reader: Reader,
+    ended: bool,
+}
+
+impl Tail {
+    /// A record already there (`Some(Some(..))`), nothing yet
+    /// (`Some(None)`), or the end (`None`).
+    fn ready(&mut self) -> Option<Option<Result<Record>>> {
+        if self.ended {
+            return None;
+        }
+        match self.reader.next() {
+            Some(Ok(r)) => Some(Some(Ok(r))),
+            Some(Err(e)) => {
+                self.ended = true;
+                Some(Some(Err(e)))
+            }
+            None => Some(None),
+        }
+    }
+
+    /// The next record, calling `wait(next_lsn)` whenever there is none
+    /// yet; `wait` returns the watermark to read on to and the log's
+    /// segments, or the error that ends the tail.
+    fn next_blocking(
+        &mut self,
+        mut wait: impl FnMut(Lsn) -> Result<(Lsn, Vec<SegmentFile>)>,
+    ) -> Option<Result<Record>> {
+        loop {
+            match self.ready()? {
+                Some(r) => return Some(r),
+                None => {
+                    let waited = wait(self.reader.next_lsn());
+                    if let Some(end) = self.read_on(waited) {
+                        return end;
+                    }
+                }
+            }
+        }
+    }
+
+    /// After a wait: read on up to `upto` through `segments` (the log's
+    /// list now), or yield the end the wait brought.
+    fn read_on(
+        &mut self,
+        waited: Result<(Lsn, Vec<SegmentFile>)>,
+    ) -> Option<Option<Result<Record>>> {
+        let extended = waited.and_then(|(upto, segments)| self.reader.extend(upto, &segments));
+        match extended {
+            Ok(()) => None,
+            Err(Error::Closed) => {
+                self.ended = true;
+                Some(None)
+            }
+            Err(e) => {
+                self.ended = true;
+                Some(Some(Err(e)))
+            }
+        }
+    }
+}
 
 /// Every record from a starting LSN on, in order, for as long as the log
 /// is open: at the end of the written data it waits for the next record
@@ -31,16 +103,15 @@ use crate::ticket::{Ticket, TicketFuture};
 /// the watermark (no polling), then one read of the block it stopped in
 /// and one copy of the segment list.
 pub struct Follower {
-    reader: Reader,
+    tail: Tail,
     shared: Arc<Shared>,
-    ended: bool,
 }
 
 impl std::fmt::Debug for Follower {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Follower")
-            .field("next_lsn", &self.reader.next_lsn())
-            .field("ended", &self.ended)
+            .field("next_lsn", &self.tail.reader.next_lsn())
+            .field("ended", &self.tail.ended)
             .finish()
     }
 }
@@ -48,82 +119,49 @@ impl std::fmt::Debug for Follower {
 impl Follower {
     pub(crate) fn new(reader: Reader, shared: Arc<Shared>) -> Follower {
         Follower {
-            reader,
+            tail: Tail {
+                reader,
+                ended: false,
+            },
             shared,
-            ended: false,
         }
     }
 
     /// The LSN of the next record it yields.
     pub fn next_lsn(&self) -> u64 {
-        self.reader.next_lsn()
+        self.tail.reader.next_lsn()
     }
 
     /// The next record, waiting without blocking a thread while there is
     /// none yet. `None` once the log is closed or after an error.
     pub async fn next_async(&mut self) -> Option<Result<Record>> {
         loop {
-            match self.ready()? {
+            match self.tail.ready()? {
                 Some(r) => return Some(r),
                 None => {
-                    let wait = TicketFuture::new(
-                        self.shared.clone(),
-                        self.reader.next_lsn(),
-                        Level::Written,
-                    );
-                    let waited = wait.await;
-                    if let Some(end) = self.waited(waited) {
+                    let wait =
+                        TicketFuture::new(self.shared.clone(), self.next_lsn(), Level::Written);
+                    let waited = wait.await.map(|()| written(&self.shared));
+                    if let Some(end) = self.tail.read_on(waited) {
                         return end;
                     }
                 }
             }
         }
     }
+}
 
-    /// A record already written (`Some(Some(..))`), nothing yet
-    /// (`Some(None)`), or the end (`None`).
-    fn ready(&mut self) -> Option<Option<Result<Record>>> {
-        if self.ended {
-            return None;
-        }
-        match self.reader.next() {
-            Some(Ok(r)) => Some(Some(Ok(r))),
-            Some(Err(e)) => {
-                self.ended = true;
-                Some(Some(Err(e)))
-            }
-            None => Some(None),
-        }
-    }
-
-    /// After a wait: read on, or the end it brought.
-    fn waited(&mut self, waited: Result<()>) -> Option<Option<Result<Record>>> {
-        match waited {
-            Ok(()) => {}
-            Err(Error::Closed) => {
-                self.ended = true;
-                return Some(None);
-            }
-            Err(e) => {
-                self.ended = true;
-                return Some(Some(Err(e)));
-            }
-        }
-        // The watermark first: a segment is listed before anything in it
-        // is written (as `Wal::reader_from` relies on too).
-        let upto = self.shared.acks.written();
-        let segments = self
-            .shared
-            .segments
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        if let Err(e) = self.reader.extend(upto, &segments) {
-            self.ended = true;
-            return Some(Some(Err(e)));
-        }
-        None
-    }
+/// The written watermark and the segments holding everything up to it.
+fn written(shared: &Shared) -> (Lsn, Vec<SegmentFile>) {
+    // The watermark first: a segment is listed before anything in it is
+    // written (as `Wal::reader_from` relies on too).
+    let upto = shared.acks.written();
+    let segments = shared
+        .segments
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    (upto, segments)
 }
 
 impl Iterator for Follower {
@@ -131,19 +169,91 @@ impl Iterator for Follower {
 
     /// The next record, blocking while there is none yet.
     fn next(&mut self) -> Option<Result<Record>> {
-        loop {
-            match self.ready()? {
-                Some(r) => return Some(r),
-                None => {
-                    let ticket = Ticket {
-                        lsn: self.reader.next_lsn(),
-                        shared: self.shared.clone(),
-                    };
-                    if let Some(end) = self.waited(ticket.wait(Level::Written)) {
-                        return end;
-                    }
-                }
-            }
-        }
+        let shared = &self.shared;
+        self.tail.next_blocking(|lsn| {
+            let ticket = Ticket {
+                lsn,
+                shared: shared.clone(),
+            };
+            ticket.wait(Level::Written).map(|()| written(shared))
+        })
+    }
+}
+
+/// Every record of a log directory from a starting LSN on, in order, while
+/// another process (or none) writes it: at the end of the valid data it
+/// sleeps for its poll interval, lists the directory again and reads on,
+/// across rolls. `ringwal cat --follow` is this. Takes no lock and
+/// changes nothing, like [`verify::records`](crate::verify::records).
+///
+/// A record is yielded once it is on disk in full and every record before
+/// it is too (a reader never sees past a write still in flight); in a
+/// writer's durable mode that means durable, in written mode it survives
+/// a process crash but may not a power loss.
+///
+/// Never ends on its own while the log is quiet. Ends with one `Err` on
+/// damage, or with `Gap` when a checkpoint removed records before it read
+/// them; then `None`.
+///
+/// Cost: as a [`Reader`] while records are there; at the end, per poll
+/// interval, one read of the block it stopped in and one directory
+/// listing (plus one header read when a new segment shows up).
+pub struct DirFollower {
+    tail: Tail,
+    vfs: Arc<dyn Vfs>,
+    dir: LogDir,
+    every: Duration,
+}
+
+impl std::fmt::Debug for DirFollower {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DirFollower")
+            .field("dir", &self.dir)
+            .field("next_lsn", &self.tail.reader.next_lsn())
+            .field("every", &self.every)
+            .finish()
+    }
+}
+
+impl DirFollower {
+    pub(crate) fn new(
+        vfs: Arc<dyn Vfs>,
+        dir: LogDir,
+        from: Lsn,
+        window: u64,
+        every: Duration,
+    ) -> Result<DirFollower> {
+        let reader = Reader::open_dir(vfs.clone(), dir.clone(), from, window)?;
+        Ok(DirFollower {
+            tail: Tail {
+                reader,
+                ended: false,
+            },
+            vfs,
+            dir,
+            every,
+        })
+    }
+
+    /// The LSN of the next record it yields.
+    pub fn next_lsn(&self) -> Lsn {
+        self.tail.reader.next_lsn()
+    }
+}
+
+impl Iterator for DirFollower {
+    type Item = Result<Record>;
+
+    /// The next record, sleeping and polling while there is none yet.
+    fn next(&mut self) -> Option<Result<Record>> {
+        let (vfs, dir, every) = (&self.vfs, &self.dir, self.every);
+        self.tail.next_blocking(|_| {
+            std::thread::sleep(every);
+            let mut files = dir.list(&**vfs)?.segments;
+            scan::pop_never_written(&**vfs, &mut files, dir.node(), None)?;
+            // No watermark to read on to from outside the writer: the
+            // walk itself finds where the written data ends.
+            Ok((Lsn::MAX, files))
+        })
     }
 }

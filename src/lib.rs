@@ -56,7 +56,7 @@ mod wal;
 pub use collector::{Collector, Replayed, Watermarks};
 pub use config::{Backend, Config, ConfigBuilder, DirectIo, Level, RecoveryMode, SyncMethod};
 pub use error::{Error, Lsn, Poison, Result};
-pub use follow::Follower;
+pub use follow::{DirFollower, Follower};
 pub use format::Kind;
 pub use observer::DurabilityObserver;
 pub use reader::{Reader, Record};

@@ -16,9 +16,11 @@
 //! judge by a wider window than both.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use crate::config::Config;
 use crate::error::{Error, Lsn, Result};
+use crate::follow::DirFollower;
 use crate::format;
 use crate::reader::Reader;
 pub use crate::reader::{Located as Records, RecordAt};
@@ -343,6 +345,21 @@ pub fn records(dir: &Path, node: u32, from: Lsn) -> Result<Records> {
 pub fn records_with(dir: &Path, cfg: &Config, from: Lsn) -> Result<Records> {
     let dir = LogDir::new(dir, cfg.node);
     Ok(Reader::open_dir(cfg.vfs.clone(), dir, from, cfg.torn_window())?.located())
+}
+
+/// Follow `node`'s records in `dir` from `from` (0: the oldest on disk) as
+/// another process writes them, polling every `every` at the end of the
+/// data (see [`DirFollower`]). `Gap` at once if `from` is below the
+/// oldest record on disk. Read-only, like [`records`].
+pub fn follow(dir: &Path, node: u32, from: Lsn, every: Duration) -> Result<DirFollower> {
+    let cfg = Config::builder().node(node).build();
+    DirFollower::new(
+        cfg.vfs.clone(),
+        LogDir::new(dir, node),
+        from,
+        cfg.torn_window(),
+        every,
+    )
 }
 
 #[cfg(test)]

@@ -7,12 +7,17 @@
 
 mod common;
 
+use std::cell::Cell;
 use std::io::{BufRead, Write};
+use std::path::Path;
 use std::process::Command;
 use std::sync::mpsc;
 
-use common::crash_loop::{crash_loop, kills, temp_root, AckFormat};
+use common::crash_loop::{
+    assert_whole_groups, crash_loop, crash_loop_checked, kills, temp_root, AckFormat,
+};
 use common::*;
+use rand::Rng;
 use ringwal::{Backend, Level, Wal};
 
 /// Kills per loop, for each backend.
@@ -25,6 +30,9 @@ const CHILD_LEVEL: &str = "RINGWAL_CRASH_CHILD_LEVEL";
 /// When set to N, the child checkpoints everything but its last N
 /// acknowledged records as it goes, so rolls reuse recycled segments.
 const CHILD_KEEP: &str = "RINGWAL_CRASH_CHILD_KEEP";
+/// When set to N, the child commits each N consecutive lines as one
+/// transaction instead of appending them one by one.
+const CHILD_TX: &str = "RINGWAL_CRASH_CHILD_TX";
 
 #[test]
 fn library_writer_survives_sigkill() {
@@ -46,6 +54,69 @@ fn library_writer_in_written_mode_survives_sigkill() {
     library_crash_loop(Level::Written, kills(LIBRARY_KILLS / 2), None);
 }
 
+/// Transactions of 2 to 8 records (the size drawn per life), committed
+/// under the kills: after every kill each one is whole or absent, every
+/// acknowledged one is there, and LSNs stay dense.
+#[test]
+fn transactional_writer_survives_sigkill() {
+    let mut rng = seeded_rng("transaction sizes");
+    for backend in BACKENDS {
+        let sizes: Vec<u64> = (0..kills(LIBRARY_KILLS))
+            .map(|_| rng.gen_range(2..=8))
+            .collect();
+        let life = Cell::new(0);
+        let mut whole = 0;
+        let root = temp_root();
+        let dir = root.path().join("log");
+        crash_loop_checked(
+            &format!("transaction crash loop ({backend:?})"),
+            &dir,
+            &cfg(backend),
+            AckFormat::Tagged,
+            sizes.len(),
+            None,
+            || {
+                let n = sizes[life.get()];
+                life.set(life.get() + 1);
+                let mut c = child(&dir, backend, Level::Durable);
+                c.env(CHILD_TX, n.to_string());
+                c
+            },
+            |iteration, before, after, life| {
+                let n = sizes[iteration];
+                whole += assert_whole_groups(&dir, iteration, before, after, n);
+                // The child acknowledges a transaction only as a whole.
+                let first = before.next();
+                for &lsn in &life.acked {
+                    let start = first + (lsn - first) / n * n;
+                    assert!(
+                        (start..start + n).all(|l| life.acked.contains(&l)),
+                        "iteration {iteration}: LSN {lsn} acknowledged without all of its transaction"
+                    );
+                }
+            },
+        );
+        assert!(whole > 0, "no transaction was ever recovered ({backend:?})");
+    }
+}
+
+/// This test binary, to be re-executed as the library writer.
+fn child(dir: &Path, backend: Backend, level: Level) -> Command {
+    let exe = std::env::current_exe().expect("path of this test binary");
+    let mut c = Command::new(exe);
+    c.args([
+        "crash_child_entry_point",
+        "--exact",
+        "--nocapture",
+        "--test-threads=1",
+        "-q",
+    ])
+    .env(CHILD_DIR, dir)
+    .env(CHILD_BACKEND, format!("{backend:?}"))
+    .env(CHILD_LEVEL, format!("{level:?}"));
+    c
+}
+
 /// Kill this binary re-executed as a library writer that acknowledges at
 /// `level`, with both backends. (Not `for_each_backend`: the loop takes
 /// the spawning lock exclusively.)
@@ -53,7 +124,6 @@ fn library_crash_loop(level: Level, kills: usize, keep: Option<u64>) {
     for backend in BACKENDS {
         let root = temp_root();
         let dir = root.path().join("log");
-        let exe = std::env::current_exe().expect("path of this test binary");
         crash_loop(
             &format!("library crash loop ({backend:?}, {level:?})"),
             &dir,
@@ -62,17 +132,7 @@ fn library_crash_loop(level: Level, kills: usize, keep: Option<u64>) {
             kills,
             keep,
             || {
-                let mut c = Command::new(&exe);
-                c.args([
-                    "crash_child_entry_point",
-                    "--exact",
-                    "--nocapture",
-                    "--test-threads=1",
-                    "-q",
-                ])
-                .env(CHILD_DIR, &dir)
-                .env(CHILD_BACKEND, format!("{backend:?}"))
-                .env(CHILD_LEVEL, format!("{level:?}"));
+                let mut c = child(&dir, backend, level);
                 if let Some(k) = keep {
                     c.env(CHILD_KEEP, k.to_string());
                 }
@@ -108,6 +168,9 @@ fn crash_child_entry_point() {
     let keep: Option<u64> = std::env::var(CHILD_KEEP)
         .ok()
         .map(|v| v.parse().expect("child: keep count"));
+    let tx_size: usize = std::env::var(CHILD_TX)
+        .ok()
+        .map_or(1, |v| v.parse().expect("child: transaction size"));
     let config = small(backend).default_level(level).build();
     let (wal, _) = Wal::open(&dir, config).expect("child: open");
     let out = std::io::stdout();
@@ -123,6 +186,8 @@ fn crash_child_entry_point() {
         s.spawn(move || {
             let mut input = std::io::stdin().lock();
             let mut line = Vec::new();
+            // Lines staged in a transaction, committed every `tx_size`.
+            let mut staged = wal.begin();
             loop {
                 line.clear();
                 if input.read_until(b'\n', &mut line).expect("child: stdin") == 0 {
@@ -131,15 +196,31 @@ fn crash_child_entry_point() {
                 if line.last() == Some(&b'\n') {
                     line.pop();
                 }
-                let ticket = wal.append(0, &line).expect("child: append");
-                if tx.send(ticket).is_err() {
+                let ticket = if tx_size == 1 {
+                    wal.append(0, &line).expect("child: append")
+                } else {
+                    staged.append(0, &line).expect("child: stage");
+                    if staged.len() < tx_size {
+                        continue;
+                    }
+                    std::mem::replace(&mut staged, wal.begin())
+                        .commit()
+                        .expect("child: commit")
+                };
+                let first = ticket.lsn() + 1 - tx_size as u64;
+                if tx.send((first, ticket)).is_err() {
                     return;
                 }
             }
         });
-        for ticket in rx {
+        for (first, ticket) in rx {
             ticket.wait(level).expect("child: wait");
-            emit(format!("@ack:{};\n", ticket.lsn()));
+            // One write for the whole transaction (a pipe write this
+            // small is atomic): a kill never splits its acknowledgement.
+            let acks: String = (first..=ticket.lsn())
+                .map(|l| format!("@ack:{l};"))
+                .collect();
+            emit(acks + "\n");
             // Only behind an acknowledgement already printed, so the test
             // knows every LSN the log may drop.
             if let Some(k) = keep.filter(|&k| ticket.lsn() % 32 == 0 && ticket.lsn() > k) {

@@ -4,10 +4,11 @@
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use base64::Engine as _;
 use ringwal::verify::{self, RecordAt, VerifyReport};
-use ringwal::{Error, Lsn};
+use ringwal::{Error, Lsn, Record};
 
 use super::{CatArgs, CmdResult, DumpArgs, Failure, StatArgs, VerifyArgs};
 
@@ -23,15 +24,27 @@ fn each_record(
     dir: &Path,
     node: u32,
     from: Lsn,
-    mut print: impl FnMut(&mut dyn Write, &RecordAt) -> io::Result<()>,
+    print: impl FnMut(&mut dyn Write, &RecordAt) -> io::Result<()>,
 ) -> CmdResult {
-    let records = verify::records(dir, node, from)?;
+    print_each(verify::records(dir, node, from)?, false, print)
+}
+
+/// Print `records` through `print` (see [`each_record`]); with
+/// `flush_each`, every record reaches stdout before the next is awaited
+/// (a follower may wait a long time for it).
+fn print_each<T>(
+    records: impl Iterator<Item = ringwal::Result<T>>,
+    flush_each: bool,
+    mut print: impl FnMut(&mut dyn Write, &T) -> io::Result<()>,
+) -> CmdResult {
     let stdout = io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
     let mut failure = None;
     for rec in records {
         let printed = match rec {
-            Ok(rec) => print(&mut out, &rec).map_err(|e| Failure::io("stdout", e)),
+            Ok(rec) => print(&mut out, &rec)
+                .and_then(|()| if flush_each { out.flush() } else { Ok(()) })
+                .map_err(|e| Failure::io("stdout", e)),
             Err(e) => Err(e.into()),
         };
         if let Err(f) = printed {
@@ -50,12 +63,22 @@ fn each_record(
 
 /// `ringwal cat`: payloads, one per line, in LSN order.
 pub(crate) fn cat(a: CatArgs) -> CmdResult {
-    each_record(&a.dir, a.node, a.from, |out, rec| {
-        if a.stream.is_some_and(|s| s != rec.stream) {
+    let print = |out: &mut dyn Write, stream: u16, payload: &[u8]| {
+        if a.stream.is_some_and(|s| s != stream) {
             return Ok(());
         }
-        out.write_all(&rec.payload)?;
+        out.write_all(payload)?;
         out.write_all(b"\n")
+    };
+    if a.follow {
+        let every = Duration::from_millis(a.poll_ms);
+        let records = verify::follow(&a.dir, a.node, a.from, every)?;
+        return print_each(records, true, |out, rec: &Record| {
+            print(out, rec.stream, &rec.payload)
+        });
+    }
+    each_record(&a.dir, a.node, a.from, |out, rec| {
+        print(out, rec.stream, &rec.payload)
     })
 }
 

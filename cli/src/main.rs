@@ -86,6 +86,14 @@ pub(crate) struct CatArgs {
     /// Print only records of this stream.
     #[arg(long)]
     pub stream: Option<u16>,
+    /// At the end of the data, wait for more and print records as they
+    /// are written (across segment rolls) until interrupted. Ends with an
+    /// error if a checkpoint removes records before they are printed.
+    #[arg(long)]
+    pub follow: bool,
+    /// With --follow: how often to look for new records, in milliseconds.
+    #[arg(long, default_value_t = 100, requires = "follow")]
+    pub poll_ms: u64,
 }
 
 /// Arguments of `ringwal dump`.

@@ -10,7 +10,9 @@ use std::cell::Cell;
 use std::path::Path;
 use std::process::Command;
 
-use common::crash_loop::{crash_loop, crash_loop_checked, kills, temp_root, AckFormat};
+use common::crash_loop::{
+    assert_whole_groups, crash_loop, crash_loop_checked, kills, temp_root, AckFormat,
+};
 use rand::Rng;
 use ringwal::Config;
 
@@ -87,25 +89,7 @@ fn cli_append_batch_survives_sigkill() {
             c
         },
         |iteration, before, after, _| {
-            let n = sizes[iteration];
-            let first = before.next();
-            let new = after.next() - first;
-            assert!(
-                new.is_multiple_of(n),
-                "iteration {iteration}: {new} records recovered from LSN {first} with --batch {n}: a batch was cut"
-            );
-            whole += new / n;
-            // The log says so too: each new record names its batch's first LSN.
-            for rec in ringwal::verify::records(&dir, 1, first).unwrap() {
-                let rec = rec.unwrap();
-                let start = first + (rec.lsn - first) / n * n;
-                assert_eq!(
-                    rec.batch,
-                    Some(start),
-                    "iteration {iteration}: LSN {} with --batch {n} from LSN {first}",
-                    rec.lsn
-                );
-            }
+            whole += assert_whole_groups(&dir, iteration, before, after, sizes[iteration]);
         },
     );
     assert!(whole > 0, "{what}: no batch was ever recovered");

@@ -220,7 +220,11 @@ pub fn check_after_kill(
         let read = wal
             .read(r.lsn)
             .unwrap_or_else(|e| panic!("{what}: read({}) failed: {e}", r.lsn));
-        assert!(read == *r, "{what}: read({}) disagrees with the walk", r.lsn);
+        assert!(
+            read == *r,
+            "{what}: read({}) disagrees with the walk",
+            r.lsn
+        );
     }
     wal.close().unwrap();
 
@@ -384,6 +388,36 @@ pub fn crash_loop_checked(
         known.first,
         known.next() - 1
     );
+}
+
+/// After a kill, for a child that appended its lines in atomic groups of
+/// `n` (batches or transactions) from `before.next()` on: the records
+/// recovered since form whole groups, and each names its group's first
+/// LSN as its batch. Returns how many groups were recovered.
+pub fn assert_whole_groups(
+    dir: &Path,
+    iteration: usize,
+    before: &Known,
+    after: &Known,
+    n: u64,
+) -> u64 {
+    let first = before.next();
+    let new = after.next() - first;
+    assert!(
+        new.is_multiple_of(n),
+        "iteration {iteration}: {new} records recovered from LSN {first} in groups of {n}: a group was cut"
+    );
+    for rec in ringwal::verify::records(dir, 1, first).unwrap() {
+        let rec = rec.unwrap();
+        let start = first + (rec.lsn - first) / n * n;
+        assert_eq!(
+            rec.batch,
+            Some(start),
+            "iteration {iteration}: LSN {} in groups of {n} from LSN {first}",
+            rec.lsn
+        );
+    }
+    new / n
 }
 
 /// `RINGWAL_KILLS=N` scales every loop (scripts/torture.sh runs thousands).
