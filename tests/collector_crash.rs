@@ -451,11 +451,14 @@ fn collector_survives_sigkill_and_converges() {
     );
     assert!(killed_in_replay > 0, "no kill landed in a replay");
     // Each kill can re-ingest what a pinned watermark left uncovered: the
-    // frames of roughly the last block age. With a kill every few hundred
-    // milliseconds that is a few percent; in a real deployment, with
-    // crashes hours apart, it is noise.
+    // frames of roughly the last block age, a few dozen (a block holds at
+    // most `max_frames`, 64). Bounded per kill, not as a share of all
+    // bodies: a slow machine acknowledges fewer bodies per life, so the
+    // share swings (4% to 15% measured) while the count per kill does not
+    // (12 to 23). Watermarks that stopped covering replays would
+    // re-ingest everything acknowledged so far: hundreds per kill.
     assert!(
-        dups.len() * 10 <= c.in_blocks.len(),
+        dups.len() <= kills * 2 * 64,
         "duplicates are not rare: {} of {} ({:.1} per kill)",
         dups.len(),
         c.in_blocks.len(),
