@@ -83,6 +83,7 @@ pub struct Config {
     pub(crate) sync_interval: Option<Duration>,
     pub(crate) vfs: Arc<dyn Vfs>,
     pub(crate) observer: ObserverSlot,
+    pub(crate) create_if_missing: bool,
 }
 
 impl Default for Config {
@@ -106,6 +107,7 @@ impl Default for Config {
             sync_interval: None,
             vfs: RealFs::shared(),
             observer: ObserverSlot::default(),
+            create_if_missing: true,
         }
     }
 }
@@ -224,6 +226,17 @@ pub struct ConfigBuilder {
 }
 
 impl ConfigBuilder {
+    /// Whether `Wal::open` creates the log (and its directory) when the
+    /// node has none there. Default true. With false, a missing directory
+    /// or a directory without a segment of the node is [`Error::NoLog`],
+    /// and nothing is created: an operator's typo in a path then fails
+    /// instead of starting an empty log.
+    ///
+    /// [`Error::NoLog`]: crate::Error::NoLog
+    pub fn create_if_missing(mut self, create: bool) -> Self {
+        self.cfg.create_if_missing = create;
+        self
+    }
     /// Node id (0..=99999). Default 1.
     pub fn node(mut self, node: u32) -> Self {
         self.cfg.node = node;

@@ -14,10 +14,28 @@ pub type Lsn = u64;
 pub enum Error {
     /// Another process (or another handle in this one) holds the writer
     /// lock for this directory and node. Retry after it closes.
-    #[error("{path}: log is locked by another writer (one writer per directory and node)")]
+    #[error(
+        "{}: log is locked by another writer{} (one writer per directory and node)",
+        path.display(),
+        pid.map_or(String::new(), |p| format!(", process {p}"))
+    )]
     Locked {
         /// The lock file.
         path: PathBuf,
+        /// The process id the holder wrote into the lock file, if it could
+        /// be read (a holder in this process shows this process's id).
+        pid: Option<u32>,
+    },
+    /// There is no log of `node` in `dir`, and the configuration says not
+    /// to create one ([`create_if_missing`]). Nothing was created.
+    ///
+    /// [`create_if_missing`]: crate::ConfigBuilder::create_if_missing
+    #[error("{}: no log of node {node} here", dir.display())]
+    NoLog {
+        /// The directory looked in.
+        dir: PathBuf,
+        /// The node whose segments were looked for.
+        node: u32,
     },
     /// On-disk data that cannot be a torn tail: a bad frame with valid data
     /// after it, a header that contradicts its file name, an unknown format.

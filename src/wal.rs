@@ -81,7 +81,10 @@ impl std::fmt::Debug for Wal {
 
 impl Wal {
     /// Open or create the log for `cfg.node()` in `dir` (created if
-    /// missing), running recovery first.
+    /// missing, unless [`create_if_missing`] is off: then
+    /// [`Error::NoLog`]), running recovery first.
+    ///
+    /// [`create_if_missing`]: crate::ConfigBuilder::create_if_missing
     ///
     /// Takes an exclusive advisory lock (`Locked` if another writer holds
     /// it), scans every segment of the node, fails with `Corrupt` or `Gap`
@@ -95,6 +98,21 @@ impl Wal {
         cfg.validate()?;
         let given = dir.as_ref();
         let vfs = cfg.vfs.clone();
+        if !cfg.create_if_missing {
+            let no_log = || Error::NoLog {
+                dir: given.to_path_buf(),
+                node: cfg.node,
+            };
+            match vfs.list(given) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(no_log()),
+                Err(e) => return Err(Error::io(given, e)),
+                Ok(_) => {}
+            }
+            let probe = LogDir::new(given, cfg.node);
+            if probe.list(&*vfs)?.segments.is_empty() {
+                return Err(no_log());
+            }
+        }
         create_dir_durably(&*vfs, given)?;
         let dir = LogDir::resolve(&*vfs, given, cfg.node)?;
         let lock_path = dir.lock();
@@ -109,8 +127,28 @@ impl Wal {
             )
             .map_err(|e| Error::io(&lock_path, e))?;
         if !lock.try_lock().map_err(|e| Error::io(&lock_path, e))? {
-            return Err(Error::Locked { path: lock_path });
+            // The holder wrote its id there; a file being rewritten reads
+            // as no id, never as a wrong one (the id is checked to parse).
+            let mut buf = [0u8; LOCK_PID_BYTES];
+            let n = lock.read_at(&mut buf, 0).unwrap_or(0);
+            let pid = std::str::from_utf8(&buf[..n])
+                .ok()
+                .and_then(|s| s.trim().parse().ok());
+            return Err(Error::Locked {
+                path: lock_path,
+                pid,
+            });
         }
+        // Who holds the lock, for the next writer's error message: padded
+        // to a fixed width so a shorter id never leaves digits of a longer
+        // one behind. Not synced: it only matters while this process lives.
+        let pid = format!(
+            "{:<width$}\n",
+            std::process::id(),
+            width = LOCK_PID_BYTES - 1
+        );
+        lock.write_at(pid.as_bytes(), 0, false)
+            .map_err(|e| Error::io(&lock_path, e))?;
 
         let mut rec = recovery::recover(&dir, &cfg)?;
         let log_id = rec.log_id.unwrap_or_else(lifecycle::new_salt);
@@ -668,6 +706,10 @@ impl Drop for Wal {
 /// `mkdir -p dir`, and make every directory it created durable in its
 /// parent: a log whose directory entry a power loss could take away is no
 /// log. Cost: one listing, plus a directory fsync per created level.
+/// Bytes of the writer's process id in its lock file (a u32 in decimal,
+/// padded, and a newline).
+const LOCK_PID_BYTES: usize = 11;
+
 fn create_dir_durably(vfs: &dyn ringwal_platform::Vfs, dir: &Path) -> Result<()> {
     let mut missing = Vec::new();
     let mut at = Some(dir);

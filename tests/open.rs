@@ -15,6 +15,35 @@ use ringwal::{Backend, Error, Level, Wal};
 // 1. One writer per directory and node.
 
 #[test]
+fn without_create_if_missing_a_missing_log_is_refused_and_nothing_is_created() {
+    let root = tempfile::tempdir().unwrap();
+    let cfg = || small(Backend::Threaded).create_if_missing(false).build();
+    let missing = root.path().join("typo");
+    assert!(matches!(
+        Wal::open(&missing, cfg()),
+        Err(Error::NoLog { node: NODE, .. })
+    ));
+    assert!(
+        !missing.exists(),
+        "no directory made for a log that is not there"
+    );
+    // A directory without the node's segments: refused, left empty.
+    let empty = root.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let e = Wal::open(&empty, cfg()).unwrap_err();
+    assert!(matches!(e, Error::NoLog { .. }), "{e}");
+    assert!(e.to_string().contains("no log of node"), "{e}");
+    assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
+    // An existing log opens as usual.
+    let (wal, _) = Wal::open(&empty, small(Backend::Threaded).build()).unwrap();
+    let _ = wal.append(0, b"x").unwrap().wait(Level::Durable);
+    wal.close().unwrap();
+    let (wal, report) = Wal::open(&empty, cfg()).unwrap();
+    assert_eq!(report.records, 1);
+    wal.close().unwrap();
+}
+
+#[test]
 fn second_open_is_locked_and_nodes_are_independent() {
     for_each_backend(|backend| {
         let root = tempfile::tempdir().unwrap();
@@ -26,8 +55,15 @@ fn second_open_is_locked_and_nodes_are_independent() {
         w1.sync().unwrap();
 
         match Wal::open(&log, cfg(backend)) {
-            Err(Error::Locked { path }) => {
-                assert_eq!(path, log.join(format::lock_file_name(NODE)));
+            Err(e @ Error::Locked { .. }) => {
+                let Error::Locked { path, pid } = &e else {
+                    unreachable!()
+                };
+                assert_eq!(*path, log.join(format::lock_file_name(NODE)));
+                // The holder is this process, and the message says so.
+                assert_eq!(*pid, Some(std::process::id()));
+                let id = std::process::id().to_string();
+                assert!(e.to_string().contains(&id), "{e}");
             }
             other => panic!("second writer must get Locked, got {other:?}"),
         }
