@@ -299,6 +299,14 @@ fn shard(sh: Arc<Shared>, signal: u16, rx: Receiver<(Lsn, Vec<u8>)>) {
 /// One shard's input: `(lsn, body)` frames, ascending.
 type ShardTx = Sender<(Lsn, Vec<u8>)>;
 
+/// An I/O error on `path` in the log's error type.
+fn io_error(path: &Path, source: io::Error) -> ringwal::Error {
+    ringwal::Error::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
 /// A running collector: the log, the shards, and the way in.
 pub struct Pipeline {
     shared: Arc<Shared>,
@@ -315,9 +323,9 @@ impl Pipeline {
     /// Leftover temporary files (publishes cut short) are removed first.
     pub fn start(opts: &Options) -> ringwal::Result<Pipeline> {
         let blocks = blocks_dir(&opts.root);
-        std::fs::create_dir_all(&blocks).map_err(|e| ringwal::Error::io(&blocks, e))?;
-        for e in std::fs::read_dir(&blocks).map_err(|e| ringwal::Error::io(&blocks, e))? {
-            let e = e.map_err(|e| ringwal::Error::io(&blocks, e))?;
+        std::fs::create_dir_all(&blocks).map_err(|e| io_error(&blocks, e))?;
+        for e in std::fs::read_dir(&blocks).map_err(|e| io_error(&blocks, e))? {
+            let e = e.map_err(|e| io_error(&blocks, e))?;
             if e.file_name().to_string_lossy().ends_with(".tmp") {
                 let _ = std::fs::remove_file(e.path());
             }

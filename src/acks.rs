@@ -322,7 +322,7 @@ mod tests {
 
     fn cause(e: Option<Result<(), Error>>) -> String {
         match e {
-            Some(Err(Error::Poisoned { cause })) => cause,
+            Some(Err(Error::Poisoned { cause })) => cause.to_string(),
             other => panic!("expected the poison, got {other:?}"),
         }
     }
@@ -336,8 +336,8 @@ mod tests {
         assert!(acks.poll(&mut w5, WakeBy::Thread(&me)).is_none());
         assert!(acks.poll(&mut w6, WakeBy::Thread(&me)).is_none());
         assert_eq!(acks.waiters(), 2);
-        acks.poison(Poison::Failed("first".into()));
-        acks.poison(Poison::Failed("second".into()));
+        acks.poison(Poison::failed("first"));
+        acks.poison(Poison::failed("second"));
         assert!(acks.is_poisoned());
         assert_eq!(acks.waiters(), 0, "all woken");
         assert_eq!(cause(acks.check(5, Level::Written)), "first");
@@ -393,7 +393,7 @@ mod tests {
             Some(Err(Error::Closed))
         ));
         // The poison, when there is one, says more than `Closed`.
-        acks.poison(Poison::Failed("late".into()));
+        acks.poison(Poison::failed("late"));
         assert_eq!(cause(acks.check(10, Level::Written)), "late");
     }
 }

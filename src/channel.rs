@@ -61,7 +61,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use crate::collector::Collector;
 use crate::config::Level;
-use crate::error::{Error, Lsn, Result};
+use crate::error::{Error, Lsn, Poison, Result};
 use crate::ticket::Ticket;
 use crate::wal::Wal;
 
@@ -118,6 +118,7 @@ pub type AckResult = std::result::Result<Ack, Nack>;
 
 /// [`RecordSender::try_send`] could not queue the record; it comes back.
 #[derive(Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TrySendError {
     /// The queue is full (the log is behind); nothing was queued.
     Full {
@@ -399,9 +400,12 @@ fn acknowledge(level: Level, rx: Receiver<Waiting>) {
             Some(t) => t.wait(level),
             None => Ok(()),
         };
+        // Every later waiter fails the same way: keep the failure in a
+        // form that can be handed out again.
         let cause = outcome.err().map(|e| match e {
             Error::Poisoned { cause } => cause,
-            other => other.to_string(),
+            Error::NoSpace { path } => Poison::NoSpace(path),
+            other => Poison::failed(other.to_string()),
         });
         for w in round.drain(..) {
             let r = match w.ticket {
@@ -412,9 +416,10 @@ fn acknowledge(level: Level, rx: Receiver<Waiting>) {
                 }),
                 Ok(_) => Err(Nack {
                     token: w.token,
-                    error: Error::Poisoned {
-                        cause: cause.clone().unwrap_or_default(),
-                    },
+                    error: cause
+                        .as_ref()
+                        .expect("a record not done has a failure")
+                        .error(),
                 }),
                 Err(error) => Err(Nack {
                     token: w.token,

@@ -164,6 +164,7 @@ impl FromIterator<(u16, Lsn)> for Watermarks {
 
 /// What a replay did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Replayed {
     /// Frames handed to the callback.
     pub replayed: u64,

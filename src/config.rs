@@ -12,6 +12,7 @@ use crate::packing::Cursor;
 
 /// Which I/O queue the ring thread drives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Backend {
     /// io_uring with several writes in flight (Linux; the default there).
     Uring,
@@ -33,6 +34,7 @@ pub enum Level {
 
 /// How writes are made durable when the log is in durable mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SyncMethod {
     /// One write with `RWF_DSYNC` (O_DSYNC semantics for that write only).
     Dsync,
@@ -42,6 +44,7 @@ pub enum SyncMethod {
 
 /// Whether segments are opened with O_DIRECT (F_NOCACHE on macOS).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DirectIo {
     /// Use it where the filesystem supports it, else buffered I/O.
     Auto,
@@ -53,6 +56,7 @@ pub enum DirectIo {
 
 /// What recovery does with a damaged log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RecoveryMode {
     /// Truncate only a provably torn tail; anything else fails `open`
     /// with `Corrupt` or `Gap`. The default.

@@ -2,6 +2,7 @@
 
 use std::io;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// A log sequence number: dense, starting at 1, never reused.
 pub type Lsn = u64;
@@ -11,6 +12,7 @@ pub type Lsn = u64;
 /// Messages name the file and byte offset wherever one is involved, so an
 /// operator can go straight to `ringwal dump` or a hex editor.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// Another process (or another handle in this one) holds the writer
     /// lock for this directory and node. Retry after it closes.
@@ -80,10 +82,13 @@ pub enum Error {
     /// A write or sync failed earlier; the log accepts nothing more and
     /// reports nothing more as durable. Reopen to recover; nothing that was
     /// acknowledged is lost.
-    #[error("log is poisoned by an earlier I/O failure: {cause}")]
+    #[error("log is poisoned by an earlier failure: {cause}")]
     Poisoned {
-        /// The failure that poisoned the log.
-        cause: String,
+        /// The failure that poisoned the log; its `source()` (and so this
+        /// error's second link) is the OS error when there was one, to
+        /// match on (`EIO` and the like).
+        #[source]
+        cause: Poison,
     },
     /// A record larger than the configured maximum, or an atomic batch
     /// whose frames do not fit one segment. Nothing was appended.
@@ -134,7 +139,8 @@ pub enum Error {
     #[error("log is closed")]
     Closed,
     /// An I/O error outside the write path (opening, scanning, deleting).
-    #[error("{}: {source}", path.display())]
+    /// The message names the path; the OS error is the `source()`.
+    #[error("I/O error on {}", path.display())]
     Io {
         /// The file or directory involved.
         path: PathBuf,
@@ -149,15 +155,19 @@ pub enum Error {
 ///
 /// Returned by [`Wal::poison_cause`](crate::Wal::poison_cause) for health
 /// and readiness checks; [`error`](Self::error) is the error every call
-/// on the log returns from then on. Cloning copies one string or path.
-/// New variants may be added.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// on the log returns from then on. Cloning copies one string or path and
+/// bumps a reference count.
+#[derive(Clone, Debug)]
 #[non_exhaustive]
 pub enum Poison {
-    /// A write, sync or other operation of the write path failed (the
-    /// message says which, on which file, and the OS error). Nothing after
-    /// the failure was acknowledged; reopen to recover.
-    Failed(String),
+    /// A write, sync or other operation of the write path failed. Nothing
+    /// after the failure was acknowledged; reopen to recover.
+    Failed {
+        /// What failed, on which file.
+        context: String,
+        /// The OS error, when the failure was one (its `source()` too).
+        io: Option<Arc<io::Error>>,
+    },
     /// The filesystem is full (at this file): nothing acknowledged is
     /// lost, and the log reopens once space is freed.
     NoSpace(PathBuf),
@@ -166,28 +176,72 @@ pub enum Poison {
 impl std::fmt::Display for Poison {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Poison::Failed(cause) => f.write_str(cause),
+            Poison::Failed { context, .. } => f.write_str(context),
             Poison::NoSpace(path) => write!(f, "{}: no space left on device", path.display()),
         }
     }
 }
 
+/// Two causes are equal when they say the same and carry the same OS
+/// error (kind and code): `io::Error` itself has no equality.
+impl PartialEq for Poison {
+    fn eq(&self, other: &Poison) -> bool {
+        let os = |e: Option<&io::Error>| e.map(|e| (e.kind(), e.raw_os_error()));
+        match (self, other) {
+            (Poison::Failed { context: a, .. }, Poison::Failed { context: b, .. }) => {
+                a == b && os(self.io_error()) == os(other.io_error())
+            }
+            (Poison::NoSpace(a), Poison::NoSpace(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Poison {}
+
+impl std::error::Error for Poison {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.io_error().map(|e| e as _)
+    }
+}
+
 impl Poison {
-    /// Classify a failure: ENOSPC keeps its own, actionable variant.
+    /// A failure that is no OS error (a panic, a broken invariant).
+    pub(crate) fn failed(context: impl Into<String>) -> Poison {
+        Poison::Failed {
+            context: context.into(),
+            io: None,
+        }
+    }
+
+    /// Classify a failure: ENOSPC keeps its own, actionable variant; an
+    /// I/O error keeps its OS error.
     pub(crate) fn from_error(what: &str, err: Error) -> Poison {
         match err {
             Error::NoSpace { path } => Poison::NoSpace(path),
-            other => Poison::Failed(format!("{what}: {other}")),
+            Error::Io { path, source } => Poison::Failed {
+                context: format!("{what}: {}", path.display()),
+                io: Some(Arc::new(source)),
+            },
+            other => Poison::failed(format!("{what}: {other}")),
+        }
+    }
+
+    /// The OS error behind the failure, if it was one.
+    pub fn io_error(&self) -> Option<&io::Error> {
+        match self {
+            Poison::Failed { io, .. } => io.as_deref(),
+            Poison::NoSpace(_) => None,
         }
     }
 
     /// The error every call on the log returns once it is poisoned:
-    /// [`Error::Poisoned`] with this cause's message, or
-    /// [`Error::NoSpace`]. Cost: one clone of the message or path.
+    /// [`Error::Poisoned`] with this cause, or [`Error::NoSpace`]. Cost: one
+    /// clone of the message or path.
     pub fn error(&self) -> Error {
         match self {
-            Poison::Failed(cause) => Error::Poisoned {
-                cause: cause.clone(),
+            Poison::Failed { .. } => Error::Poisoned {
+                cause: self.clone(),
             },
             Poison::NoSpace(path) => Error::NoSpace { path: path.clone() },
         }
@@ -198,11 +252,11 @@ impl Poison {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
-    /// Wrap an I/O error with the path it concerns, turning ENOSPC into
-    /// [`Error::NoSpace`] so callers can match on it.
-    pub fn io(path: impl Into<PathBuf>, source: io::Error) -> Error {
+    /// Wrap an I/O error with the path it concerns, turning a full disk
+    /// into [`Error::NoSpace`] so callers can match on it.
+    pub(crate) fn io(path: impl Into<PathBuf>, source: io::Error) -> Error {
         let path = path.into();
-        if source.raw_os_error() == Some(libc_enospc()) {
+        if source.kind() == io::ErrorKind::StorageFull {
             return Error::NoSpace { path };
         }
         Error::Io { path, source }
@@ -219,9 +273,4 @@ impl Error {
             reason: reason.into(),
         }
     }
-}
-
-/// ENOSPC, which is 28 on every platform ringwal builds for.
-const fn libc_enospc() -> i32 {
-    28
 }

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use ringwal_platform::Vfs;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Poison, Result};
 use crate::files;
 use crate::format::{self, Manifest};
 use crate::segments::LogDir;
@@ -89,9 +89,7 @@ impl Keeper {
     pub fn raise(&self, to: Manifest) -> Result<()> {
         let mut state = self.current.lock().unwrap_or_else(|p| p.into_inner());
         if state.failed {
-            return Err(Error::Poisoned {
-                cause: "an earlier write of the manifest failed".into(),
-            });
+            return Err(Poison::failed("an earlier write of the manifest failed").error());
         }
         let cur = &mut state.manifest;
         assert_eq!(

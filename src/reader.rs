@@ -28,6 +28,7 @@ pub struct Record {
 
 /// One record with where it lives on disk, from [`Reader::located`].
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RecordAt {
     /// Its LSN.
     pub lsn: Lsn,

@@ -40,6 +40,7 @@ use crate::segments::{self, LogDir, SegmentFile};
 
 /// What [`Wal::open`](crate::Wal::open) found and did.
 #[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct RecoveryReport {
     /// Segment files scanned (after discarding incomplete ones).
     pub segments_scanned: usize,
@@ -109,6 +110,7 @@ impl CheckpointMarker {
 
 /// A cut made at the tail of the newest segment.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Truncation {
     /// The segment.
     pub file: PathBuf,

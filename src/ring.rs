@@ -139,7 +139,7 @@ pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
                     .map(|s| s.to_string())
                     .or_else(|| panic.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "a panic".into());
-                ring.fail(Poison::Failed(format!("the ring thread panicked: {why}")));
+                ring.fail(Poison::failed(format!("the ring thread panicked: {why}")));
                 ring.preparer.stop();
             }
             // Every advance this ring will make is published (`publish`
@@ -195,7 +195,10 @@ impl Ring {
                 // (one producer waiting) wakes its waiter at once.
                 if started {
                     if let Err(e) = self.q.run(Wait::NoWait) {
-                        self.fail(Poison::Failed(format!("io_uring_enter failed: {e}")));
+                        self.fail(Poison::from_error(
+                            "io_uring_enter failed",
+                            Error::io(self.sh.dir.path(), e),
+                        ));
                         break;
                     }
                 }
@@ -212,7 +215,10 @@ impl Ring {
                 self.idle_wait()
             };
             if let Err(e) = self.q.run(wait) {
-                self.fail(Poison::Failed(format!("io_uring_enter failed: {e}")));
+                self.fail(Poison::from_error(
+                    "io_uring_enter failed",
+                    Error::io(self.sh.dir.path(), e),
+                ));
                 // The queue itself is broken; nothing more can complete.
                 break;
             }

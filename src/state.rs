@@ -530,7 +530,7 @@ mod tests {
     fn after_the_poison_appends_are_refused_and_waiters_fail() {
         let sh = test_shared(1);
         let lsn = sh.reserve_all(&[(0, b"x")], Kind::Data, |_| {}).unwrap();
-        sh.poison(Poison::Failed("test".into()));
+        sh.poison(Poison::failed("test"));
         assert!(matches!(
             sh.acks.check(lsn, Level::Written),
             Some(Err(Error::Poisoned { .. }))
@@ -552,7 +552,7 @@ mod tests {
             }
             std::thread::sleep(Duration::from_millis(1));
         }
-        sh.poison(Poison::Failed("test".into()));
+        sh.poison(Poison::failed("test"));
         assert!(poisoned(producer.join().unwrap()));
     }
 }

@@ -26,6 +26,7 @@ use crate::transaction::Transaction;
 
 /// A snapshot of the log's counters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Stats {
     /// Next LSN to be handed out.
     pub next_lsn: Lsn,

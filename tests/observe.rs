@@ -237,7 +237,9 @@ fn wait_for_fails_with_the_poison() {
     let (err, acked) = append_until_poisoned(&wal);
     assert!(matches!(err, Error::Poisoned { .. }), "{err}");
     match poll_once(&mut ahead) {
-        Poll::Ready(Err(Error::Poisoned { cause })) => assert!(err.to_string().contains(&cause)),
+        Poll::Ready(Err(Error::Poisoned { cause })) => {
+            assert!(err.to_string().contains(&cause.to_string()))
+        }
         other => panic!("expected the poison, got {other:?}"),
     }
     // Created after the failure: fails at once, unless already reached.
@@ -285,17 +287,26 @@ fn a_failed_write_is_the_poison_cause() {
     assert_eq!(wal.poison_cause(), None);
     let (err, _) = append_until_poisoned(&wal);
     let cause = wal.poison_cause().expect("poisoned");
-    let Poison::Failed(msg) = &cause else {
+    let Poison::Failed { context, .. } = &cause else {
         panic!("expected a failed write, got {cause:?}");
     };
-    // The cause is the error every caller gets, typed and cloneable.
-    assert!(msg.contains("write failed"), "{msg}");
+    // The cause is the error every caller gets, typed and cloneable, and
+    // the OS error behind it can be matched on through `source()`.
+    assert!(context.contains("write failed"), "{context}");
     assert!(
-        matches!(&err, Error::Poisoned { cause } if cause == msg),
+        matches!(&err, Error::Poisoned { cause: c } if *c == cause),
         "{err}"
     );
-    assert_eq!(cause.to_string(), *msg);
-    assert!(matches!(cause.error(), Error::Poisoned { cause } if cause == *msg));
+    let os = cause
+        .io_error()
+        .expect("a failed write carries its OS error");
+    let via_source = std::error::Error::source(&err)
+        .and_then(std::error::Error::source)
+        .and_then(|e| e.downcast_ref::<std::io::Error>())
+        .expect("the OS error is the poisoned error's source's source");
+    assert_eq!(via_source.kind(), os.kind());
+    assert!(err.to_string().contains(context.as_str()), "{err}");
+    assert!(matches!(cause.error(), Error::Poisoned { cause: c } if c == cause));
     assert!(matches!(wal.append(0, b"x"), Err(Error::Poisoned { .. })));
     // The first cause stays, whatever fails after it.
     assert_eq!(wal.poison_cause(), Some(cause));

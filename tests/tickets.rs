@@ -280,7 +280,7 @@ fn a_panic_on_the_ring_thread_poisons_the_log() {
         }
         match wal.close() {
             Err(ringwal::Error::Poisoned { cause }) => {
-                assert!(cause.contains("panicked"), "{cause}")
+                assert!(cause.to_string().contains("panicked"), "{cause}")
             }
             other => panic!("{backend:?}: close after a panic: {other:?}"),
         }
