@@ -88,6 +88,10 @@ pub(crate) fn new_header(cfg: &Config, base: Lsn, salt: u64, log_id: u64) -> Seg
 pub(crate) fn sync_method_for(configured: SyncMethod, file: &dyn FileIo) -> SyncMethod {
     match configured {
         SyncMethod::Dsync if !file.dsync_honoured().unwrap_or(false) => {
+            crate::trace::event!(
+                warn,
+                "RWF_DSYNC not trusted on this file system: write + fdatasync instead"
+            );
             SyncMethod::WriteThenFdatasync
         }
         configured => configured,

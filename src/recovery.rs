@@ -703,6 +703,7 @@ pub(crate) fn recover(dir: &LogDir, cfg: &Config) -> Result<Recovered> {
     }
     report.last_checkpoint = a.segments.iter().rev().find_map(|s| s.last_checkpoint);
     report.elapsed = start.elapsed();
+    trace_repairs(dir, &report);
     let log_id = a.log_id();
     let mut index = SparseIndex::default();
     for p in a.segments.iter().flat_map(|s| &s.points) {
@@ -723,6 +724,43 @@ pub(crate) fn recover(dir: &LogDir, cfg: &Config) -> Result<Recovered> {
 /// A name to set `path` aside under that no earlier set-aside file has:
 /// `NAME.corrupt`, else `NAME.corrupt.1`, `.2`, ... (a name that comes
 /// round again must never overwrite the evidence of an earlier recovery).
+/// What recovery changed or worked around, as `tracing` warnings.
+#[cfg(not(feature = "tracing"))]
+fn trace_repairs(_: &LogDir, _: &RecoveryReport) {}
+
+/// What recovery changed or worked around, as `tracing` warnings.
+#[cfg(feature = "tracing")]
+fn trace_repairs(dir: &LogDir, report: &RecoveryReport) {
+    let dir = dir.path().display();
+    if let Some(t) = &report.truncated {
+        crate::trace::event!(
+            warn,
+            %dir,
+            file = %t.file.display(),
+            offset = t.offset,
+            reason = %t.reason,
+            records_behind = t.records_behind,
+            "recovery cut a torn tail"
+        );
+    }
+    for p in &report.discarded {
+        crate::trace::event!(warn, %dir, file = %p.display(), "recovery discarded a file");
+    }
+    if let Some((first, last)) = report.skipped {
+        crate::trace::event!(warn, %dir, first, last, "recovery skipped LSNs that will never hold a record");
+    }
+    for p in &report.headers_from_copy {
+        crate::trace::event!(warn, %dir, file = %p.display(), "segment header read from its copy");
+    }
+    crate::trace::event!(
+        info,
+        %dir,
+        records = report.records,
+        elapsed_ms = report.elapsed.as_millis() as u64,
+        "recovered"
+    );
+}
+
 fn set_aside_name(vfs: &dyn ringwal_platform::Vfs, path: &Path) -> Result<PathBuf> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let names = vfs.list(dir).map_err(|e| Error::io(dir, e))?;

@@ -13,6 +13,7 @@ use ringwal_platform::{
 use crate::config::{Backend, SyncMethod};
 use crate::error::{Error, Lsn, Poison, Result};
 use crate::format::{self, Manifest, SegmentHeader};
+use crate::latency::Started;
 use crate::ledger::{Ledger, OpKind};
 use crate::lifecycle::{self, ActiveSegment, Preparer};
 use crate::observer::DurabilityObserver;
@@ -47,6 +48,8 @@ struct Ring {
     preparer: Preparer,
     /// Told of every advance `publish` makes (`Config::observer`).
     observer: Option<Arc<dyn DurabilityObserver>>,
+    /// When each operation in flight was submitted, for `Stats`.
+    started: Started,
 }
 
 /// Partly filled batches allowed in flight at once (full ones are limited
@@ -126,6 +129,7 @@ pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
                 budget,
                 preparer,
                 observer,
+                started: Started::new(depth),
             };
             // A panic here (a bug, or a waker of the caller's run on this
             // thread) must not leave waiters hanging and `close` reporting
@@ -168,7 +172,12 @@ pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
 impl Ring {
     fn push(&mut self, kind: OpKind, op: Op) {
         let id = self.ledger.push(kind);
+        self.started.begin(id);
         self.q.push(id, op);
+        self.sh
+            .counters
+            .writes_in_flight
+            .store(self.ledger.writes() as u64, Ordering::Relaxed);
     }
 
     fn run(&mut self) {
@@ -319,6 +328,17 @@ impl Ring {
 
     fn complete(&mut self, c: Completion) {
         let kind = self.ledger.complete(c.id);
+        let counters = &self.sh.counters;
+        if let Some(since) = self.started.end(c.id) {
+            match kind {
+                OpKind::Write { .. } => counters.write_latency.record(since),
+                OpKind::Sync { .. } => counters.sync_latency.record(since),
+                OpKind::Barrier => {}
+            }
+        }
+        counters
+            .writes_in_flight
+            .store(self.ledger.writes() as u64, Ordering::Relaxed);
         let what = match kind {
             OpKind::Write { .. } => "write",
             OpKind::Sync { .. } => {
@@ -535,6 +555,7 @@ impl Ring {
         segs.push(seg);
         drop(segs);
         self.sh.counters.rolls.fetch_add(1, Ordering::Relaxed);
+        crate::trace::event!(info, base_lsn = batch.seg_base, "rolled to a new segment");
         // The new segment is durable and everything before it is (drained
         // and, in written mode, synced): the manifest may now promise it.
         // Written by the preparer, so the roll does not wait for it.

@@ -132,6 +132,11 @@ pub(crate) fn open_file(
     match vfs.open(path, how) {
         Ok(f) => Ok((f, want)),
         Err(e) if want && policy == DirectIo::Auto && pf::is_direct_unsupported(&e) => {
+            crate::trace::event!(
+                warn,
+                file = %path.display(),
+                "O_DIRECT refused by the file system: buffered writes"
+            );
             // create_new may have created the file before O_DIRECT was refused.
             let how = OpenHow {
                 write: true,

@@ -16,6 +16,7 @@ use crate::config::{Config, Level, SyncMethod};
 use crate::error::{Error, Lsn, Poison, Result};
 use crate::format::{self, Batching, Kind, SegmentHeader};
 use crate::index::{self, Point, SparseIndex};
+use crate::latency::Latencies;
 use crate::lifecycle::{self, RecyclePool};
 use crate::manifest;
 use crate::packing::{Cursor, Placed};
@@ -133,6 +134,12 @@ pub(crate) struct Counters {
     pub write_bytes: AtomicU64,
     pub syncs: AtomicU64,
     pub rolls: AtomicU64,
+    /// Times a producer waited for a free staging buffer.
+    pub backpressure_waits: AtomicU64,
+    /// Writes submitted and not yet complete (a gauge the ring sets).
+    pub writes_in_flight: AtomicU64,
+    pub write_latency: Latencies,
+    pub sync_latency: Latencies,
 }
 
 /// Where a log resumes after recovery.
@@ -181,6 +188,10 @@ pub(crate) struct Shared {
     /// `WriteThenFdatasync`, which `Wal::open` sets before the ring
     /// starts. The ring reads this, never `cfg.sync_method`.
     pub sync_method: SyncMethod,
+    /// Whether the log's segments are written with O_DIRECT: the policy's
+    /// answer for the active segment at open (`DirectIo::Auto` falls back
+    /// where the file system refuses it), set by `Wal::open`.
+    pub direct_io: bool,
 }
 
 impl Shared {
@@ -252,6 +263,7 @@ impl Shared {
             log_id: manifest.get().log_id,
             manifest: Arc::new(manifest),
             sync_method: cfg.sync_method,
+            direct_io: false,
             dir,
             cfg,
         }
@@ -299,6 +311,7 @@ impl Shared {
     /// poison holds that lock until it parks, so the notification cannot
     /// fall between its check and its wait.
     pub fn poison(&self, cause: Poison) {
+        crate::trace::event!(error, dir = %self.dir.path().display(), cause = %cause, "log poisoned");
         self.acks.poison(cause);
         drop(self.lock());
         self.space.notify_all();
@@ -480,6 +493,9 @@ impl Shared {
         mut r: MutexGuard<'a, Reservation>,
     ) -> MutexGuard<'a, Reservation> {
         r.waiting_for_space += 1;
+        self.counters
+            .backpressure_waits
+            .fetch_add(1, Ordering::Relaxed);
         self.kick();
         let mut r = self.space.wait(r).unwrap_or_else(|p| p.into_inner());
         r.waiting_for_space -= 1;

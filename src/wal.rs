@@ -10,10 +10,11 @@ use std::thread::JoinHandle;
 
 use ringwal_platform::{Notifier, OpenHow};
 
-use crate::config::{Config, Level, SyncMethod};
+use crate::config::{Backend, Config, Level, SyncMethod};
 use crate::error::{Error, Lsn, Poison, Result};
 use crate::follow::Follower;
 use crate::format::{Kind, Manifest};
+use crate::latency::LatencySummary;
 use crate::lifecycle::{self, create_segment};
 use crate::manifest;
 use crate::reader::{Reader, Record};
@@ -53,6 +54,31 @@ pub struct Stats {
     /// inside a segment: 16 bytes each, at most one per 64 KiB of log kept
     /// (256 KiB of memory per GiB of log, less where writes are larger).
     pub index_points: usize,
+    /// Segment files of the log on disk (checkpoints remove them).
+    pub segments: usize,
+    /// Bytes those files take: their sizes, preallocation included.
+    pub disk_bytes: u64,
+    /// The oldest LSN kept (1 until a checkpoint removes a segment).
+    pub oldest_lsn: Lsn,
+    /// The I/O backend the ring thread runs.
+    pub backend: Backend,
+    /// Whether segments are written with O_DIRECT (the configured
+    /// `DirectIo::Auto` falls back to buffered writes where the file
+    /// system refuses it).
+    pub direct_io: bool,
+    /// Writes submitted to the device and not yet complete.
+    pub writes_in_flight: u64,
+    /// Times an append waited for a free staging buffer: the device fell
+    /// behind the producers.
+    pub backpressure_waits: u64,
+    /// Whether the log is poisoned ([`Wal::poison_cause`] says why).
+    pub poisoned: bool,
+    /// Time from submitting a write to its completion (in durable mode,
+    /// durable), since open.
+    pub write_latency: LatencySummary,
+    /// Time from issuing an explicit `fdatasync` to its completion, since
+    /// open.
+    pub sync_latency: LatencySummary,
 }
 
 /// A write-ahead log: many producers, one ring thread, one directory and
@@ -178,7 +204,7 @@ impl Wal {
                 (seg, header, at)
             }
         };
-        let (file, _) = segments::open_file(&*cfg.vfs, &active.path, false, cfg.direct_io)?;
+        let (file, direct_io) = segments::open_file(&*cfg.vfs, &active.path, false, cfg.direct_io)?;
         // What the log holds now, all of it durable (recovery synced what
         // it found): the manifest every later open holds it to. Written
         // afresh, not raised: a point-in-time recovery may have set the
@@ -208,6 +234,7 @@ impl Wal {
         let sync_method = lifecycle::sync_method_for(cfg.sync_method, &*file);
         let mut shared = Shared::new(cfg, dir, notifier, at, keeper);
         shared.sync_method = sync_method;
+        shared.direct_io = direct_io;
         let shared = Arc::new(shared);
         let ring = ring::spawn(RingStart {
             shared: shared.clone(),
@@ -391,10 +418,41 @@ impl Wal {
         self.shared.dir.path()
     }
 
-    /// Counters and watermarks. Cost: a few atomic loads.
+    /// Counters, watermarks, what the log holds on disk and how long its
+    /// writes and syncs take: what a dashboard shows.
+    ///
+    /// Cost: atomic loads, two uncontended locks to copy the latency
+    /// quantiles out (the ring thread records into them), a copy of the
+    /// segment list, and one `open` and `fstat` per segment file for
+    /// `disk_bytes`. Meant for a monitoring interval, not a hot path.
     pub fn stats(&self) -> Stats {
         let c = &self.shared.counters;
+        let sh = &self.shared;
+        let files = sh
+            .segments
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        // A file that cannot be opened (being recycled this instant)
+        // counts as empty rather than failing a monitoring call.
+        let disk_bytes = files
+            .iter()
+            .filter_map(|f| {
+                let file = sh.cfg.vfs.open(&f.path, OpenHow::default()).ok()?;
+                file.size().ok()
+            })
+            .sum();
         Stats {
+            segments: files.len(),
+            disk_bytes,
+            oldest_lsn: files.first().map_or(1, |s| s.base),
+            backend: sh.cfg.backend,
+            direct_io: sh.direct_io,
+            writes_in_flight: c.writes_in_flight.load(Ordering::Relaxed),
+            backpressure_waits: c.backpressure_waits.load(Ordering::Relaxed),
+            poisoned: sh.acks.poison_cause().is_some(),
+            write_latency: c.write_latency.summary(),
+            sync_latency: c.sync_latency.summary(),
             next_lsn: self.next_lsn(),
             written_lsn: self.written_lsn(),
             durable_lsn: self.durable_lsn(),
@@ -570,6 +628,7 @@ impl Wal {
         if !recycled.is_empty() {
             sh.recycled.add(recycled);
         }
+        crate::trace::event!(info, dir = %sh.dir.path().display(), up_to, removed, "checkpoint removed segments");
         match failed {
             Some(e) => Err(e),
             None => Ok(removed),

@@ -269,6 +269,7 @@ fn a_healthy_log_has_no_poison_cause() {
         wal.sync().unwrap();
         wal.checkpoint(100).unwrap();
         assert_eq!(wal.poison_cause(), None, "{backend:?}: after work");
+        assert!(!wal.stats().poisoned);
         wal.close().unwrap();
     });
 }
@@ -308,6 +309,7 @@ fn a_failed_write_is_the_poison_cause() {
     assert!(err.to_string().contains(context.as_str()), "{err}");
     assert!(matches!(cause.error(), Error::Poisoned { cause: c } if c == cause));
     assert!(matches!(wal.append(0, b"x"), Err(Error::Poisoned { .. })));
+    assert!(wal.stats().poisoned);
     // The first cause stays, whatever fails after it.
     assert_eq!(wal.poison_cause(), Some(cause));
 }
@@ -341,4 +343,55 @@ fn a_full_disk_is_the_poison_cause() {
         }
         other => panic!("expected a full disk, got {other:?}"),
     }
+}
+
+// ---------------------------------------------------------------------------
+// 4. Stats: what a dashboard shows.
+
+#[test]
+fn stats_show_the_disk_the_device_and_the_latencies() {
+    for_each_backend(|backend| {
+        for level in [Level::Durable, Level::Written] {
+            let root = tempfile::tempdir().unwrap();
+            // One write in flight and small writes: three staging buffers
+            // of a few records each, which a producer that never waits
+            // fills faster than any device empties them.
+            let cfg = small(backend)
+                .default_level(level)
+                .max_inflight(1)
+                .write_bytes(4096)
+                .max_record_bytes(1024)
+                .build();
+            let (wal, _) = Wal::open(root.path(), cfg).unwrap();
+            let mut last = None;
+            for _ in 0..2_000 {
+                last = Some(wal.append(0, &[b'x'; 1000]).unwrap());
+            }
+            last.unwrap().wait(Level::Durable).unwrap();
+            let s = wal.stats();
+            let what = format!("{backend:?} {level:?}: {s:?}");
+            assert_eq!(s.backend, backend, "{what}");
+            assert!(s.segments >= 2, "{what}");
+            let on_disk: u64 = std::fs::read_dir(root.path())
+                .unwrap()
+                .map(|e| e.unwrap())
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".wal"))
+                .map(|e| e.metadata().unwrap().len())
+                .sum();
+            assert_eq!(s.disk_bytes, on_disk, "{what}");
+            assert_eq!(s.oldest_lsn, 1, "{what}");
+            assert!(s.backpressure_waits > 0, "{what}");
+            assert_eq!(s.writes_in_flight, 0, "all done: {what}");
+            assert!(!s.poisoned, "{what}");
+            // Every write submitted has completed and was timed.
+            assert_eq!(s.write_latency.count, s.writes, "{what}");
+            assert!(s.write_latency.p50 > std::time::Duration::ZERO, "{what}");
+            assert!(s.write_latency.max >= s.write_latency.p99, "{what}");
+            // Written mode made the records durable with explicit syncs.
+            if level == Level::Written {
+                assert!(s.syncs > 0 && s.sync_latency.count == s.syncs, "{what}");
+            }
+            wal.close().unwrap();
+        }
+    });
 }
