@@ -101,6 +101,11 @@ pub enum Error {
         /// room for frames in a segment.
         max: usize,
     },
+    /// Every staging buffer is full and the caller asked not to wait
+    /// ([`Wal::try_append`](crate::Wal::try_append)): the device is behind
+    /// the producers. Nothing was appended; retry later.
+    #[error("all staging buffers are full: the device is behind; retry later")]
+    Full,
     /// An atomic batch (or a transaction's commit) with no records: there
     /// is no LSN to give it. Nothing was appended.
     #[error("an atomic batch needs at least one record")]

@@ -127,6 +127,16 @@ impl Reservation {
     }
 }
 
+/// What a reservation does when every staging buffer is full.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OnFull {
+    /// Park until the ring frees one (backpressure on the caller).
+    Wait,
+    /// Return [`Error::Full`] at once: for a caller that must not block
+    /// (an async executor's thread).
+    Refuse,
+}
+
 /// Counters for observability; relaxed atomics, read with `Wal::stats`.
 #[derive(Default)]
 pub(crate) struct Counters {
@@ -331,6 +341,7 @@ impl Shared {
         &self,
         records: &[(u16, &[u8])],
         kind: Kind,
+        on_full: OnFull,
         then: impl FnOnce(Lsn),
     ) -> Result<Lsn> {
         let cfg = &self.cfg;
@@ -366,6 +377,9 @@ impl Shared {
                 return Err(Error::LsnExhausted { next: r.next_lsn });
             }
             if r.batch_open {
+                if on_full == OnFull::Refuse {
+                    return Err(Error::Full);
+                }
                 r = self.wait_for_space(r);
                 continue;
             }
@@ -396,6 +410,10 @@ impl Shared {
             if opens && r.free.is_empty() {
                 // Hand the full buffer to the ring: writing it frees one.
                 r.close_active();
+                if on_full == OnFull::Refuse {
+                    self.kick();
+                    return Err(Error::Full);
+                }
                 r = self.wait_for_space(r);
                 continue;
             }
@@ -545,13 +563,20 @@ mod tests {
     #[test]
     fn after_the_poison_appends_are_refused_and_waiters_fail() {
         let sh = test_shared(1);
-        let lsn = sh.reserve_all(&[(0, b"x")], Kind::Data, |_| {}).unwrap();
+        let lsn = sh
+            .reserve_all(&[(0, b"x")], Kind::Data, OnFull::Wait, |_| {})
+            .unwrap();
         sh.poison(Poison::failed("test"));
         assert!(matches!(
             sh.acks.check(lsn, Level::Written),
             Some(Err(Error::Poisoned { .. }))
         ));
-        assert!(poisoned(sh.reserve_all(&[(0, b"y")], Kind::Data, |_| {})));
+        assert!(poisoned(sh.reserve_all(
+            &[(0, b"y")],
+            Kind::Data,
+            OnFull::Wait,
+            |_| {}
+        )));
     }
 
     #[test]
@@ -559,7 +584,9 @@ mod tests {
         let sh = test_shared(0);
         let producer = {
             let sh = sh.clone();
-            std::thread::spawn(move || sh.reserve_all(&[(0, b"x")], Kind::Data, |_| {}))
+            std::thread::spawn(move || {
+                sh.reserve_all(&[(0, b"x")], Kind::Data, OnFull::Wait, |_| {})
+            })
         };
         // Let it park if it will; refused either way, never left parked.
         for _ in 0..1000 {

@@ -11,7 +11,7 @@ use crate::acks::{Waiter, WakeBy};
 use crate::config::Level;
 use crate::error::{Lsn, Result};
 use crate::format::Kind;
-use crate::state::Shared;
+use crate::state::{OnFull, Shared};
 
 /// One appended record: its LSN, and the means to wait until it reaches a
 /// [`Level`].
@@ -40,9 +40,10 @@ impl Ticket {
         shared: &Arc<Shared>,
         records: &[(u16, &[u8])],
         kind: Kind,
+        on_full: OnFull,
         then: impl FnOnce(Lsn),
     ) -> Result<Ticket> {
-        let first = shared.reserve_all(records, kind, then)?;
+        let first = shared.reserve_all(records, kind, on_full, then)?;
         shared.kick();
         Ok(Ticket {
             lsn: first + records.len() as u64 - 1,
@@ -203,7 +204,7 @@ mod tests {
     fn pending_ticket() -> Ticket {
         let shared = test_shared(1);
         let lsn = shared
-            .reserve_all(&[(0, b"x")], Kind::Data, |_| {})
+            .reserve_all(&[(0, b"x")], Kind::Data, OnFull::Wait, |_| {})
             .unwrap();
         Ticket { lsn, shared }
     }

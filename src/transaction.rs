@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::format::Kind;
+use crate::state::OnFull;
 use crate::state::Shared;
 use crate::ticket::Ticket;
 
@@ -100,7 +101,7 @@ impl Transaction {
             .iter()
             .map(|(s, r)| (*s, &self.bytes[r.clone()]))
             .collect();
-        Ticket::issue(&self.shared, &records, Kind::Data, |_| {})
+        Ticket::issue(&self.shared, &records, Kind::Data, OnFull::Wait, |_| {})
     }
 
     /// Discard every staged record. Nothing was written, so nothing is

@@ -21,7 +21,7 @@ use crate::reader::{Reader, Record};
 use crate::recovery::{self, CheckpointMarker, RecoveryReport};
 use crate::ring::{self, RingStart};
 use crate::segments::{self, LogDir};
-use crate::state::{Resume, Shared};
+use crate::state::{OnFull, Resume, Shared};
 use crate::ticket::{Ticket, TicketFuture};
 use crate::transaction::Transaction;
 
@@ -278,7 +278,35 @@ impl Wal {
         payload: &[u8],
         then: impl FnOnce(Lsn),
     ) -> Result<Ticket> {
-        Ticket::issue(&self.shared, &[(stream, payload)], Kind::Data, then)
+        Ticket::issue(
+            &self.shared,
+            &[(stream, payload)],
+            Kind::Data,
+            OnFull::Wait,
+            then,
+        )
+    }
+
+    /// [`append`](Self::append) for a caller that must not block: when
+    /// every staging buffer is full (the device is behind the producers),
+    /// return [`Error::Full`] at once instead of waiting for the ring to
+    /// free one. An async task can then yield (or await an earlier
+    /// ticket) and retry.
+    ///
+    /// # Errors
+    ///
+    /// `Full` as above (nothing appended, no LSN taken); otherwise as
+    /// `append`.
+    ///
+    /// Cost: as `append`; never parks the thread.
+    pub fn try_append(&self, stream: u16, payload: &[u8]) -> Result<Ticket> {
+        Ticket::issue(
+            &self.shared,
+            &[(stream, payload)],
+            Kind::Data,
+            OnFull::Refuse,
+            |_| {},
+        )
     }
 
     /// Append `records` (stream, payload) as one atomic batch: consecutive
@@ -299,7 +327,7 @@ impl Wal {
     /// holding the others back, until the ring thread writes enough to
     /// free them.
     pub fn append_batch(&self, records: &[(u16, &[u8])]) -> Result<Ticket> {
-        Ticket::issue(&self.shared, records, Kind::Data, |_| {})
+        Ticket::issue(&self.shared, records, Kind::Data, OnFull::Wait, |_| {})
     }
 
     /// Start a transaction: records staged in the returned handle and
@@ -325,6 +353,23 @@ impl Wal {
             shared: self.shared.clone(),
         }
         .wait(Level::Durable)
+    }
+
+    /// [`sync`](Self::sync) without blocking a thread: a future that
+    /// resolves once every record appended before this call is durable
+    /// (in written mode it asks the ring for the fdatasync at once, when
+    /// called, not when first polled).
+    ///
+    /// # Errors
+    ///
+    /// The poison (`Poisoned` or `NoSpace`) if a write or sync fails
+    /// first; `Closed` if the log closes before.
+    ///
+    /// Cost: as [`wait_for`](Self::wait_for).
+    pub fn sync_async(&self) -> impl Future<Output = Result<()>> + Send + Unpin + 'static {
+        let last = self.next_lsn() - 1;
+        self.shared.want(last, Level::Durable);
+        TicketFuture::new(self.shared.clone(), last, Level::Durable)
     }
 
     /// A future that resolves once the watermark of `level` reaches `lsn`:
@@ -673,7 +718,13 @@ impl Wal {
             });
         }
         let bytes = snapshot_lsn.to_le_bytes();
-        let ticket = Ticket::issue(&self.shared, &[(0, &bytes)], Kind::Checkpoint, |_| {})?;
+        let ticket = Ticket::issue(
+            &self.shared,
+            &[(0, &bytes)],
+            Kind::Checkpoint,
+            OnFull::Wait,
+            |_| {},
+        )?;
         let lsn = ticket.lsn;
         let marker = CheckpointMarker { lsn, snapshot_lsn };
         let mut newest = self.marker.lock().unwrap_or_else(|p| p.into_inner());
