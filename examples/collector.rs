@@ -35,7 +35,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use ringwal::{Collector, Config, Level, Lsn, Replayed, Ticket, Wal, Watermarks};
+use ringwal::{Collector, Config, Durability, Level, Lsn, Replayed, Ticket, Wal, Watermarks};
 
 /// The three signals, each a tracked stream.
 pub const SIGNALS: [u16; 3] = [0, 1, 2];
@@ -335,8 +335,9 @@ impl Pipeline {
             .node(NODE)
             .segment_bytes(opts.segment_bytes)
             .max_record_bytes(opts.max_body)
-            .default_level(Level::Written)
-            .sync_interval(Some(opts.sync_interval))
+            .durability(Durability::Deferred {
+                sync_interval: Some(opts.sync_interval),
+            })
             .build();
         let (wal, _) = Wal::open(wal_dir(&opts.root), cfg)?;
         let collector = Arc::new(Collector::open(wal, &SIGNALS, &marks)?);

@@ -13,7 +13,7 @@
 use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
-use ringwal::{Config, Level, Wal};
+use ringwal::{Config, Durability, Level, Wal};
 
 const RECORD: usize = 1024;
 const SAMPLES: usize = 400;
@@ -39,7 +39,11 @@ fn main() {
     let _ = std::fs::remove_dir_all(&dir);
     let (wal, _) = Wal::open(
         &dir,
-        Config::builder().default_level(Level::Written).build(),
+        Config::builder()
+            .durability(Durability::Deferred {
+                sync_interval: None,
+            })
+            .build(),
     )
     .expect("open");
     let payload = vec![b'x'; RECORD];

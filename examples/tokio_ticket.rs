@@ -18,7 +18,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use ringwal::{Config, Level, Wal};
+use ringwal::{Config, Durability, Level, Wal};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -26,8 +26,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let path = dir.path().to_path_buf();
     // Acknowledge at Written on the hot path; sync in the background.
     let cfg = Config::builder()
-        .default_level(Level::Written)
-        .sync_interval(Some(std::time::Duration::from_millis(50)))
+        .durability(Durability::Deferred {
+            sync_interval: Some(std::time::Duration::from_millis(50)),
+        })
         .build();
     let (wal, report) = tokio::task::spawn_blocking(move || Wal::open(path, cfg)).await??;
     println!(

@@ -6,9 +6,10 @@
 //! use std::sync::Arc;
 //! use crossbeam_channel::select;
 //! use ringwal::channel::Channels;
-//! use ringwal::{Config, Level, Wal};
+//! use ringwal::{Config, Durability, Level, Wal};
 //!
-//! let cfg = Config::builder().default_level(Level::Written).build();
+//! let deferred = Durability::Deferred { sync_interval: None };
+//! let cfg = Config::builder().durability(deferred).build();
 //! let (wal, _) = Wal::open("/var/lib/app/wal", cfg)?;
 //! let channels = Channels::spawn(Arc::new(wal), 1024);
 //! let (tx, acks) = channels.sender(Level::Written);

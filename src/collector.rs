@@ -48,8 +48,8 @@
 //! # Durability as a collector needs it
 //!
 //! Acknowledge at `Written` and let the log sync in the background:
-//! `Config::builder().default_level(Level::Written).sync_interval(Some(d))`.
-//! A `Written` record survives a process crash (its write has completed);
+//! `Config::builder().durability(Durability::Deferred { sync_interval: Some(d) })`.
+//! A `Written` record survives a process crash (its write has completed });
 //! a power loss can take what was written since the last sync, so `d`
 //! bounds the exposure. The ring thread syncs on that interval only when
 //! something was written since its last sync (a quiet collector syncs

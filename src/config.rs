@@ -54,6 +54,74 @@ pub enum DirectIo {
     Off,
 }
 
+/// `Display`, `FromStr` and the list of names for a public enum, so a
+/// command line or a config file names its values one way, the way the
+/// library prints them.
+macro_rules! named {
+    ($ty:ident, $what:literal, $($variant:ident => $name:literal),+ $(,)?) => {
+        impl $ty {
+            /// Every value's name, as `Display` prints and `FromStr` reads it.
+            pub const NAMES: &'static [&'static str] = &[$($name),+];
+
+            /// This value's name.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($ty::$variant => $name,)+
+                }
+            }
+        }
+
+        impl std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+
+        impl std::str::FromStr for $ty {
+            type Err = Error;
+
+            /// The value named `s` (see `NAMES`); `InvalidConfig` naming the
+            /// choices otherwise.
+            fn from_str(s: &str) -> Result<$ty> {
+                match s {
+                    $($name => Ok($ty::$variant),)+
+                    _ => Err(Error::InvalidConfig(format!(
+                        "unknown {} {s:?}: expected one of {}",
+                        $what,
+                        Self::NAMES.join(", ")
+                    ))),
+                }
+            }
+        }
+    };
+}
+
+named!(Backend, "backend", Uring => "uring", Threaded => "threaded");
+named!(Level, "level", Accepted => "accepted", Written => "written", Durable => "durable");
+named!(SyncMethod, "sync method", Dsync => "dsync", WriteThenFdatasync => "write-then-fdatasync");
+named!(DirectIo, "O_DIRECT policy", Auto => "auto", On => "on", Off => "off");
+named!(RecoveryMode, "recovery mode", Strict => "strict", PointInTime => "point-in-time");
+
+/// When appended records become durable: the log's mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Durability {
+    /// Every write is durable before it is acknowledged (`RWF_DSYNC`, or
+    /// a write and an `fdatasync`, see [`SyncMethod`]); tickets wait for
+    /// [`Level::Durable`] by default. The default.
+    EveryWrite,
+    /// Writes are plain and acknowledged at [`Level::Written`] (they
+    /// survive a process crash); durability comes from `Wal::sync`, a
+    /// wait for `Level::Durable` (one fdatasync shared by every waiter),
+    /// and, with `sync_interval`, a background sync at that interval
+    /// whenever something was written since the last one. For
+    /// collectors: the interval bounds what a power loss can take.
+    Deferred {
+        /// How often to sync in the background; `None`: only on demand.
+        sync_interval: Option<Duration>,
+    },
+}
+
 /// What recovery does with a damaged log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -133,8 +201,65 @@ impl Config {
         self.node
     }
 
+    /// When appended records become durable (see [`Durability`]).
+    pub fn durability(&self) -> Durability {
+        if self.durable {
+            Durability::EveryWrite
+        } else {
+            Durability::Deferred {
+                sync_interval: self.sync_interval,
+            }
+        }
+    }
+
+    /// Segment file size in bytes.
+    pub fn segment_bytes(&self) -> u64 {
+        self.segment_bytes
+    }
+
+    /// The I/O backend.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// How durable writes are made durable (as configured; `Stats` says
+    /// what a file system that does not honour `RWF_DSYNC` got instead).
+    pub fn sync_method(&self) -> SyncMethod {
+        self.sync_method
+    }
+
+    /// Largest payload accepted, in bytes.
+    pub fn max_record_bytes(&self) -> usize {
+        self.max_record_bytes
+    }
+
+    /// Writes the ring keeps in flight at once.
+    pub fn max_inflight(&self) -> usize {
+        self.max_inflight
+    }
+
+    /// Target size of one write.
+    pub fn write_bytes(&self) -> usize {
+        self.write_bytes
+    }
+
+    /// The CPU the ring thread is pinned to, if any.
+    pub fn ring_cpu(&self) -> Option<usize> {
+        self.ring_cpu
+    }
+
+    /// The O_DIRECT policy (`Stats::direct_io` says what it gave).
+    pub fn direct_io(&self) -> DirectIo {
+        self.direct_io
+    }
+
+    /// Whether `Wal::open` creates a log that is not there.
+    pub fn create_if_missing(&self) -> bool {
+        self.create_if_missing
+    }
+
     /// The default acknowledgement level: `Durable` when every write is
-    /// made durable, `Written` when durability comes from `sync`.
+    /// made durable, `Written` when durability is deferred.
     pub fn default_level(&self) -> Level {
         if self.durable {
             Level::Durable
@@ -259,12 +384,14 @@ impl ConfigBuilder {
         self.cfg.backend = backend;
         self
     }
-    /// The default acknowledgement level. `Durable` (default): every write
-    /// is durable before it is acknowledged. `Written` or `Accepted`: writes
-    /// are plain, and durability comes from `Wal::sync` or
-    /// `Ticket::wait(Level::Durable)`, which issue one shared sync.
-    pub fn default_level(mut self, level: Level) -> Self {
-        self.cfg.durable = level == Level::Durable;
+    /// When records become durable: every write (the default), or
+    /// deferred to syncs, on demand and optionally at an interval (see
+    /// [`Durability`]).
+    pub fn durability(mut self, durability: Durability) -> Self {
+        (self.cfg.durable, self.cfg.sync_interval) = match durability {
+            Durability::EveryWrite => (true, None),
+            Durability::Deferred { sync_interval } => (false, sync_interval),
+        };
         self
     }
     /// How durable writes are made durable. Default `Dsync`, the faster of
@@ -306,12 +433,6 @@ impl ConfigBuilder {
         self.cfg.recovery = mode;
         self
     }
-    /// In `Written` mode, sync in the background at this interval when
-    /// anything was written since the last sync. Default: never.
-    pub fn sync_interval(mut self, every: Option<Duration>) -> Self {
-        self.cfg.sync_interval = every;
-        self
-    }
     /// Call `observer` on the ring thread each time the written or durable
     /// watermark advances (see [`DurabilityObserver`] for the guarantees
     /// and what it must not do). Default: none, which costs nothing but a
@@ -331,5 +452,51 @@ impl ConfigBuilder {
     /// The finished configuration (validated when the log opens).
     pub fn build(self) -> Config {
         self.cfg
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_reads_back_as_its_value_and_others_are_refused() {
+        for name in Level::NAMES {
+            assert_eq!(name.parse::<Level>().unwrap().to_string(), *name);
+        }
+        for name in Backend::NAMES {
+            assert_eq!(name.parse::<Backend>().unwrap().to_string(), *name);
+        }
+        for name in SyncMethod::NAMES {
+            assert_eq!(name.parse::<SyncMethod>().unwrap().to_string(), *name);
+        }
+        for name in DirectIo::NAMES {
+            assert_eq!(name.parse::<DirectIo>().unwrap().to_string(), *name);
+        }
+        for name in RecoveryMode::NAMES {
+            assert_eq!(name.parse::<RecoveryMode>().unwrap().to_string(), *name);
+        }
+        let e = "fast".parse::<Level>().unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("unknown level \"fast\": expected one of accepted, written, durable"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn durability_is_read_back_as_set() {
+        let deferred = Durability::Deferred {
+            sync_interval: Some(Duration::from_millis(5)),
+        };
+        let cfg = Config::builder().durability(deferred).build();
+        assert_eq!(cfg.durability(), deferred);
+        assert_eq!(cfg.default_level(), Level::Written);
+        let cfg = Config::builder()
+            .durability(deferred)
+            .durability(Durability::EveryWrite)
+            .build();
+        assert_eq!(cfg.durability(), Durability::EveryWrite);
+        assert_eq!(cfg.default_level(), Level::Durable);
     }
 }

@@ -48,8 +48,8 @@ pub enum Error {
         file: PathBuf,
         /// Byte offset of the first bad byte in `file`.
         offset: u64,
-        /// What is wrong there.
-        reason: String,
+        /// What is wrong there, by kind.
+        reason: Corruption,
     },
     /// LSNs that should exist do not: a missing segment, or a read from
     /// below the oldest LSN kept (checkpointed away).
@@ -153,6 +153,52 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+}
+
+/// What kind of damage a [`Error::Corrupt`] is: which part of the log it
+/// is in, so a caller can tell a wrong directory or a missing key from
+/// damaged data. Each carries the detail its message shows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Corruption {
+    /// A segment's header (and its copy) is unreadable, or contradicts
+    /// the file: its name, its size, its base LSN.
+    Header(String),
+    /// A segment of another log (another log id) is among this log's
+    /// files: a file copied from elsewhere, or the wrong directory.
+    ForeignLog {
+        /// The log id the segment carries.
+        found: u64,
+        /// This log's id.
+        expected: u64,
+    },
+    /// A segment encrypted under a key this reader does not have.
+    Encrypted {
+        /// The key id its header names.
+        key_id: u32,
+    },
+    /// Frames end in a way no crash can explain (damage in a sealed
+    /// segment, behind a later write's vouch, with valid data after it).
+    Frames(String),
+    /// The node's manifest does not decode or names another node.
+    Manifest(String),
+}
+
+impl std::fmt::Display for Corruption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Corruption::Header(d) | Corruption::Frames(d) => f.write_str(d),
+            Corruption::ForeignLog { found, expected } => write!(
+                f,
+                "segment of another log (log id {found:016x}; this log is {expected:016x})"
+            ),
+            Corruption::Encrypted { key_id } => write!(
+                f,
+                "segment encrypted with key id {key_id}, which this reader cannot read"
+            ),
+            Corruption::Manifest(d) => write!(f, "manifest: {d}"),
+        }
+    }
 }
 
 /// Why a log stopped accepting work (it is poisoned): the first failure,
@@ -267,15 +313,11 @@ impl Error {
         Error::Io { path, source }
     }
 
-    pub(crate) fn corrupt(
-        file: impl Into<PathBuf>,
-        offset: u64,
-        reason: impl Into<String>,
-    ) -> Error {
+    pub(crate) fn corrupt(file: impl Into<PathBuf>, offset: u64, reason: Corruption) -> Error {
         Error::Corrupt {
             file: file.into(),
             offset,
-            reason: reason.into(),
+            reason,
         }
     }
 }

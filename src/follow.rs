@@ -193,7 +193,10 @@ impl Iterator for Follower {
 ///
 /// Never ends on its own while the log is quiet. Ends with one `Err` on
 /// damage, or with `Gap` when a checkpoint removed records before it read
-/// them; then `None`.
+/// them; then `None`. Records a checkpoint released while it was reading
+/// their segment are still read through the file it holds open, as long
+/// as the file keeps them (they are genuine: their CRCs are salted per
+/// segment); the gap comes where they run out.
 ///
 /// Cost: as a [`Reader`] while records are there; at the end, per poll
 /// interval, one read of the block it stopped in and one directory

@@ -56,8 +56,10 @@ pub mod verify;
 mod wal;
 
 pub use collector::{Collector, Replayed, Watermarks};
-pub use config::{Backend, Config, ConfigBuilder, DirectIo, Level, RecoveryMode, SyncMethod};
-pub use error::{Error, Lsn, Poison, Result};
+pub use config::{
+    Backend, Config, ConfigBuilder, DirectIo, Durability, Level, RecoveryMode, SyncMethod,
+};
+pub use error::{Corruption, Error, Lsn, Poison, Result};
 pub use follow::{DirFollower, Follower};
 pub use format::Kind;
 pub use latency::LatencySummary;

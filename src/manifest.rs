@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use ringwal_platform::Vfs;
 
-use crate::error::{Error, Poison, Result};
+use crate::error::{Corruption, Error, Poison, Result};
 use crate::files;
 use crate::format::{self, Manifest};
 use crate::segments::LogDir;
@@ -26,9 +26,13 @@ pub(crate) fn read(vfs: &dyn Vfs, dir: &LogDir) -> Result<Option<Manifest>> {
         Ok(m) => Err(Error::corrupt(
             &path,
             0,
-            format!("manifest of node {}, not {}", m.node, dir.node()),
+            Corruption::Manifest(format!("of node {}, not {}", m.node, dir.node())),
         )),
-        Err(e) => Err(Error::corrupt(&path, 0, e.to_string())),
+        Err(e) => Err(Error::corrupt(
+            &path,
+            0,
+            Corruption::Manifest(e.to_string()),
+        )),
     }
 }
 

@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::config::{Config, RecoveryMode};
-use crate::error::{Error, Lsn, Result};
+use crate::error::{Corruption, Error, Lsn, Result};
 use crate::format::{self, Kind, SegmentHeader, MAX_LSN};
 
 use crate::format::Manifest;
@@ -257,7 +257,9 @@ impl Analysis {
                 self.problems.push(Error::corrupt(
                     path,
                     0,
-                    format!("blank segment named with base LSN {base}, out of range"),
+                    Corruption::Header(format!(
+                        "blank segment named with base LSN {base}, out of range"
+                    )),
                 ));
             } else if base > self.floor_lsn {
                 self.floor_lsn = base;

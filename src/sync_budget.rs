@@ -198,8 +198,9 @@ mod tests {
 
     fn every(interval: Option<Duration>) -> SyncBudget {
         let cfg = Config::builder()
-            .default_level(crate::config::Level::Written)
-            .sync_interval(interval)
+            .durability(crate::config::Durability::Deferred {
+                sync_interval: interval,
+            })
             .build();
         SyncBudget::new(&cfg, 0)
     }

@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use ringwal::{Error, Level, Wal};
+use ringwal::{Durability, Error, Level, Wal};
 
 #[test]
 fn try_append_refuses_when_full_and_takes_no_lsn() {
@@ -58,7 +58,11 @@ fn sync_async_resolves_once_everything_appended_is_durable() {
     for_each_backend(|backend| {
         let root = tempfile::tempdir().unwrap();
         // Written mode: durability needs the fdatasync sync_async asks for.
-        let cfg = small(backend).default_level(Level::Written).build();
+        let cfg = small(backend)
+            .durability(Durability::Deferred {
+                sync_interval: None,
+            })
+            .build();
         let (wal, _) = Wal::open(root.path(), cfg).unwrap();
         let tickets: Vec<_> = (0..100u32)
             .map(|i| wal.append(0, &i.to_le_bytes()).unwrap())

@@ -11,14 +11,15 @@ use std::time::Duration;
 
 use crossbeam_channel::select;
 use ringwal::channel::{AckResult, AppendLog, Channels, TrySendError};
-use ringwal::{Collector, Config, Level, Lsn, Ticket, Wal, Watermarks};
+use ringwal::{Collector, Config, Durability, Level, Lsn, Ticket, Wal, Watermarks};
 
 fn cfg() -> Config {
     Config::builder()
         .segment_bytes(256 << 10)
         .max_record_bytes(16 << 10)
-        .default_level(Level::Written)
-        .sync_interval(Some(Duration::from_millis(20)))
+        .durability(Durability::Deferred {
+            sync_interval: Some(Duration::from_millis(20)),
+        })
         .build()
 }
 

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use rand::Rng;
 use ringwal::collector::{self, FILLER_STREAM};
-use ringwal::{Collector, Config, Level, Lsn, Wal, Watermarks};
+use ringwal::{Collector, Config, Durability, Level, Lsn, Wal, Watermarks};
 
 const STREAMS: [u16; 3] = [0, 1, 2];
 
@@ -24,8 +24,9 @@ fn cfg(node: u32) -> Config {
         .node(node)
         .segment_bytes(64 << 10)
         .max_record_bytes(8 << 10)
-        .default_level(Level::Written)
-        .sync_interval(Some(Duration::from_millis(20)))
+        .durability(Durability::Deferred {
+            sync_interval: Some(Duration::from_millis(20)),
+        })
         .build()
 }
 
@@ -484,8 +485,9 @@ fn durable_records_survive_a_power_loss_and_replay_through_the_vfs() {
         Config::builder()
             .segment_bytes(64 << 10)
             .max_record_bytes(8 << 10)
-            .default_level(Level::Written)
-            .sync_interval(Some(Duration::from_millis(10)))
+            .durability(Durability::Deferred {
+                sync_interval: Some(Duration::from_millis(10)),
+            })
             .sim(disk)
             .build()
     };

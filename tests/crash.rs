@@ -171,7 +171,7 @@ fn crash_child_entry_point() {
     let tx_size: usize = std::env::var(CHILD_TX)
         .ok()
         .map_or(1, |v| v.parse().expect("child: transaction size"));
-    let config = small(backend).default_level(level).build();
+    let config = small(backend).durability(durability_for(level)).build();
     let (wal, _) = Wal::open(&dir, config).expect("child: open");
     let out = std::io::stdout();
     let emit = |s: String| {

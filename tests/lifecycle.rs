@@ -30,7 +30,7 @@ fn open_close_cycles_leak_no_threads_or_fds() {
         };
         let cfg = Config::builder()
             .backend(backend)
-            .default_level(level)
+            .durability(common::durability_for(level))
             .segment_bytes(64 << 10)
             .max_record_bytes(4 << 10)
             .build();

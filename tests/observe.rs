@@ -66,7 +66,7 @@ fn observer_case(backend: Backend, mode: Level) {
 
     let seen = Arc::new(Collect::default());
     let config = small(backend)
-        .default_level(mode)
+        .durability(durability_for(mode))
         .observer(seen.clone())
         .build();
     let (wal, _) = Wal::open(&log, config).unwrap();
@@ -122,7 +122,11 @@ fn wait_for_resolves_for_lsns_handed_out_later() {
 fn wait_for_case(backend: Backend, mode: Level) {
     let what = format!("{backend:?} {mode:?}");
     let root = tempfile::tempdir().unwrap();
-    let (wal, _) = Wal::open(root.path(), small(backend).default_level(mode).build()).unwrap();
+    let (wal, _) = Wal::open(
+        root.path(),
+        small(backend).durability(durability_for(mode)).build(),
+    )
+    .unwrap();
     // Already reached: at once, with no record at all.
     assert!(matches!(
         poll_once(&mut wal.wait_for(0, Level::Durable)),
@@ -357,7 +361,7 @@ fn stats_show_the_disk_the_device_and_the_latencies() {
             // of a few records each, which a producer that never waits
             // fills faster than any device empties them.
             let cfg = small(backend)
-                .default_level(level)
+                .durability(durability_for(level))
                 .max_inflight(1)
                 .write_bytes(4096)
                 .max_record_bytes(1024)

@@ -358,7 +358,11 @@ fn lost_block_before_later_writes_is_a_torn_tail() {
                         reason,
                     }) => {
                         assert_eq!((&file, offset), (&target, lost), "{what}: {reason}");
-                        assert!(reason.contains("vouches"), "{what}: {reason}");
+                        // Damage among frames, typed so, and the vouch named.
+                        assert!(
+                            matches!(&reason, ringwal::Corruption::Frames(d) if d.contains("vouches")),
+                            "{what}: {reason}"
+                        );
                     }
                     other => {
                         panic!("{what}: vouched-for records lost must be Corrupt: {other:?}")
@@ -968,4 +972,33 @@ fn a_missing_newest_segment_is_a_gap() {
             other => panic!("{backend:?}: expected Lost, got {other:?}"),
         }
     });
+}
+
+/// A segment copied in from another log is typed as such, not as damaged
+/// data: the operator has the wrong file or the wrong directory.
+#[test]
+fn a_segment_of_another_log_is_typed_as_foreign() {
+    let root = tempfile::tempdir().unwrap();
+    let (ours, theirs) = (root.path().join("ours"), root.path().join("theirs"));
+    for dir in [&ours, &theirs] {
+        let (wal, _) = Wal::open(dir, cfg(Backend::Threaded)).unwrap();
+        let _ = wal.append(0, b"x").unwrap();
+        wal.close().unwrap();
+    }
+    let name = format::segment_file_name(NODE, 1);
+    std::fs::copy(theirs.join(&name), ours.join(&name)).unwrap();
+    match Wal::open(&ours, cfg(Backend::Threaded)) {
+        Err(e @ Error::Corrupt { .. }) => {
+            let Error::Corrupt { file, reason, .. } = &e else {
+                unreachable!()
+            };
+            assert_eq!(file, &ours.join(&name));
+            assert!(
+                matches!(reason, ringwal::Corruption::ForeignLog { found, expected } if found != expected),
+                "{e}"
+            );
+            assert!(e.to_string().contains("segment of another log"), "{e}");
+        }
+        other => panic!("expected a foreign segment, got {other:?}"),
+    }
 }

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use ringwal::{Backend, Config, Level, Lsn, Wal};
+use ringwal::{Backend, Config, Durability, Level, Lsn, Wal};
 use ringwal_platform::sim::{Faults, SimFs};
 
 fn body(rng: &mut StdRng, tag: u64) -> Vec<u8> {
@@ -250,7 +250,10 @@ fn power_loss_in_recycled_segments_on_sim() {
             if durable_mode {
                 b.build()
             } else {
-                b.default_level(Level::Written).build()
+                b.durability(Durability::Deferred {
+                    sync_interval: None,
+                })
+                .build()
             }
         };
         let (wal, _) = Wal::open(DIR, cfg(&fs)).unwrap();

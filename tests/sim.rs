@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use ringwal::{format, Config, Error, Level, Lsn, Wal};
+use ringwal::{format, Config, Durability, Error, Level, Lsn, Wal};
 use ringwal_platform::sim::{Faults, SimFs};
 
 const DIR: &str = "/sim/log";
@@ -52,7 +52,13 @@ fn config(fs: &SimFs, rng: &mut StdRng) -> Config {
         .max_record_bytes(MAX_RECORD)
         .write_bytes(16 << 10)
         .max_inflight(rng.gen_range(1..=4))
-        .default_level(level)
+        .durability(if level == Level::Durable {
+            Durability::EveryWrite
+        } else {
+            Durability::Deferred {
+                sync_interval: None,
+            }
+        })
         .build()
 }
 

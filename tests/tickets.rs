@@ -30,7 +30,11 @@ fn ticket_futures_resolve_in_written_mode() {
 fn futures_case(backend: Backend, mode: Level) {
     let root = tempfile::tempdir().unwrap();
     let log = root.path().join("log");
-    let (wal, _) = Wal::open(&log, small(backend).default_level(mode).build()).unwrap();
+    let (wal, _) = Wal::open(
+        &log,
+        small(backend).durability(durability_for(mode)).build(),
+    )
+    .unwrap();
     // Many appends without waiting, so the last one's write is very likely
     // still in flight when its future is first polled.
     let tickets: Vec<_> = (0..300u32)

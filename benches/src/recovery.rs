@@ -43,7 +43,7 @@ pub struct Filled {
 /// not what is measured.
 pub fn fill(dir: &Path, target: u64, size: usize) -> io::Result<Filled> {
     let cfg = ringwal::Config::builder()
-        .default_level(ringwal::Level::Written)
+        .durability(Durability::Deferred { sync_interval: None })
         .build();
     let (wal, _) = ringwal::Wal::open(dir, cfg).map_err(rw_err)?;
     let payload = {

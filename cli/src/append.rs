@@ -16,7 +16,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
-use ringwal::{Config, Level, Lsn, RecoveryReport, Ticket, Wal};
+use ringwal::{Config, Durability, Level, Lsn, RecoveryReport, Ticket, Wal};
 
 use super::{AppendArgs, CmdResult, Failure};
 
@@ -40,7 +40,9 @@ pub(crate) fn run(args: AppendArgs) -> CmdResult {
     let level = args.level.level();
     let mut builder = Config::builder().node(args.node);
     if level != Level::Durable {
-        builder = builder.default_level(Level::Written);
+        builder = builder.durability(Durability::Deferred {
+            sync_interval: None,
+        });
     }
     let (wal, report) = Wal::open(&args.dir, builder.build())?;
     print_recovery(&report);

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Receiver;
 use hdrhistogram::Histogram;
 use ringwal::channel::{AckResult, Channels, RecordSender};
-use ringwal::{Config, Level, Wal};
+use ringwal::{Config, Durability, Level, Wal};
 
 use super::inspect::human_bytes;
 use super::{ApiArg, BackendArg, BenchArgs, CmdResult, Failure};
@@ -84,9 +84,9 @@ pub(crate) fn run(a: BenchArgs) -> CmdResult {
         .max_record_bytes(a.max_record)
         .segment_bytes(a.segment_mib << 20);
     if level != Level::Durable {
-        builder = builder
-            .default_level(Level::Written)
-            .sync_interval(a.sync_interval_ms.map(Duration::from_millis));
+        builder = builder.durability(Durability::Deferred {
+            sync_interval: a.sync_interval_ms.map(Duration::from_millis),
+        });
     }
     let (wal, _report) = Wal::open(dir, builder.build())?;
     let wal = Arc::new(wal);

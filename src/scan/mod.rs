@@ -22,7 +22,7 @@ use std::path::Path;
 
 use ringwal_platform::Vfs;
 
-use crate::error::{Error, Lsn, Result};
+use crate::error::{Corruption, Error, Lsn, Result};
 use crate::format::{
     self, Batching, Decoded, FrameRef, HeaderError, InvalidFrame, Kind, SegmentHeader,
 };
@@ -102,20 +102,20 @@ impl HeaderProblem {
     /// file and the offset of the first byte that is wrong.
     pub fn error(&self, file: &SegmentFile, node: u32) -> Error {
         let path = &file.path;
+        let header =
+            |offset, detail: String| Error::corrupt(path, offset, Corruption::Header(detail));
         match *self {
             HeaderProblem::NeverWritten => {
-                Error::corrupt(path, 0, format!("segment header: {}", HeaderError::Blank))
+                header(0, format!("segment header: {}", HeaderError::Blank))
             }
-            HeaderProblem::LostHeader { data_at } => Error::corrupt(
-                path,
+            HeaderProblem::LostHeader { data_at } => header(
                 0,
                 format!(
                     "segment header is all zeros but data follows at offset {data_at}: \
                      the header was lost after the segment was written"
                 ),
             ),
-            HeaderProblem::Misshapen { len } => Error::corrupt(
-                path,
+            HeaderProblem::Misshapen { len } => header(
                 0,
                 format!(
                     "a file of {len} bytes is no segment (segments are whole {}-byte \
@@ -124,34 +124,24 @@ impl HeaderProblem {
                     format::MIN_SEGMENT_BYTES
                 ),
             ),
-            HeaderProblem::Invalid(ref e) => {
-                Error::corrupt(path, 0, format!("segment header: {e}"))
-            }
+            HeaderProblem::Invalid(ref e) => header(0, format!("segment header: {e}")),
             HeaderProblem::BaseOutOfRange(base) => {
-                Error::corrupt(path, 0, format!("base LSN {base} out of range"))
+                header(0, format!("base LSN {base} out of range"))
             }
-            HeaderProblem::NameMismatch { node: hn, base: hb } => Error::corrupt(
-                path,
+            HeaderProblem::NameMismatch { node: hn, base: hb } => header(
                 0,
                 format!(
                     "header says node {hn} base {hb}, file name says node {node} base {}",
                     file.base
                 ),
             ),
-            HeaderProblem::ForeignLog { found, expected } => Error::corrupt(
-                path,
-                0,
-                format!(
-                    "segment of another log (log id {found:016x}; this log is {expected:016x})"
-                ),
-            ),
-            HeaderProblem::Encrypted { key_id } => Error::corrupt(
-                path,
-                0,
-                format!("segment encrypted with key id {key_id}, which this reader cannot read"),
-            ),
-            HeaderProblem::LongerThanDeclared { file_len, declared } => Error::corrupt(
-                path,
+            HeaderProblem::ForeignLog { found, expected } => {
+                Error::corrupt(path, 0, Corruption::ForeignLog { found, expected })
+            }
+            HeaderProblem::Encrypted { key_id } => {
+                Error::corrupt(path, 0, Corruption::Encrypted { key_id })
+            }
+            HeaderProblem::LongerThanDeclared { file_len, declared } => header(
                 declared,
                 format!("file is {file_len} bytes, longer than the {declared} its header declares"),
             ),

@@ -61,7 +61,7 @@
 //! a write that completed, reported where it is rather than as a gap at
 //! the next segment.
 
-use crate::error::{Error, Lsn, Result};
+use crate::error::{Corruption, Error, Lsn, Result};
 use crate::format::{self, Decoded, Kind, SegmentHeader};
 
 use super::bytes::SegmentScan;
@@ -172,7 +172,7 @@ impl Damage {
                 end.end
             ),
         };
-        Error::corrupt(file, end.at, why)
+        Error::corrupt(file, end.at, Corruption::Frames(why))
     }
 }
 

@@ -387,3 +387,14 @@ pub fn as_after_crash(dir: &Path, node: u32) {
     m.durable_lsn = m.durable_lsn.min(newest - 1);
     std::fs::write(&path, m.encode()).unwrap();
 }
+
+/// The log mode whose tickets wait for `level` by default: every write
+/// durable for `Durable`, deferred durability for `Written`.
+pub fn durability_for(level: ringwal::Level) -> ringwal::Durability {
+    match level {
+        ringwal::Level::Durable => ringwal::Durability::EveryWrite,
+        _ => ringwal::Durability::Deferred {
+            sync_interval: None,
+        },
+    }
+}
