@@ -31,6 +31,8 @@ pub mod channel;
 pub mod collector;
 mod config;
 mod error;
+#[cfg(feature = "metrics")]
+mod export;
 mod files;
 mod follow;
 pub mod format;
