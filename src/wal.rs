@@ -118,8 +118,8 @@ impl Wal {
     ///
     /// # Errors
     ///
-    /// Nothing on disk is modified by a failed open, except that a torn
-    /// tail may already have been cut (it held nothing acknowledged).
+    /// A failed open never touches an acknowledged record; the damage
+    /// errors (`Corrupt`, `Gap`, `Lost`) leave the directory as it was.
     ///
     /// - [`Error::InvalidConfig`]: a configuration value out of range
     ///   (including a ring CPU the process may not use).
