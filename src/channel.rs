@@ -2,15 +2,16 @@
 //! that must never block on I/O and want their acknowledgements as
 //! messages they can `select!` on beside their own inputs.
 //!
-//! ```no_run
+//! ```
 //! use std::sync::Arc;
 //! use crossbeam_channel::select;
 //! use ringwal::channel::Channels;
 //! use ringwal::{Config, Durability, Level, Wal};
 //!
+//! # let dir = tempfile::tempdir()?;
 //! let deferred = Durability::Deferred { sync_interval: None };
 //! let cfg = Config::builder().durability(deferred).build();
-//! let (wal, _) = Wal::open("/var/lib/app/wal", cfg)?;
+//! let (wal, _) = Wal::open(dir.path(), cfg)?;
 //! let channels = Channels::spawn(Arc::new(wal), 1024);
 //! let (tx, acks) = channels.sender(Level::Written);
 //! let (inputs_tx, inputs) = crossbeam_channel::unbounded::<Vec<u8>>();
@@ -29,7 +30,9 @@
 //!         }
 //!     }
 //! }
-//! # Ok::<(), ringwal::Error>(())
+//! drop(tx);
+//! channels.close()?; // every sender is dropped: the threads finish
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
 //! Threads: [`Channels::spawn`] starts one appender thread, which drains the
@@ -219,6 +222,34 @@ impl Channels {
     /// Cost: three threads; per record, one move through a bounded
     /// channel, the append itself (on the appender thread, which is where
     /// device backpressure blocks), and one message back.
+    ///
+    /// Over a [`Collector`], tracked streams become pending as they would
+    /// through [`Collector::append`]:
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use ringwal::channel::Channels;
+    /// use ringwal::{Collector, Config, Level, Wal, Watermarks};
+    ///
+    /// # let dir = tempfile::tempdir()?;
+    /// let (wal, _) = Wal::open(dir.path(), Config::default())?;
+    /// let collector = Arc::new(Collector::open(wal, &[1], &Watermarks::new())?);
+    /// let channels = Channels::spawn(collector.clone(), 64);
+    /// let (tx, acks) = channels.sender(Level::Durable);
+    /// for token in 0..3 {
+    ///     tx.send(1, vec![token as u8], token).expect("channels open");
+    /// }
+    /// let lsns: Vec<_> = acks.iter().take(3).map(|a| a.expect("durable").lsn).collect();
+    /// assert_eq!(lsns, [1, 2, 3]); // per sender: in send order, LSNs ascending
+    /// assert_eq!(collector.pending(1), 3);
+    /// drop(tx);
+    /// channels.close()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If the operating system refuses to start a thread.
     pub fn spawn<L: AppendLog>(log: Arc<L>, capacity: usize) -> Channels {
         let (req_tx, req_rx) = crossbeam_channel::bounded::<Request>(capacity.max(1));
         let (written_tx, written_rx) = crossbeam_channel::unbounded::<Waiting>();
@@ -268,6 +299,11 @@ impl Channels {
     /// Stop: wait until every [`RecordSender`] is dropped, every queued
     /// record is appended and every acknowledgement sent, then join the
     /// threads. Blocks for as long as any sender lives.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] if a channel thread panicked (the log's own failures
+    /// arrive as [`Nack`]s, not here).
     pub fn close(mut self) -> Result<()> {
         self.requests = None;
         for t in self.threads.drain(..) {
@@ -306,6 +342,12 @@ impl RecordSender {
     /// Queue a record, blocking while the queue is full (never on I/O
     /// directly; only on the queue, which drains as the log keeps up).
     /// Its [`AckResult`] arrives on this sender's receiver.
+    ///
+    /// # Errors
+    ///
+    /// [`SendError`], with the record, if the channels are shut down (the
+    /// appender thread is gone); nothing was queued and no acknowledgement
+    /// will come for it.
     pub fn send(
         &self,
         stream: u16,
@@ -322,6 +364,30 @@ impl RecordSender {
 
     /// Queue a record, or fail at once with [`TrySendError::Full`] when the
     /// queue is full. Never blocks.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use ringwal::channel::{Channels, TrySendError};
+    /// # use ringwal::{Config, Level, Wal};
+    /// # let dir = tempfile::tempdir()?;
+    /// # let (wal, _) = Wal::open(dir.path(), Config::default())?;
+    /// # let channels = Channels::spawn(Arc::new(wal), 64);
+    /// let (tx, acks) = channels.sender(Level::Written);
+    /// match tx.try_send(0, b"body".to_vec(), 1) {
+    ///     Ok(()) => {}
+    ///     // The log is behind: keep the record, shed load, or retry later.
+    ///     Err(TrySendError::Full { payload, .. }) => drop(payload),
+    ///     Err(e) => return Err(e.into()),
+    /// }
+    /// # if let Ok(ack) = acks.recv()? { assert_eq!(ack.token, 1); }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`TrySendError::Full`] when the queue is full,
+    /// [`TrySendError::Closed`] when the channels are shut down; either way
+    /// the record comes back and nothing was queued.
     pub fn try_send(
         &self,
         stream: u16,

@@ -142,6 +142,27 @@ impl Watermarks {
     /// (temporary files, other files). A missing `dir` yields no entries.
     ///
     /// Cost: one `readdir` of `dir`; reads no file.
+    ///
+    /// ```
+    /// use ringwal::Watermarks;
+    ///
+    /// # let blocks = tempfile::tempdir()?;
+    /// // Blocks named "<stream>-<watermark>.block" by the shards.
+    /// for name in ["1-40.block", "1-75.block", "2-12.block", "2-90.tmp"] {
+    ///     std::fs::write(blocks.path().join(name), b"")?;
+    /// }
+    /// let marks = Watermarks::from_dir(blocks.path(), |name| {
+    ///     let (stream, rest) = name.strip_suffix(".block")?.split_once('-')?;
+    ///     Some((stream.parse().ok()?, rest.parse().ok()?))
+    /// })?;
+    /// assert_eq!((marks.get(1), marks.get(2)), (75, 12));
+    /// assert_eq!(marks.min_over(&[1, 2]), 12);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] if `dir` exists but cannot be listed.
     pub fn from_dir(dir: &Path, parse: impl Fn(&str) -> Option<(u16, Lsn)>) -> Result<Watermarks> {
         let names = match RealFs.list(dir) {
             Ok(names) => names,
@@ -201,6 +222,12 @@ pub struct Replayed {
 ///
 /// Cost: reads every segment of the node once through the page cache,
 /// frame by frame, one directory listing. A missing `dir` replays nothing.
+///
+/// # Errors
+///
+/// The first error `f` returns, which stops the replay; [`Error::Io`] if
+/// the directory or a segment cannot be read. Damage and torn tails are
+/// no error: they end their segment's replay ([`Replayed::ended_early`]).
 pub fn replay(
     dir: &Path,
     node: u32,
@@ -308,6 +335,46 @@ struct Stream {
 /// nothing and the LSNs stay pending. After a restart,
 /// [`replay`](Self::replay) hands the shards every frame not yet covered,
 /// and [`truncate`](Self::truncate) drops segments everything covers.
+///
+/// ```
+/// use ringwal::{Collector, Config, Level, Wal, Watermarks};
+///
+/// # let dir = tempfile::tempdir()?;
+/// let (wal, _) = Wal::open(dir.path(), Config::default())?;
+/// // Track stream 1; no block published yet, so nothing to replay.
+/// let collector = Collector::open(wal, &[1], &Watermarks::new())?;
+/// assert_eq!(collector.replay(|_, _, _| Ok(()))?.replayed, 0);
+///
+/// // One shard's list, filled in LSN order under the reservation lock.
+/// let mut shard = Vec::new();
+/// for body in [b"a", b"b", b"c"] {
+///     collector.append_then(1, body, |lsn| shard.push(lsn))?.wait(Level::Written)?;
+/// }
+/// // The shard seals a block: its watermark goes into the block's name.
+/// let watermark = collector.watermark_for(1, &shard);
+/// assert_eq!(watermark, 4); // the block holds everything handed out
+/// // ... publish the block durably, and only then:
+/// collector.published(1, &shard);
+/// collector.truncate(watermark)?; // whole segments only: none here
+///
+/// // One more body, not published when the process stops.
+/// collector.append(1, b"d")?.wait(Level::Written)?;
+/// collector.close()?;
+///
+/// // On restart: the watermarks come back from the block names, and the
+/// // replay hands out exactly what no block covers, with its old LSN.
+/// let marks: Watermarks = [(1, watermark)].into_iter().collect();
+/// let (wal, _) = Wal::open(dir.path(), Config::default())?;
+/// let collector = Collector::open(wal, &[1], &marks)?;
+/// let mut again = Vec::new();
+/// collector.replay(|_stream, lsn, body| {
+///     again.push((lsn, body.to_vec()));
+///     Ok(())
+/// })?;
+/// assert_eq!(again, [(4, b"d".to_vec())]);
+/// assert_eq!(collector.pending(1), 1); // pending until a block holds it
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct Collector {
     wal: Wal,
     /// Tracked streams, ascending; `state[i]` belongs to `streams[i]`.
@@ -351,7 +418,13 @@ impl Collector {
     /// the oldest frame on disk that the blocks do not cover: call it once,
     /// before or while the shards start sealing.
     ///
-    /// Fails with `InvalidConfig` if `streams` contains [`FILLER_STREAM`].
+    /// # Errors
+    ///
+    /// - [`Error::InvalidConfig`]: `streams` contains [`FILLER_STREAM`].
+    /// - As [`Wal::append`] and [`Ticket::wait`] while it appends and
+    ///   waits for fillers: [`Error::Poisoned`], [`Error::NoSpace`],
+    ///   [`Error::Closed`], [`Error::LsnExhausted`]. The log is dropped
+    ///   (closed) with the error.
     pub fn open(wal: Wal, streams: &[u16], watermarks: &Watermarks) -> Result<Collector> {
         let mut streams = streams.to_vec();
         streams.sort_unstable();
@@ -422,6 +495,10 @@ impl Collector {
     }
 
     /// Append one record to `stream`. See [`append_then`](Self::append_then).
+    ///
+    /// # Errors
+    ///
+    /// As [`Wal::append`]; nothing is appended or made pending on error.
     pub fn append(&self, stream: u16, payload: &[u8]) -> Result<Ticket> {
         self.append_then(stream, payload, |_| {})
     }
@@ -440,6 +517,17 @@ impl Collector {
     /// the ticket for `Written` before acknowledging it to a client. Cost
     /// over [`Wal::append_then`]: for a tracked stream one uncontended
     /// lock and a set insert; for an untracked one, nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`Wal::append`]; nothing is appended or made pending, and `then`
+    /// is not called.
+    ///
+    /// # Panics
+    ///
+    /// A panic in `then` unwinds out of this call, as in
+    /// [`Wal::append_then`]: the record is still written, and a tracked
+    /// one stays pending (it pins the watermark, it is not lost).
     pub fn append_then(
         &self,
         stream: u16,
@@ -559,6 +647,13 @@ impl Collector {
     /// tracked normally. Frames of untracked streams and fillers are
     /// skipped. Call it once. Cost: one read of the log up to where this
     /// collector started, through the page cache.
+    ///
+    /// # Errors
+    ///
+    /// The first error `f` returns, as it is, which stops the replay; or
+    /// [`Error::Io`] if the directory or a segment cannot be read. Damage
+    /// is no error: it ends its segment's replay
+    /// ([`Replayed::ended_early`]). The cap stays on after an error.
     pub fn replay(&self, mut f: impl FnMut(u16, Lsn, &[u8]) -> Result<()>) -> Result<Replayed> {
         let cfg = self.wal.config();
         let upto = self.start_next - 1;
@@ -608,6 +703,10 @@ impl Collector {
     ///
     /// Deletion is per segment because an append-only log never rewrites
     /// its middle. Cost: one unlink per segment plus one directory sync.
+    ///
+    /// # Errors
+    ///
+    /// As [`Wal::checkpoint`].
     pub fn truncate(&self, covered: Lsn) -> Result<usize> {
         let covered = covered.min(self.covered());
         if covered <= 1 {
@@ -617,6 +716,10 @@ impl Collector {
     }
 
     /// Close the log underneath ([`Wal::close`]): drain, sync, join.
+    ///
+    /// # Errors
+    ///
+    /// As [`Wal::close`].
     pub fn close(self) -> Result<()> {
         self.wal.close()
     }

@@ -1,28 +1,28 @@
-//! ringwal: a write-ahead log engine for latency-critical writers on Linux.
+// The README is the crate's front page, and every Rust block in it is a
+// doctest: `cargo test --doc` keeps its examples compiling and true.
+#![doc = include_str!("../README.md")]
 //!
-//! Many producers append records from any thread; a dedicated ring thread
-//! owns an io_uring and turns their appends into few large, block-aligned
-//! writes with several in flight (group commit), each made durable with
-//! `RWF_DSYNC` on preallocated, zero-written segments opened with O_DIRECT
-//! where the filesystem allows. A portable backend runs the same engine on
-//! one blocking I/O thread.
+//! ## Where to start in the API
 //!
-//! ```no_run
-//! use ringwal::{Config, Level, Wal};
+//! - [`Wal::open`] opens or creates a log (recovering first) and returns
+//!   the handle every producer shares; [`Config::builder`] sets it up.
+//! - [`Wal::append`], [`Wal::append_then`], [`Wal::append_batch`] and
+//!   [`Wal::begin`] (a [`Transaction`]) write records; each returns a
+//!   [`Ticket`] to wait on, blocking ([`Ticket::wait`]) or async
+//!   ([`Ticket::reached`], [`Wal::wait_for`]).
+//! - [`Wal::read`], [`Wal::reader_from`] and [`Wal::follow`] read them
+//!   back; [`Wal::checkpoint`] and [`Wal::checkpoint_marker`] let go of
+//!   what a snapshot covers.
+//! - [`Collector`] and the [`channel`] module are the layers for telemetry
+//!   collectors; [`verify`] inspects a log without opening it for writing.
 //!
-//! let (wal, report) = Wal::open("/var/lib/app/wal", Config::default())?;
-//! println!("recovered {} records", report.records);
-//! let ticket = wal.append(0, b"hello")?;
-//! ticket.wait(Level::Durable)?; // on stable storage now
-//! for rec in wal.reader_from(0)? {
-//!     let rec = rec?;
-//!     println!("{} {:?}", rec.lsn, rec.payload);
-//! }
-//! # Ok::<(), ringwal::Error>(())
-//! ```
-//!
-//! See `ARCHITECTURE.md` for the map of the code and `docs/format.md` for
-//! the on-disk format.
+//! The engine: a dedicated ring thread owns an io_uring and turns appends
+//! into few large, block-aligned writes with several in flight (group
+//! commit), each made durable with `RWF_DSYNC` (or write + `fdatasync`)
+//! on preallocated segments opened with O_DIRECT where the filesystem
+//! allows. A portable backend ([`Backend::Threaded`]) runs the same engine
+//! on one blocking I/O thread. `ARCHITECTURE.md` maps the code and its
+//! invariants; `docs/format.md` describes the on-disk format.
 
 #![warn(missing_docs)]
 

@@ -18,6 +18,20 @@ use crate::state::{OnFull, Shared};
 ///
 /// Dropping a ticket does not cancel anything; the record is written
 /// either way. Cost: a ticket holds one `Arc` reference to the log.
+///
+/// ```
+/// # use ringwal::{Config, Durability, Level, Wal};
+/// # let dir = tempfile::tempdir()?;
+/// let deferred = Durability::Deferred { sync_interval: None };
+/// let cfg = Config::builder().durability(deferred).build();
+/// let (wal, _) = Wal::open(dir.path(), cfg)?;
+/// let ticket = wal.append(0, b"x")?;
+/// ticket.wait(Level::Written)?; // survives a process crash now
+/// assert!(ticket.is_done(Level::Written));
+/// ticket.wait(Level::Durable)?; // written mode: asks for one shared sync
+/// assert!(ticket.is_done(Level::Durable));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone)]
 #[must_use = "a ticket does nothing unless waited on; drop it explicitly if the level does not matter"]
 pub struct Ticket {
@@ -72,6 +86,14 @@ impl Ticket {
     /// is woken exactly once its LSN is covered. The thread holds one entry
     /// in the log's waiter lists while it waits, however often it is
     /// unparked, and none once this returns.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Poisoned`](crate::Error::Poisoned) or
+    /// [`Error::NoSpace`](crate::Error::NoSpace) if a write or sync failed
+    /// before the record reached `level` (see
+    /// [`Wal::poison_cause`](crate::Wal::poison_cause)). A record already
+    /// at `level` when the failure came still returns `Ok`.
     pub fn wait(&self, level: Level) -> Result<()> {
         let acks = &self.shared.acks;
         if let Some(done) = acks.check(self.lsn, level) {
@@ -95,6 +117,22 @@ impl Ticket {
     /// registers the task's waker with the log, which the ring thread
     /// wakes. See [`TicketFuture`] for what a poll costs. Cost here: one
     /// `Arc` clone, no lock.
+    ///
+    /// ```
+    /// # use ringwal::{Config, Level, Wal};
+    /// # let dir = tempfile::tempdir()?;
+    /// # let (wal, _) = Wal::open(dir.path(), Config::default())?;
+    /// let ticket = wal.append(0, b"x")?;
+    /// let rt = tokio::runtime::Builder::new_current_thread().build()?;
+    /// rt.block_on(ticket.reached(Level::Durable))?;
+    /// assert!(ticket.is_done(Level::Durable));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The future resolves to an error exactly when [`wait`](Self::wait)
+    /// would return one.
     pub fn reached(&self, level: Level) -> TicketFuture {
         TicketFuture::new(self.shared.clone(), self.lsn, level)
     }

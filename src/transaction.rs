@@ -29,6 +29,21 @@ use crate::ticket::Ticket;
 /// The whole transaction must fit one segment (`TooLarge` at commit
 /// otherwise): it is staged in memory, so a transaction is meant for what
 /// a storage engine commits at once, not for bulk loads.
+///
+/// ```
+/// # use ringwal::{Config, Level, Wal};
+/// # let dir = tempfile::tempdir()?;
+/// # let (wal, _) = Wal::open(dir.path(), Config::default())?;
+/// let mut tx = wal.begin();
+/// tx.append(1, b"debit 10")?;
+/// tx.append(2, b"credit 10")?;
+/// assert_eq!(tx.len(), 2);
+/// let last = tx.commit()?;
+/// last.wait(Level::Durable)?;
+/// let lsns: Vec<_> = wal.reader_from(0)?.map(|r| r.map(|r| r.lsn)).collect::<Result<_, _>>()?;
+/// assert_eq!(lsns, [1, 2]); // consecutive, in one segment
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[must_use = "a transaction writes nothing until it is committed"]
 pub struct Transaction {
     shared: Arc<Shared>,
@@ -63,6 +78,12 @@ impl Transaction {
     /// grows by doubling); no lock, no syscall. Refuses a payload larger
     /// than `Config::max_record_bytes` at once, with `TooLarge`, leaving
     /// the transaction as it was.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::TooLarge`] if `payload` exceeds the configured maximum
+    /// record size; the transaction is left as it was. That a transaction
+    /// fits one segment is checked only at [`commit`](Self::commit).
     pub fn append(&mut self, stream: u16, payload: &[u8]) -> Result<()> {
         let max = self.shared.cfg.max_record_bytes;
         if payload.len() > max {
@@ -95,6 +116,18 @@ impl Transaction {
     /// do not fit one segment: in both cases nothing is written. Cost: as
     /// [`Wal::append_batch`](crate::Wal::append_batch), plus one
     /// allocation for the list of records.
+    ///
+    /// # Errors
+    ///
+    /// Nothing is written on error; the staged records are dropped with
+    /// the transaction.
+    ///
+    /// - [`Error::EmptyBatch`]: nothing was staged.
+    /// - [`Error::TooLarge`]: the records do not fit one segment.
+    /// - [`Error::Poisoned`] or [`Error::NoSpace`]: an earlier write or sync
+    ///   failed.
+    /// - [`Error::Closed`]: the log is shutting down.
+    /// - [`Error::LsnExhausted`]: the LSN space is used up.
     pub fn commit(self) -> Result<Ticket> {
         let records: Vec<(u16, &[u8])> = self
             .records

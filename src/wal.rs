@@ -121,6 +121,44 @@ impl Wal {
     ///
     /// Cost: reads every segment once; on an empty directory, creates and
     /// zero-writes the first segment. Blocking.
+    ///
+    /// ```
+    /// use ringwal::{Config, Level, Wal};
+    ///
+    /// # let tmp = tempfile::tempdir()?;
+    /// # let dir = tmp.path().join("wal");
+    /// let (wal, report) = Wal::open(&dir, Config::default())?;
+    /// assert!(report.created);
+    /// wal.append(0, b"kept")?.wait(Level::Durable)?;
+    /// wal.close()?;
+    ///
+    /// // Reopening recovers what is on disk and resumes the LSNs after it.
+    /// let (wal, report) = Wal::open(&dir, Config::default())?;
+    /// assert_eq!((report.records, wal.next_lsn()), (1, 2));
+    ///
+    /// // One writer per directory and node.
+    /// let second = Wal::open(&dir, Config::default());
+    /// assert!(matches!(second, Err(ringwal::Error::Locked { .. })));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A failed open never touches an acknowledged record; the damage
+    /// errors (`Corrupt`, `Gap`, `Lost`) leave the directory as it was.
+    ///
+    /// - [`Error::InvalidConfig`]: a configuration value out of range
+    ///   (including a ring CPU the process may not use).
+    /// - [`Error::NoLog`]: no log of the node in `dir`, and
+    ///   [`create_if_missing`] is off.
+    /// - [`Error::Locked`]: another writer holds the directory and node.
+    /// - [`Error::Corrupt`], [`Error::Gap`], [`Error::Lost`]: damage that is
+    ///   not a torn tail, a missing segment, or acknowledged records
+    ///   missing from the disk (strict recovery; see
+    ///   [`RecoveryMode`](crate::RecoveryMode)).
+    /// - [`Error::NoSpace`]: the filesystem is full while creating a
+    ///   segment or the manifest.
+    /// - [`Error::Io`]: any other I/O failure, naming the path.
     pub fn open(dir: impl AsRef<Path>, cfg: Config) -> Result<(Wal, RecoveryReport)> {
         cfg.validate()?;
         let given = dir.as_ref();
@@ -253,7 +291,29 @@ impl Wal {
         ))
     }
 
-    /// Append one record to `stream`. See [`append_then`](Self::append_then).
+    /// Append one record to `stream`. See [`append_then`](Self::append_then)
+    /// for what it guarantees and costs.
+    ///
+    /// ```
+    /// # use ringwal::{Config, Level, Wal};
+    /// # let dir = tempfile::tempdir()?;
+    /// # let (wal, _) = Wal::open(dir.path(), Config::default())?;
+    /// let ticket = wal.append(3, b"payload")?;
+    /// assert_eq!(ticket.lsn(), 1); // LSNs start at 1
+    /// ticket.wait(Level::Durable)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// Nothing is appended on error.
+    ///
+    /// - [`Error::TooLarge`]: `payload` exceeds
+    ///   [`max_record_bytes`](crate::ConfigBuilder::max_record_bytes).
+    /// - [`Error::Poisoned`] or [`Error::NoSpace`]: an earlier write or sync
+    ///   failed (see [`poison_cause`](Self::poison_cause)).
+    /// - [`Error::Closed`]: the log is shutting down.
+    /// - [`Error::LsnExhausted`]: the LSN space is used up.
     pub fn append(&self, stream: u16, payload: &[u8]) -> Result<Ticket> {
         self.append_then(stream, payload, |_| {})
     }
@@ -272,6 +332,41 @@ impl Wal {
     /// syscall (at most one eventfd write to wake a sleeping ring thread)
     /// and no allocation. Blocks only when every staging buffer is full
     /// (backpressure from the device).
+    ///
+    /// ```
+    /// # use ringwal::{Config, Level, Wal};
+    /// # let dir = tempfile::tempdir()?;
+    /// # let (wal, _) = Wal::open(dir.path(), Config::default())?;
+    /// // One queue per consumer, filled in LSN order whatever the thread.
+    /// let queue = std::sync::Mutex::new(Vec::new());
+    /// std::thread::scope(|s| {
+    ///     for t in 0..4u16 {
+    ///         let (wal, queue) = (&wal, &queue);
+    ///         s.spawn(move || {
+    ///             for _ in 0..100 {
+    ///                 let ticket = wal.append_then(t, b"x", |lsn| queue.lock().unwrap().push(lsn))?;
+    ///                 drop(ticket); // the level does not matter here
+    ///             }
+    ///             Ok::<(), ringwal::Error>(())
+    ///         });
+    ///     }
+    /// });
+    /// let queue = queue.into_inner().unwrap();
+    /// assert!(queue.windows(2).all(|w| w[0] < w[1]));
+    /// assert_eq!(queue.len(), 400);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`append`](Self::append); `then` is not called when the append
+    /// fails.
+    ///
+    /// # Panics
+    ///
+    /// A panic in `then` unwinds out of this call. The record is already
+    /// sequenced and copied by then, so it is still written; only its
+    /// ticket is lost.
     pub fn append_then(
         &self,
         stream: u16,
@@ -326,6 +421,27 @@ impl Wal {
     /// copied; a batch larger than the free staging buffers also waits,
     /// holding the others back, until the ring thread writes enough to
     /// free them.
+    ///
+    /// ```
+    /// # use ringwal::{Config, Level, Wal};
+    /// # let dir = tempfile::tempdir()?;
+    /// # let (wal, _) = Wal::open(dir.path(), Config::default())?;
+    /// let last = wal.append_batch(&[(1, b"debit".as_slice()), (2, b"credit".as_slice())])?;
+    /// assert_eq!(last.lsn(), 2); // the first record is LSN 1
+    /// last.wait(Level::Durable)?; // both are durable, or neither is
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// Nothing is appended on error.
+    ///
+    /// - [`Error::EmptyBatch`]: `records` is empty.
+    /// - [`Error::TooLarge`]: a record exceeds
+    ///   [`max_record_bytes`](crate::ConfigBuilder::max_record_bytes), or the
+    ///   batch does not fit one segment.
+    /// - [`Error::Poisoned`], [`Error::NoSpace`], [`Error::Closed`],
+    ///   [`Error::LsnExhausted`]: as for [`append`](Self::append).
     pub fn append_batch(&self, records: &[(u16, &[u8])]) -> Result<Ticket> {
         Ticket::issue(&self.shared, records, Kind::Data, OnFull::Wait, |_| {})
     }
@@ -334,6 +450,24 @@ impl Wal {
     /// written as one atomic batch at its commit (see [`Transaction`]).
     ///
     /// Cost: one `Arc` reference; no lock, no I/O, no LSN.
+    ///
+    /// ```
+    /// # use ringwal::{Config, Level, Wal};
+    /// # let dir = tempfile::tempdir()?;
+    /// # let (wal, _) = Wal::open(dir.path(), Config::default())?;
+    /// let mut tx = wal.begin();
+    /// tx.append(1, b"a")?;
+    /// tx.append(2, b"b")?;
+    /// assert_eq!(wal.next_lsn(), 1); // nothing sequenced yet
+    /// tx.commit()?.wait(Level::Durable)?;
+    /// assert_eq!(wal.next_lsn(), 3);
+    ///
+    /// let mut dropped = wal.begin();
+    /// dropped.append(1, b"never written")?;
+    /// dropped.abort(); // as dropping it: nothing written, no LSN taken
+    /// assert_eq!(wal.next_lsn(), 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn begin(&self) -> Transaction {
         Transaction::new(self.shared.clone())
     }
@@ -343,6 +477,12 @@ impl Wal {
     /// In durable mode this waits for the writes in flight; in written
     /// mode it asks for one fdatasync (shared with concurrent callers).
     /// Never retried on failure: a failed sync poisons the log.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Poisoned`] or [`Error::NoSpace`] if a write or sync failed,
+    /// this one or an earlier one: records may then be on disk or not,
+    /// and none after the failure is reported durable.
     pub fn sync(&self) -> Result<()> {
         let last = self.next_lsn() - 1;
         if last == 0 {
@@ -394,6 +534,30 @@ impl Wal {
     /// polled, and dropping it removes that waker. Creating it takes no
     /// lock and allocates nothing but an `Arc` reference; it does nothing
     /// until polled.
+    ///
+    /// Any executor will do; here tokio's single-threaded one:
+    ///
+    /// ```
+    /// # use ringwal::{Config, Level, Wal};
+    /// # let dir = tempfile::tempdir()?;
+    /// # let (wal, _) = Wal::open(dir.path(), Config::default())?;
+    /// let rt = tokio::runtime::Builder::new_current_thread().build()?;
+    /// // LSN 2 is not handed out yet: the wait resolves once it is durable.
+    /// let waiting = wal.wait_for(2, Level::Durable);
+    /// for _ in 0..2 {
+    ///     drop(wal.append(0, b"x")?); // the tickets are not needed
+    /// }
+    /// rt.block_on(waiting)?;
+    /// assert!(wal.durable_lsn() >= 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The future resolves to [`Error::Poisoned`] or [`Error::NoSpace`] if
+    /// a write or sync fails before `lsn` reaches `level`, and to
+    /// [`Error::Closed`] if the log closes first (only possible for an LSN
+    /// not handed out yet: a close writes every record first).
     pub fn wait_for(
         &self,
         lsn: Lsn,
@@ -527,6 +691,26 @@ impl Wal {
     /// CRC-checks at most 64 KiB of frames plus the record's own, through
     /// the page cache (one 1 MiB read); one allocation for the payload.
     /// For many reads in order, use one [`reader_from`](Self::reader_from).
+    ///
+    /// ```
+    /// # use ringwal::{Config, Level, Wal};
+    /// # let dir = tempfile::tempdir()?;
+    /// # let (wal, _) = Wal::open(dir.path(), Config::default())?;
+    /// let ticket = wal.append(0, b"hello")?;
+    /// ticket.wait(Level::Written)?; // readable once written
+    /// let rec = wal.read(ticket.lsn())?;
+    /// assert_eq!((rec.stream, rec.payload.as_slice()), (0, b"hello".as_slice()));
+    /// assert!(matches!(wal.read(2), Err(ringwal::Error::NotWritten { .. })));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::NotWritten`]: `lsn` is 0 or above the written watermark.
+    /// - [`Error::Gap`]: `lsn` was checkpointed away or skipped by a
+    ///   point-in-time recovery.
+    /// - [`Error::Corrupt`] or [`Error::Io`]: the segment could not be read
+    ///   or holds damage where the record should be.
     pub fn read(&self, lsn: Lsn) -> Result<Record> {
         let written = self.written_lsn();
         if lsn == 0 || lsn > written {
@@ -550,6 +734,37 @@ impl Wal {
     ///
     /// Cost: as [`reader_from`](Self::reader_from). The follower does not
     /// keep the log open: closing or dropping the `Wal` ends it (`None`).
+    ///
+    /// ```
+    /// # use ringwal::{Config, Level, Wal};
+    /// # let dir = tempfile::tempdir()?;
+    /// # let (wal, _) = Wal::open(dir.path(), Config::default())?;
+    /// let wal = std::sync::Arc::new(wal);
+    /// let mut follower = wal.follow(1)?;
+    /// let writer = {
+    ///     let wal = wal.clone();
+    ///     std::thread::spawn(move || -> ringwal::Result<()> {
+    ///         for i in 0..3u8 {
+    ///             wal.append(0, &[i])?.wait(Level::Written)?;
+    ///         }
+    ///         Ok(())
+    ///     })
+    /// };
+    /// // Blocks at the end of the written data until the writer adds more.
+    /// for i in 0..3u8 {
+    ///     let rec = follower.next().expect("the log is open")?;
+    ///     assert_eq!(rec.payload, [i]);
+    /// }
+    /// writer.join().unwrap()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Gap`] if `from` is below the oldest LSN kept,
+    /// [`Error::Io`] if its segment cannot be opened. The follower itself
+    /// then yields `Gap`, [`Error::Corrupt`], [`Error::Poisoned`] or
+    /// [`Error::NoSpace`] once, and ends (see [`Follower`]).
     pub fn follow(&self, from: Lsn) -> Result<Follower> {
         Ok(Follower::new(self.reader_from(from)?, self.shared.clone()))
     }
@@ -563,6 +778,27 @@ impl Wal {
     /// The reader starts at the sparse index's nearest point at or below
     /// `from`, not at the front of its segment; frames before that point
     /// are not read (`verify` reads everything).
+    ///
+    /// ```
+    /// # use ringwal::{Config, Level, Wal};
+    /// # let dir = tempfile::tempdir()?;
+    /// # let (wal, _) = Wal::open(dir.path(), Config::default())?;
+    /// let last = wal.append_batch(&[(0, b"a".as_slice()), (0, b"b"), (0, b"c")])?;
+    /// last.wait(Level::Written)?;
+    /// let from_two: Vec<Vec<u8>> = wal
+    ///     .reader_from(2)?
+    ///     .map(|r| r.map(|r| r.payload))
+    ///     .collect::<ringwal::Result<_>>()?;
+    /// assert_eq!(from_two, [b"b".to_vec(), b"c".to_vec()]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Gap`] if `from` is below the oldest LSN kept;
+    /// [`Error::Io`] if a segment cannot be opened. The iterator yields
+    /// [`Error::Corrupt`], [`Error::Gap`] or [`Error::Io`] items for
+    /// damage, a segment checkpointed away under it, or a failed read.
     pub fn reader_from(&self, from: Lsn) -> Result<Reader> {
         // The watermark first: a segment is listed before anything in it
         // can be written, so every record up to it is in the list below.
@@ -599,6 +835,33 @@ impl Wal {
     /// Pass only an LSN your own snapshot covers: the log cannot know what
     /// you still need. Cost: one unlink or rename per segment plus one
     /// directory sync.
+    ///
+    /// ```
+    /// # use ringwal::{Config, Level, Wal};
+    /// # let dir = tempfile::tempdir()?;
+    /// // Small segments, so that a few records fill some.
+    /// let cfg = Config::builder().segment_bytes(64 << 10).max_record_bytes(4 << 10).build();
+    /// let (wal, _) = Wal::open(dir.path(), cfg)?;
+    /// let mut last = None;
+    /// for _ in 0..100 {
+    ///     last = Some(wal.append(0, &[7; 2048])?);
+    /// }
+    /// last.unwrap().wait(Level::Durable)?;
+    /// // Say a snapshot now covers the first 60 records.
+    /// let removed = wal.checkpoint(60)?;
+    /// assert!(removed > 0);
+    /// assert!(wal.oldest_lsn() <= 61); // nothing the snapshot lacks is gone
+    /// assert!(matches!(wal.read(1), Err(ringwal::Error::Gap { .. })));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::Poisoned`] or [`Error::NoSpace`]: the log is poisoned, or
+    ///   writing the manifest or syncing the directory failed (which
+    ///   poisons it: a failed sync is never retried).
+    /// - [`Error::Io`]: removing a segment failed; the segments removed
+    ///   before it stay removed, and the rest stay listed.
     pub fn checkpoint(&self, up_to: Lsn) -> Result<usize> {
         self.check_poison()?;
         let sh = &self.shared;
@@ -708,6 +971,30 @@ impl Wal {
     /// itself on the way, to skip).
     ///
     /// Cost: that of an `append` of 8 bytes, plus one uncontended lock.
+    ///
+    /// ```
+    /// # use ringwal::{Config, Level, Wal};
+    /// # let dir = tempfile::tempdir()?;
+    /// # let (wal, _) = Wal::open(dir.path(), Config::default())?;
+    /// drop(wal.append(0, b"state change")?);
+    /// // The caller's snapshot now covers LSN 1.
+    /// let marker = wal.checkpoint_marker(1)?;
+    /// marker.wait(Level::Durable)?;
+    /// let m = wal.last_checkpoint_marker().unwrap();
+    /// assert_eq!((m.lsn, m.snapshot_lsn), (marker.lsn(), 1));
+    /// wal.close()?;
+    ///
+    /// // The next open reports it.
+    /// let (_wal, report) = Wal::open(dir.path(), Config::default())?;
+    /// assert_eq!(report.last_checkpoint.map(|m| m.snapshot_lsn), Some(1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Gap`] if `snapshot_lsn` is not below
+    /// [`next_lsn`](Self::next_lsn); otherwise as [`append`](Self::append).
+    /// Nothing is appended on error.
     pub fn checkpoint_marker(&self, snapshot_lsn: Lsn) -> Result<Ticket> {
         let next = self.next_lsn();
         if snapshot_lsn >= next {
@@ -755,6 +1042,11 @@ impl Wal {
     /// neither holds them nor says a snapshot covers them.
     ///
     /// Cost: possibly one sync wait, then that of `checkpoint`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Poisoned`] or [`Error::NoSpace`] if waiting for the marker
+    /// fails; otherwise as [`checkpoint`](Self::checkpoint).
     pub fn checkpoint_to_marker(&self) -> Result<usize> {
         let Some(marker) = self.last_checkpoint_marker() else {
             return Ok(0);
@@ -780,6 +1072,12 @@ impl Wal {
     /// then not report the drain's outcome. Either way every record is
     /// written and every waiter answered, and the lock is held until the
     /// last write is done.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Poisoned`] or [`Error::NoSpace`]: a write or sync failed,
+    /// during the drain or before it. Records acknowledged before the
+    /// failure are safe; reopen to recover.
     pub fn close(self) -> Result<()> {
         self.shutdown()
     }

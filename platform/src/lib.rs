@@ -5,7 +5,7 @@
 //!
 //! * [`AlignedBuf`]: block-aligned heap buffers that O_DIRECT and registered
 //!   io_uring writes require.
-//! * [`file`]: opening segments (O_DIRECT when the filesystem allows it),
+//! * [`file`](mod@file): opening segments (O_DIRECT when the filesystem allows it),
 //!   preallocation, durable positional writes, data and directory syncs,
 //!   exclusive advisory locks, and whether a file system honours
 //!   `RWF_DSYNC`.
