@@ -336,8 +336,9 @@ impl Analysis {
             else {
                 continue;
             };
-            // A name no writer makes (past the last LSN) says nothing.
-            if base > MAX_LSN {
+            // A name no writer makes (0, or past the last LSN) says
+            // nothing (and `base - 1` must not wrap).
+            if base == 0 || base > MAX_LSN {
                 continue;
             }
             self.highest_seen = self.highest_seen.max(base - 1);
@@ -510,9 +511,16 @@ pub(crate) fn analyze(dir: &LogDir, cfg: &Config, policy: Policy) -> Result<Anal
         out.incomplete.push(f.path);
     }
     if out.manifest.is_none() {
-        if let Some(newest) = files.last() {
-            if let Ok(w) = scan::open(&*cfg.vfs, newest, cfg.node, None)? {
-                out.adopted_log_id = (w.header().version >= 2).then_some(w.header().log_id);
+        // The newest version-2 segment's id (docs/format.md §7): a newer
+        // file whose header does not read, or a version-1 one (which
+        // point-in-time recovery sets aside), must not leave the
+        // version-2 segments kept without their log id.
+        for f in files.iter().rev() {
+            if let Ok(w) = scan::open(&*cfg.vfs, f, cfg.node, None)? {
+                if w.header().version >= 2 {
+                    out.adopted_log_id = Some(w.header().log_id);
+                    break;
+                }
             }
         }
     }

@@ -531,3 +531,44 @@ fn only_the_newest_never_written_file_is_discarded() {
     }
     assert_eq!(segments(), 3, "a failed open removed a file");
 }
+
+/// A file named with base LSN 0 (no writer makes one) is set aside by a
+/// point-in-time open without the name's `base - 1` wrapping round to the
+/// end of the LSN space, which made the open fail with `LsnExhausted`
+/// (fuzz finding W1).
+#[test]
+fn a_set_aside_file_named_base_zero_does_not_exhaust_the_lsns() {
+    let dir = tempfile::tempdir().unwrap();
+    let zero = dir.path().join(format::segment_file_name(1, 0));
+    std::fs::write(&zero, vec![0xA5u8; SEG as usize]).unwrap();
+    let (wal, rep) = open_checked(dir.path(), pit_cfg()).expect("point-in-time open");
+    assert_eq!(rep.discarded, vec![zero], "{rep:?}");
+    assert_eq!(wal.append(0, b"first").unwrap().lsn(), 1);
+    wal.close().unwrap();
+}
+
+/// A version-2 log without its manifest, behind a newest file whose
+/// header does not read: point-in-time recovery sets that file aside and
+/// must keep the log id the surviving segments carry, not draw a new one
+/// that makes them "of another log" (fuzz finding W2).
+#[test]
+fn a_log_without_manifest_keeps_its_id_when_the_newest_file_is_unreadable() {
+    let dir = tempfile::tempdir().unwrap();
+    let (wal, _) = Wal::open(dir.path(), cfg()).unwrap();
+    for i in 0..5u8 {
+        let _ = wal.append(0, &[i; 10]).unwrap();
+    }
+    wal.sync().unwrap();
+    let next = wal.next_lsn();
+    wal.close().unwrap();
+    std::fs::remove_file(dir.path().join(format::manifest_file_name(1))).unwrap();
+    let junk = dir.path().join(format::segment_file_name(1, next));
+    std::fs::write(&junk, vec![0x5Au8; SEG as usize]).unwrap();
+    let (wal, rep) = open_checked(dir.path(), pit_cfg()).expect("point-in-time open");
+    assert_eq!(rep.discarded, vec![junk], "{rep:?}");
+    assert_eq!(payloads_of(&wal).len(), 5);
+    wal.close().unwrap();
+    let (wal, _) = open_checked(dir.path(), cfg()).expect("strict reopen");
+    assert_eq!(payloads_of(&wal).len(), 5);
+    wal.close().unwrap();
+}
