@@ -441,6 +441,7 @@ impl ConfigBuilder {
         self.cfg.observer = ObserverSlot(Some(observer));
         self
     }
+    #[cfg(feature = "sim")]
     /// Run on the simulated disk `disk` instead of the real file system
     /// (the sim backend: the threaded queue over an in-memory disk that
     /// can crash, tear writes and inject EIO or ENOSPC). For tests.

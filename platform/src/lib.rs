@@ -16,8 +16,9 @@
 //!   drives, with two implementations: [`uring`] (Linux, io_uring) and
 //!   [`threaded`] (portable, blocking syscalls on the calling thread).
 //! * [`Vfs`] and [`FileIo`]: the file-system interface the engine uses,
-//!   implemented by [`RealFs`] and by [`sim::SimFs`], a deterministic
-//!   in-memory disk with crash and fault injection for tests.
+//!   implemented by [`RealFs`] and, with the `sim` feature, by
+//!   `sim::SimFs`, a deterministic in-memory disk with crash and fault
+//!   injection for tests.
 
 #![warn(missing_docs)]
 
@@ -26,6 +27,7 @@ pub mod cpu;
 pub mod file;
 mod notify;
 mod queue;
+#[cfg(feature = "sim")]
 pub mod sim;
 pub mod threaded;
 #[cfg(target_os = "linux")]

@@ -1,6 +1,6 @@
 //! The file-system interface the engine is written against, so the same
 //! engine runs on the real disk ([`RealFs`]) and on the deterministic
-//! simulated disk ([`crate::sim::SimFs`]).
+//! simulated disk (`sim::SimFs`, feature `sim`).
 //!
 //! Only what a log needs: whole positional reads and writes, data syncs,
 //! preallocation, an exclusive lock, and the directory operations that make
