@@ -52,8 +52,12 @@ pub enum Error {
         reason: Corruption,
     },
     /// LSNs that should exist do not: a missing segment, or a read from
-    /// below the oldest LSN kept (checkpointed away).
-    #[error("{}: LSN gap: expected {expected}, found {found}", file.display())]
+    /// below the oldest LSN kept (checkpointed away). For a read,
+    /// `expected` is the LSN asked for and `found` the oldest one kept.
+    #[error(
+        "{}: LSN gap: LSN {expected} is not there; the next LSN present is {found}",
+        file.display()
+    )]
     Gap {
         /// The file where the gap was noticed (the directory for reads).
         file: PathBuf,
