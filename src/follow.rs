@@ -249,11 +249,20 @@ impl Iterator for DirFollower {
         let (vfs, dir, every) = (&self.vfs, &self.dir, self.every);
         self.tail.next_blocking(|_| {
             std::thread::sleep(every);
-            let mut files = dir.list(&**vfs)?.segments;
-            scan::pop_never_written(&**vfs, &mut files, dir.node(), None)?;
-            // No watermark to read on to from outside the writer: the
-            // walk itself finds where the written data ends.
-            Ok((Lsn::MAX, files))
+            loop {
+                let mut files = dir.list(&**vfs)?.segments;
+                match scan::pop_never_written(&**vfs, &mut files, dir.node(), None) {
+                    // The newest file listed is gone already: a checkpoint
+                    // removed it after the listing (the writer rolled on
+                    // meanwhile). The listing is stale; take a new one.
+                    Err(Error::Io { source, .. })
+                        if source.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e),
+                    // No watermark to read on to from outside the writer:
+                    // the walk itself finds where the written data ends.
+                    Ok(_) => return Ok((Lsn::MAX, files)),
+                }
+            }
         })
     }
 }
