@@ -1201,3 +1201,65 @@ fn quiet_verify_and_import_print_no_progress() {
     assert!(o.status.success(), "{o:?}");
     assert!(stderr(&o).is_empty(), "{o:?}");
 }
+
+#[test]
+fn a_header_without_a_creation_time_falls_back_to_the_mtime_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run(&["append", p(dir.path())], b"x\n");
+    assert!(o.status.success(), "{o:?}");
+    let seg = segments(dir.path()).pop().unwrap();
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let mut header = ringwal::format::SegmentHeader::decode(&bytes).unwrap();
+    header.created_unix_ms = 0;
+    let n = header.header_bytes() as usize;
+    header.encode_blocks(&mut bytes[..n]);
+    std::fs::write(&seg, &bytes).unwrap();
+    let mtime = seg
+        .metadata()
+        .unwrap()
+        .modified()
+        .unwrap()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    for cmd in ["stat", "verify"] {
+        let o = run(&[cmd, p(dir.path()), "--json"], b"");
+        assert_eq!(o.status.code(), Some(0), "{o:?}");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let row = &v["segments"][0];
+        assert_eq!(row["created_from"], "mtime", "{cmd}: {row}");
+        assert_eq!(row["created_unix_ms"].as_u64(), Some(mtime), "{cmd}: {row}");
+    }
+}
+
+/// Run `ringwal ARGS` with its stdout and stderr on a pseudo-terminal
+/// (through `script`), returning what the terminal showed; `None` where
+/// `script` is not installed.
+fn on_a_terminal(args: &str) -> Option<String> {
+    let cmd = format!("{} {args}", env!("CARGO_BIN_EXE_ringwal"));
+    let o = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .stdin(Stdio::null())
+        .output()
+        .ok()?;
+    Some(String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+#[test]
+fn progress_shows_on_a_terminal_unless_quiet() {
+    let dir = tempfile::tempdir().unwrap();
+    small_segment_log(dir.path(), 200);
+    let Some(shown) = on_a_terminal(&format!("verify {}", p(dir.path()))) else {
+        eprintln!("skipped: no `script` to make a terminal with");
+        return;
+    };
+    assert!(shown.contains("verifying node 1"), "{shown:?}");
+    assert!(shown.contains("node 1: ok"), "{shown:?}");
+    let quiet = on_a_terminal(&format!("-q verify {}", p(dir.path()))).unwrap();
+    assert!(!quiet.contains("verifying"), "{quiet:?}");
+    assert!(quiet.contains("node 1: ok"), "{quiet:?}");
+    // Off a terminal nothing but the result (the other tests pipe
+    // stdout: see quiet_verify_and_import_print_no_progress).
+    let o = run(&["verify", p(dir.path())], b"");
+    assert!(stderr(&o).is_empty(), "{o:?}");
+}
