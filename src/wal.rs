@@ -139,9 +139,13 @@ impl Wal {
                 pid,
             });
         }
+        let mut rec = recovery::recover(&dir, &cfg)?;
         // Who holds the lock, for the next writer's error message: padded
         // to a fixed width so a shorter id never leaves digits of a longer
         // one behind. Not synced: it only matters while this process lives.
+        // Written once recovery has succeeded, so an open that fails on
+        // damage modifies nothing in the directory (a writer that tries
+        // while recovery runs is told of the lock without the id).
         let pid = format!(
             "{:<width$}\n",
             std::process::id(),
@@ -149,8 +153,6 @@ impl Wal {
         );
         lock.write_at(pid.as_bytes(), 0, false)
             .map_err(|e| Error::io(&lock_path, e))?;
-
-        let mut rec = recovery::recover(&dir, &cfg)?;
         let log_id = rec.log_id.unwrap_or_else(lifecycle::new_salt);
         let (active, header, write_at) = match (rec.active.take(), rec.skip_in_new_segment) {
             (Some(a), _) => a,
