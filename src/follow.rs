@@ -223,7 +223,7 @@ impl DirFollower {
         window: u64,
         every: Duration,
     ) -> Result<DirFollower> {
-        let reader = Reader::open_dir(vfs.clone(), dir.clone(), from, window)?;
+        let reader = Reader::open_dir(vfs.clone(), dir.clone(), from, window)?.recheck_on_growth();
         Ok(DirFollower {
             tail: Tail {
                 reader,
