@@ -36,7 +36,8 @@ type Appended = Result<(Lsn, Ticket), Failure>;
 /// accepted: the log runs in written mode and is closed, which syncs it,
 /// after the last LSN is printed and before exit 0. On any error the
 /// acknowledged LSNs before it have been printed and the error is
-/// returned (its status is in `exit.rs`); records read after it are not appended.
+/// returned (its status is in `exit.rs`); records read after it are not
+/// appended.
 pub(crate) fn run(args: AppendArgs) -> CmdResult {
     let level = args.level.level();
     let mut builder = Config::builder()
