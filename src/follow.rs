@@ -193,10 +193,9 @@ impl Iterator for Follower {
 ///
 /// Never ends on its own while the log is quiet. Ends with one `Err` on
 /// damage, or with `Gap` when a checkpoint removed records before it read
-/// them; then `None`. Records a checkpoint released while it was reading
-/// their segment are still read through the file it holds open, as long
-/// as the file keeps them (they are genuine: their CRCs are salted per
-/// segment); the gap comes where they run out.
+/// them; then `None`. Before reading on into what its segment grew by,
+/// it checks the segment is still listed, so records a checkpoint
+/// released are not read through the file it holds open.
 ///
 /// Cost: as a [`Reader`] while records are there; at the end, per poll
 /// interval, one read of the block it stopped in and one directory
@@ -226,7 +225,7 @@ impl DirFollower {
         window: u64,
         every: Duration,
     ) -> Result<DirFollower> {
-        let reader = Reader::open_dir(vfs.clone(), dir.clone(), from, window)?;
+        let reader = Reader::open_dir(vfs.clone(), dir.clone(), from, window)?.recheck_on_growth();
         Ok(DirFollower {
             tail: Tail {
                 reader,
@@ -252,11 +251,20 @@ impl Iterator for DirFollower {
         let (vfs, dir, every) = (&self.vfs, &self.dir, self.every);
         self.tail.next_blocking(|_| {
             std::thread::sleep(every);
-            let mut files = dir.list(&**vfs)?.segments;
-            scan::pop_never_written(&**vfs, &mut files, dir.node(), None)?;
-            // No watermark to read on to from outside the writer: the
-            // walk itself finds where the written data ends.
-            Ok((Lsn::MAX, files))
+            loop {
+                let mut files = dir.list(&**vfs)?.segments;
+                match scan::pop_never_written(&**vfs, &mut files, dir.node(), None) {
+                    // The newest file listed is gone already: a checkpoint
+                    // removed it after the listing (the writer rolled on
+                    // meanwhile). The listing is stale; take a new one.
+                    Err(Error::Io { source, .. })
+                        if source.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e),
+                    // No watermark to read on to from outside the writer:
+                    // the walk itself finds where the written data ends.
+                    Ok(_) => return Ok((Lsn::MAX, files)),
+                }
+            }
         })
     }
 }

@@ -2,6 +2,7 @@
 //! iterator, behind [`Wal::reader_from`](crate::Wal::reader_from) and the
 //! read-only tools (`ringwal cat`, `dump`).
 
+use std::path::Path;
 use std::sync::Arc;
 
 use ringwal_platform::Vfs;
@@ -90,6 +91,9 @@ pub struct Reader {
     /// Where in the first segment the walk may start instead of at its
     /// first frame (see [`seek_with`](Reader::seek_with)).
     seek: Option<Point>,
+    /// Make sure the segment is still the log's before reading on into
+    /// what it grew by (see [`recheck_on_growth`](Reader::recheck_on_growth)).
+    recheck: bool,
     done: bool,
 }
 
@@ -141,8 +145,21 @@ impl Reader {
             window,
             log_id,
             seek: None,
+            recheck: false,
             done: false,
         })
+    }
+
+    /// Before reading on into what a segment grew by since the reader
+    /// stopped at its end, make sure the segment is still one of the
+    /// log's: if a checkpoint released it meanwhile, end with `Gap`
+    /// instead of reading released records through the open handle. For
+    /// a reader that follows a directory from outside the writer, which
+    /// has no segment list of the writer's to check against. Cost: one
+    /// directory listing each time the segment it is on has grown.
+    pub(crate) fn recheck_on_growth(mut self) -> Reader {
+        self.recheck = true;
+        self
     }
 
     /// Start in the first segment at the point `index` gives for the first
@@ -256,6 +273,12 @@ impl Reader {
             // reader reads on past where it first stopped). One read.
             let due = self.expect.is_some_and(|e| e <= self.upto);
             if due && end.end != End::Full && w.grew()? {
+                if self.recheck {
+                    let path = w.path().to_path_buf();
+                    if let Some(gap) = self.released(&path) {
+                        return Err(gap);
+                    }
+                }
                 continue;
             }
             match w.judge(end, pos)? {
@@ -279,18 +302,24 @@ impl Reader {
             Error::Io { path, .. } => path,
             _ => return e,
         };
-        let Ok(listing) = self.dir.list(&*self.vfs) else {
-            return e;
-        };
-        if listing.segments.iter().any(|s| &s.path == file) {
-            return e;
+        let file = file.clone();
+        self.released(&file).unwrap_or(e)
+    }
+
+    /// The `Gap` to end with if `file` is no longer one of the log's
+    /// segments (a checkpoint released it); `None` if it still is, or if
+    /// the directory cannot be listed. Costs one directory listing.
+    fn released(&self, file: &Path) -> Option<Error> {
+        let listing = self.dir.list(&*self.vfs).ok()?;
+        if listing.segments.iter().any(|s| s.path == file) {
+            return None;
         }
         let expect = self.expect.unwrap_or(self.from);
-        Error::Gap {
-            file: file.clone(),
+        Some(Error::Gap {
+            file: file.to_path_buf(),
             expected: expect,
             found: listing.segments.first().map_or(expect, |s| s.base),
-        }
+        })
     }
 
     /// Read on up to `upto`, a higher written watermark, through the

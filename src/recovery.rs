@@ -596,42 +596,38 @@ pub(crate) struct Recovered {
     pub index: SparseIndex,
 }
 
-/// Recover `dir` for writing: analyze, fail on corruption (strict mode),
-/// discard incomplete files, cut a torn tail durably.
-pub(crate) fn recover(dir: &LogDir, cfg: &Config) -> Result<Recovered> {
-    let start = Instant::now();
-    let mut a = analyze(dir, cfg, Policy::of(cfg.recovery))?;
-    if cfg.recovery == RecoveryMode::Strict {
-        if let Some(e) = a.problems.drain(..).next() {
-            return Err(e);
-        }
-    }
-    let mut report = RecoveryReport {
-        bytes_scanned: a.bytes_scanned,
-        headers_from_copy: std::mem::take(&mut a.headers_from_copy),
-        manifest_rebuilt: a.manifest_unreadable,
-        ..RecoveryReport::default()
-    };
-    for p in a.incomplete.iter().chain(a.spares.iter()) {
-        cfg.vfs.remove_file(p).map_err(|e| Error::io(p, e))?;
-        report.discarded.push(p.clone());
-    }
-    for p in &a.set_aside {
-        let to = set_aside_name(&*cfg.vfs, p)?;
-        cfg.vfs.rename(p, &to).map_err(|e| Error::io(p, e))?;
-        report.discarded.push(p.clone());
-    }
+/// What recovery will do to a node's files, decided from one
+/// [`Analysis`]: [`recover`] carries it out and `verify::recovery_plan`
+/// shows it, so the two can never disagree.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Plan {
+    /// Files to remove: incomplete newest files, then leftover spares.
+    pub remove: Vec<PathBuf>,
+    /// Point-in-time mode: segments after the recovery point, renamed.
+    pub set_aside: Vec<PathBuf>,
+    /// The cut of the last segment kept, as the report will describe it.
+    pub truncation: Option<Truncation>,
+    /// The first LSN the writer hands out.
+    pub next_lsn: Lsn,
+    /// LSNs (first, last) to record as skipped (point-in-time mode only).
+    pub skipped: Option<(Lsn, Lsn)>,
+}
+
+/// Decide what recovery does with what `a` found, without doing any of
+/// it. `a.problems` is not looked at: in strict mode a problem fails the
+/// open before any of this is carried out. Pure but for the error.
+pub(crate) fn plan(a: &Analysis, cfg: &Config) -> Result<Plan> {
     // Where the log resumes. A surviving segment fixes it: its last LSN +
     // 1. The name of a discarded blank file counts only when no segment
-    // survives (in strict mode a disagreement is a `Gap` above; in
+    // survives (in strict mode a disagreement is a `Gap`; in
     // point-in-time mode following the name would put a sequence break
     // inside the active segment). Point-in-time recovery never hands out
     // an LSN again: it resumes above every LSN on disk and every one the
     // manifest says was handed out, and records the LSNs in between as a
     // skip.
-    let last = a.segments.last().map(|s| s.last_lsn);
+    let last = a.segments.last();
     let mut next_lsn = match last {
-        Some(l) => l + 1,
+        Some(l) => l.last_lsn + 1,
         None => a.floor_lsn.max(1),
     };
     if cfg.recovery == RecoveryMode::PointInTime {
@@ -643,26 +639,70 @@ pub(crate) fn recover(dir: &LogDir, cfg: &Config) -> Result<Recovered> {
             return Err(Error::LsnExhausted { next: next_lsn });
         }
     }
+    let skipped = last
+        .filter(|l| next_lsn > l.last_lsn + 1)
+        .map(|l| (l.last_lsn + 1, next_lsn - 1));
+    let truncation = last.and_then(|l| {
+        l.cut.map(|c| Truncation {
+            file: l.file.path.clone(),
+            offset: c.at,
+            reason: c.why.to_string(),
+            zeroed: cut_extent(&l.header, c.at, c.zero_to).2 - c.at,
+            records_behind: c.records_behind,
+        })
+    });
+    Ok(Plan {
+        remove: a
+            .incomplete
+            .iter()
+            .chain(a.spares.iter())
+            .cloned()
+            .collect(),
+        set_aside: a.set_aside.clone(),
+        truncation,
+        next_lsn,
+        skipped,
+    })
+}
+
+/// Recover `dir` for writing: analyze, fail on corruption (strict mode),
+/// then carry out the [`plan`]: discard incomplete files, cut a torn tail
+/// durably.
+pub(crate) fn recover(dir: &LogDir, cfg: &Config) -> Result<Recovered> {
+    let start = Instant::now();
+    let mut a = analyze(dir, cfg, Policy::of(cfg.recovery))?;
+    if cfg.recovery == RecoveryMode::Strict {
+        if let Some(e) = a.problems.drain(..).next() {
+            return Err(e);
+        }
+    }
+    let plan = plan(&a, cfg)?;
+    let mut report = RecoveryReport {
+        bytes_scanned: a.bytes_scanned,
+        headers_from_copy: std::mem::take(&mut a.headers_from_copy),
+        manifest_rebuilt: a.manifest_unreadable,
+        ..RecoveryReport::default()
+    };
+    for p in &plan.remove {
+        cfg.vfs.remove_file(p).map_err(|e| Error::io(p, e))?;
+        report.discarded.push(p.clone());
+    }
+    for p in &plan.set_aside {
+        let to = set_aside_name(&*cfg.vfs, p)?;
+        cfg.vfs.rename(p, &to).map_err(|e| Error::io(p, e))?;
+        report.discarded.push(p.clone());
+    }
+    let last = a.segments.last().map(|s| s.last_lsn);
+    let next_lsn = plan.next_lsn;
     let mut active = None;
     let mut skip_in_new_segment = None;
     if let Some(last) = a.segments.last_mut() {
         let mut write_at = last.valid_end;
-        if let Some(Cut {
-            at,
-            why,
-            zero_to,
-            records_behind,
-        }) = last.cut.take()
-        {
+        if let Some(Cut { at, zero_to, .. }) = last.cut.take() {
             let zeroed = cut_tail(&*cfg.vfs, &last.file.path, &last.header, at, zero_to)?;
             write_at = (at + format::padding_len(at) as u64).min(last.header.segment_bytes);
-            report.truncated = Some(Truncation {
-                file: last.file.path.clone(),
-                offset: at,
-                reason: why.to_string(),
-                zeroed,
-                records_behind,
-            });
+            debug_assert_eq!(plan.truncation.as_ref().map(|t| t.zeroed), Some(zeroed));
+            report.truncated = plan.truncation.clone();
         } else if !write_at.is_multiple_of(format::BLOCK as u64) {
             // Frames ending mid-block with nothing after them (a segment a
             // point-in-time recovery kept): seal them with padding, durably,
@@ -671,10 +711,9 @@ pub(crate) fn recover(dir: &LogDir, cfg: &Config) -> Result<Recovered> {
             write_at =
                 (write_at + format::padding_len(write_at) as u64).min(last.header.segment_bytes);
         }
-        if next_lsn > last.last_lsn + 1 {
-            let first = last.last_lsn + 1;
+        if let Some((first, _)) = plan.skipped {
             let count = next_lsn - first;
-            report.skipped = Some((first, next_lsn - 1));
+            report.skipped = plan.skipped;
             match write_skip(
                 &*cfg.vfs,
                 &last.file.path,
@@ -840,6 +879,20 @@ pub(crate) fn write_skip(
     Ok(Some(at + block))
 }
 
+/// Where a cut at `at` asked to zero up to `zero_to` really writes:
+/// (padding bytes of the seal, end of the seal, end of the zeroing). A
+/// seal that would run past the segment's end (a tail a few bytes short
+/// of it) is replaced by zeros to the end: the next append rolls. Pure:
+/// [`plan`] reports what [`cut_tail`] will do with it.
+fn cut_extent(header: &SegmentHeader, at: u64, zero_to: u64) -> (usize, u64, u64) {
+    let pad = match format::padding_len(at) {
+        p if at + p as u64 > header.segment_bytes => 0,
+        p => p,
+    };
+    let sealed = at + pad as u64;
+    (pad, sealed, zero_to.max(sealed).min(header.segment_bytes))
+}
+
 /// Seal the valid prefix at `at` with a padding frame up to the next block
 /// boundary, zero everything after it up to `zero_to`, and make both
 /// durable before any new write can land beyond them.
@@ -855,14 +908,7 @@ fn cut_tail(
         ..ringwal_platform::OpenHow::default()
     };
     let file = vfs.open(path, how).map_err(|e| Error::io(path, e))?;
-    // A seal that would run past the segment's end (a tail a few bytes
-    // short of it) is replaced by zeros to the end: the next append rolls.
-    let pad = match format::padding_len(at) {
-        p if at + p as u64 > header.segment_bytes => 0,
-        p => p,
-    };
-    let sealed = at + pad as u64;
-    let zero_to = zero_to.max(sealed).min(header.segment_bytes);
+    let (pad, sealed, zero_to) = cut_extent(header, at, zero_to);
     let mut buf = vec![0u8; pad];
     if pad > 0 {
         format::encode_padding(&mut buf, header.salt, pad);

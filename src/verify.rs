@@ -24,7 +24,7 @@ use crate::follow::DirFollower;
 use crate::format;
 use crate::reader::Reader;
 pub use crate::reader::{Located as Records, RecordAt};
-use crate::recovery::{self, CutWhy, Policy};
+use crate::recovery::{self, CutWhy, Policy, Truncation};
 use crate::scan;
 use crate::segments::LogDir;
 
@@ -43,6 +43,11 @@ pub struct SegmentReport {
     pub valid_bytes: u64,
     /// Size of the segment as its header declares it.
     pub segment_bytes: u64,
+    /// Format version of the segment (from its header).
+    pub version: u32,
+    /// When the segment was created, in milliseconds since the Unix
+    /// epoch, as its header records it; `None` when the header holds 0.
+    pub created_unix_ms: Option<u64>,
 }
 
 /// The end of the newest segment as a crash (or a write still in flight)
@@ -192,6 +197,8 @@ fn verify_once(dir: &Path, cfg: &Config) -> Result<VerifyReport> {
             records: s.records,
             valid_bytes: s.valid_end - s.header.frames_start(),
             segment_bytes: s.header.segment_bytes,
+            version: s.header.version,
+            created_unix_ms: (s.header.created_unix_ms > 0).then_some(s.header.created_unix_ms),
         })
         .collect();
     Ok(VerifyReport {
@@ -202,6 +209,107 @@ fn verify_once(dir: &Path, cfg: &Config) -> Result<VerifyReport> {
         spares: a.spares,
         headers_from_copy: a.headers_from_copy,
         problems: a.problems,
+    })
+}
+
+/// What opening a log in strict mode would do to it, from
+/// [`recovery_plan`]. Building it never modifies a file.
+#[derive(Debug)]
+pub struct RecoveryPlan {
+    /// The node planned for.
+    pub node: u32,
+    /// Damage a strict open would fail on (the first one is its error),
+    /// in file order. When non-empty, an open changes nothing and the
+    /// other fields describe what was read, not what would be done.
+    pub problems: Vec<Error>,
+    /// The torn tail the open would cut: exactly the
+    /// [`RecoveryReport::truncated`](crate::RecoveryReport::truncated)
+    /// it would report (bytes zeroed, records dropped).
+    pub cut: Option<Truncation>,
+    /// Files the open would delete: an incomplete newest segment (a
+    /// crash while it was created), then leftover spares. The same list,
+    /// in the same order, as `RecoveryReport::discarded`.
+    pub discard: Vec<PathBuf>,
+    /// LSNs (first, last) the open would record as never to be handed
+    /// out; always `None` in strict mode (LSNs resume right after the
+    /// last record kept), kept so the plan shows every kind of change.
+    pub skipped: Option<(Lsn, Lsn)>,
+    /// The first LSN the writer would hand out after the open.
+    pub next_lsn: Lsn,
+    /// Segments whose header would be read from its copy (not a change).
+    pub headers_from_copy: Vec<PathBuf>,
+    /// Records the log would hold after the open.
+    pub records: u64,
+}
+
+impl RecoveryPlan {
+    /// True when an open would succeed and change nothing in the node's
+    /// files (the manifest and the lock file aside, which every open
+    /// writes).
+    pub fn is_noop(&self) -> bool {
+        self.problems.is_empty()
+            && self.cut.is_none()
+            && self.discard.is_empty()
+            && self.skipped.is_none()
+    }
+}
+
+/// What `Wal::open` in strict mode would do to `cfg.node()`'s log in
+/// `dir`, without doing it: the cut, the files discarded, where LSNs
+/// resume, or the damage it would fail on.
+///
+/// The plan comes from recovery's own analysis and decision (the same
+/// functions `Wal::open` runs before it acts), so an open that follows
+/// with nothing changed in between does exactly this. `cfg`'s recovery
+/// mode is ignored (strict is planned); its torn window counts, as in
+/// [`verify_with`]. `Err(NoLog)` when `dir` has no segment of the node
+/// (as an open with `create_if_missing(false)` would fail); any other
+/// `Err` means a file could not be read.
+///
+/// Read-only, no lock: beside a live writer the plan describes one moment
+/// of a log that an open could not take (`Locked`). Cost: what an open's
+/// recovery reads, every segment end to end.
+pub fn recovery_plan(dir: &Path, cfg: &Config) -> Result<RecoveryPlan> {
+    let mut cfg = cfg.clone();
+    cfg.recovery = crate::config::RecoveryMode::Strict;
+    let log = LogDir::new(dir, cfg.node);
+    let no_log = || Error::NoLog {
+        dir: dir.to_path_buf(),
+        node: cfg.node,
+    };
+    match log.list(&*cfg.vfs) {
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            return Err(no_log())
+        }
+        Err(e) => return Err(e),
+        Ok(l) if l.segments.is_empty() => return Err(no_log()),
+        Ok(_) => {}
+    }
+    let a = recovery::analyze(&log, &cfg, Policy::of(cfg.recovery))?;
+    let records = a.segments.iter().map(|s| s.records).sum();
+    let node = cfg.node;
+    if !a.problems.is_empty() {
+        return Ok(RecoveryPlan {
+            node,
+            problems: a.problems,
+            cut: None,
+            discard: Vec::new(),
+            skipped: None,
+            next_lsn: 0,
+            headers_from_copy: a.headers_from_copy,
+            records,
+        });
+    }
+    let plan = recovery::plan(&a, &cfg)?;
+    Ok(RecoveryPlan {
+        node,
+        problems: Vec::new(),
+        cut: plan.truncation,
+        discard: plan.remove,
+        skipped: plan.skipped,
+        next_lsn: plan.next_lsn,
+        headers_from_copy: a.headers_from_copy,
+        records,
     })
 }
 
@@ -235,6 +343,12 @@ pub struct SegmentStat {
     pub last_lsn: Lsn,
     /// Size of the file on disk (preallocated, so usually the segment size).
     pub file_bytes: u64,
+    /// Format version from the segment's header; `None` when the header
+    /// cannot be used (`verify` says why).
+    pub version: Option<u32>,
+    /// Creation time in milliseconds since the Unix epoch, as the header
+    /// records it; `None` when it records none or cannot be used.
+    pub created_unix_ms: Option<u64>,
 }
 
 /// A summary of one node's log, from [`stat`].
@@ -258,13 +372,13 @@ pub struct NodeStat {
     pub incomplete: usize,
 }
 
-/// Summarise `node`'s log in `dir` cheaply: segment names and sizes, and
-/// one scan of the newest segment for the last LSN.
+/// Summarise `node`'s log in `dir` cheaply: segment names, sizes and
+/// headers, and one scan of the newest segment for the last LSN.
 ///
 /// Unlike [`verify`] this trusts the file names of older segments and
 /// stops the newest at the first frame that is not valid; it finds no
-/// corruption. Read-only. Cost: one `readdir`, one `stat` per segment, and
-/// one read of the newest segment's frames.
+/// corruption. Read-only. Cost: one `readdir`, one `stat` and one 8 KiB
+/// header read per segment, and one read of the newest segment's frames.
 pub fn stat(dir: &Path, node: u32) -> Result<NodeStat> {
     let cfg = Config::builder().node(node).build();
     let listing = LogDir::new(dir, node).list(&*cfg.vfs)?;
@@ -295,6 +409,10 @@ pub fn stat(dir: &Path, node: u32) -> Result<NodeStat> {
             .open(&f.path, ringwal_platform::OpenHow::default())
             .and_then(|h| h.size())
             .map_err(|e| Error::io(&f.path, e))?;
+        let header = match scan::open(&*cfg.vfs, f, node, None)? {
+            Ok(w) => Some(*w.header()),
+            Err(_) => None,
+        };
         let last_lsn = match files.get(i + 1) {
             Some(next) => next.base.saturating_sub(1),
             None => newest_last.unwrap_or(f.base.saturating_sub(1)),
@@ -305,6 +423,8 @@ pub fn stat(dir: &Path, node: u32) -> Result<NodeStat> {
             base_lsn: f.base,
             last_lsn,
             file_bytes,
+            version: header.map(|h| h.version),
+            created_unix_ms: header.map(|h| h.created_unix_ms).filter(|&ms| ms > 0),
         });
     }
     if let (Some(first), Some(last)) = (out.segments.first(), out.segments.last()) {
@@ -760,5 +880,49 @@ mod tests {
         }
         assert!(n >= 300);
         wal.close().unwrap();
+    }
+
+    #[test]
+    fn recovery_plan_is_what_an_open_then_does() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            recovery_plan(dir.path(), &small(1)),
+            Err(Error::NoLog { node: 1, .. })
+        ));
+        make_log(dir.path(), 1, 1000);
+        let clean = recovery_plan(dir.path(), &small(1)).unwrap();
+        assert!(clean.is_noop(), "{clean:?}");
+        assert_eq!((clean.next_lsn, clean.records), (1001, 1000));
+
+        let newest = segment_paths(dir.path(), 1).pop().unwrap();
+        let end = verify(dir.path(), 1)
+            .unwrap()
+            .segments
+            .last()
+            .map(|s| s.valid_bytes + format::HEADER_BYTES as u64)
+            .unwrap();
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&newest)
+            .unwrap();
+        f.write_all_at(&[0x5a; 12], end).unwrap();
+        // A blank spare-named leftover is discarded too.
+        let spare = dir.path().join(format::spare_file_name(1, 9));
+        std::fs::write(&spare, vec![0u8; SEG as usize]).unwrap();
+        let before = std::fs::read(&newest).unwrap();
+        let plan = recovery_plan(dir.path(), &small(1)).unwrap();
+        assert_eq!(std::fs::read(&newest).unwrap(), before);
+        assert!(!plan.is_noop());
+        let cut = plan.cut.clone().expect("a cut");
+        assert_eq!((cut.file.clone(), cut.offset), (newest, end));
+        assert_eq!(plan.discard, vec![spare]);
+
+        let (wal, rep) = Wal::open(dir.path(), small(1)).unwrap();
+        assert_eq!(rep.truncated, Some(cut));
+        assert_eq!(rep.discarded, plan.discard);
+        assert_eq!(rep.skipped, plan.skipped);
+        assert_eq!(wal.next_lsn(), plan.next_lsn);
+        wal.close().unwrap();
+        assert!(recovery_plan(dir.path(), &small(1)).unwrap().is_noop());
     }
 }

@@ -206,7 +206,11 @@ impl Wal {
         }
         // Who holds the lock, for the next writer's error message: padded
         // to a fixed width so a shorter id never leaves digits of a longer
-        // one behind. Not synced: it only matters while this process lives.
+        // one behind. Written before recovery, which can take seconds, so
+        // that a writer refused meanwhile is not shown a previous holder's
+        // id. Not synced: it only matters while this process lives. The
+        // lock file is no part of the log: recovery's "nothing modified"
+        // is about segments and the manifest.
         let pid = format!(
             "{:<width$}\n",
             std::process::id(),
@@ -214,7 +218,6 @@ impl Wal {
         );
         lock.write_at(pid.as_bytes(), 0, false)
             .map_err(|e| Error::io(&lock_path, e))?;
-
         let mut rec = recovery::recover(&dir, &cfg)?;
         let log_id = rec.log_id.unwrap_or_else(lifecycle::new_salt);
         let (active, header, write_at) = match (rec.active.take(), rec.skip_in_new_segment) {

@@ -12,6 +12,7 @@
 //! as if they had been appended alone.
 
 use std::io::{self, BufRead, BufWriter, Write};
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -35,26 +36,29 @@ type Appended = Result<(Lsn, Ticket), Failure>;
 /// accepted: the log runs in written mode and is closed, which syncs it,
 /// after the last LSN is printed and before exit 0. On any error the
 /// acknowledged LSNs before it have been printed and the error is
-/// returned (status 2); records read after it are not appended.
+/// returned (its status is in `exit.rs`); records read after it are not
+/// appended.
 pub(crate) fn run(args: AppendArgs) -> CmdResult {
-    let level = args.level.level();
-    let mut builder = Config::builder().node(args.node);
+    let level = args.level;
+    let mut builder = Config::builder()
+        .node(args.node)
+        .create_if_missing(!args.no_create);
     if level != Level::Durable {
         builder = builder.durability(Durability::Deferred {
             sync_interval: None,
         });
     }
-    let (wal, report) = Wal::open(&args.dir, builder.build())?;
-    print_recovery(&report);
+    let (wal, _) = open(&args.dir, builder.build())?;
     let wal = Arc::new(wal);
     let (tx, rx) = crossbeam_channel::bounded(AHEAD);
     let reader = {
         let wal = wal.clone();
         let stream = args.stream;
         let batch = args.batch as usize;
+        let end = if args.null { b'\0' } else { b'\n' };
         std::thread::Builder::new()
             .name("ringwal-stdin".into())
-            .spawn(move || read_and_append(&wal, stream, batch, &tx))
+            .spawn(move || read_and_append(&wal, stream, batch, end, &tx))
             .map_err(|e| Failure::io("spawning the stdin reader", e))?
     };
     // On failure, return at once: the reader may be blocked on stdin, and
@@ -66,6 +70,19 @@ pub(crate) fn run(args: AppendArgs) -> CmdResult {
         .ok_or_else(|| Failure::msg("internal error: log still shared at exit"))?;
     wal.close()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Open the log in `dir` for writing, as every writing command does: a
+/// path that is a regular file is refused by name (not as an `mkdir`
+/// error), damage that keeps the log from opening is status 1, and what
+/// recovery did is said on stderr.
+pub(crate) fn open(dir: &Path, cfg: Config) -> Result<(Wal, RecoveryReport), Failure> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(Failure::msg(format!("{}: not a directory", dir.display())));
+    }
+    let (wal, report) = Wal::open(dir, cfg).map_err(Failure::open)?;
+    print_recovery(&report);
+    Ok((wal, report))
 }
 
 /// Say on stderr what recovery did, if it did anything: an operator
@@ -100,10 +117,12 @@ fn print_recovery(r: &RecoveryReport) {
     }
 }
 
-/// Append every line of stdin (without its `\n`) and send the tickets, in
-/// order: each line alone when `batch` is 1, else each `batch` lines (and
-/// the rest at EOF) as one atomic batch. An error is sent as the last item.
-fn read_and_append(wal: &Wal, stream: u16, batch: usize, tx: &Sender<Appended>) {
+/// Append every record of stdin, each ended by `end` (`\n`, or NUL with
+/// `-0`; the last one may lack it), without its end byte, and send the
+/// tickets, in order: each record alone when `batch` is 1, else each
+/// `batch` records (and the rest at EOF) as one atomic batch. An error is
+/// sent as the last item.
+fn read_and_append(wal: &Wal, stream: u16, batch: usize, end: u8, tx: &Sender<Appended>) {
     let stdin = io::stdin();
     let mut input = stdin.lock();
     // Lines of the batch being gathered; `lines[..held]` are in use, the
@@ -125,7 +144,7 @@ fn read_and_append(wal: &Wal, stream: u16, batch: usize, tx: &Sender<Appended>) 
         }
         let line = &mut lines[held];
         line.clear();
-        match input.read_until(b'\n', line) {
+        match input.read_until(end, line) {
             Ok(0) => {
                 if held > 0 {
                     let _ = tx.send(append(&lines[..held]));
@@ -133,7 +152,7 @@ fn read_and_append(wal: &Wal, stream: u16, batch: usize, tx: &Sender<Appended>) 
                 return;
             }
             Ok(_) => {
-                if line.last() == Some(&b'\n') {
+                if line.last() == Some(&end) {
                     line.pop();
                 }
                 held += 1;

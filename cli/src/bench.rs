@@ -19,10 +19,10 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Receiver;
 use hdrhistogram::Histogram;
 use ringwal::channel::{AckResult, Channels, RecordSender};
-use ringwal::{Config, Durability, Level, Wal};
+use ringwal::{Backend, Config, Durability, Level, Wal};
 
 use super::inspect::human_bytes;
-use super::{ApiArg, BackendArg, BenchArgs, CmdResult, Failure};
+use super::{ApiArg, BenchArgs, CmdResult, Failure};
 
 /// Highest latency the histograms track exactly (one hour, in µs); larger
 /// values are recorded as this.
@@ -61,8 +61,8 @@ pub(crate) fn run(a: BenchArgs) -> CmdResult {
     if a.window == 0 {
         return Err(Failure::msg("--window must be at least 1"));
     }
-    let level = a.level.level();
-    let backend = a.backend.unwrap_or_else(BackendArg::platform_default);
+    let level = a.level;
+    let backend = a.backend.unwrap_or_else(|| Config::default().backend());
 
     // Declared before the log so it is removed after the log is closed.
     let temp;
@@ -78,8 +78,8 @@ pub(crate) fn run(a: BenchArgs) -> CmdResult {
     };
 
     let mut builder = Config::builder()
-        .backend(backend.backend())
-        .sync_method(a.sync_method.method())
+        .backend(backend)
+        .sync_method(a.sync_method)
         .max_inflight(a.inflight)
         .max_record_bytes(a.max_record)
         .segment_bytes(a.segment_mib << 20);
@@ -316,7 +316,7 @@ impl Results {
     }
 }
 
-fn report(a: &BenchArgs, backend: BackendArg, r: &Results) {
+fn report(a: &BenchArgs, backend: Backend, r: &Results) {
     println!(
         "records:     {} in {:.2} s ({} producers, {}, {})",
         r.records,
@@ -347,7 +347,7 @@ fn report(a: &BenchArgs, backend: BackendArg, r: &Results) {
     );
 }
 
-fn write_json(path: &Path, a: &BenchArgs, backend: BackendArg, r: &Results) -> Result<(), Failure> {
+fn write_json(path: &Path, a: &BenchArgs, backend: Backend, r: &Results) -> Result<(), Failure> {
     let obj = serde_json::json!({
         "records_per_s": r.records_per_s(),
         "mb_per_s": r.mb_per_s(a.size),

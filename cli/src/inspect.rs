@@ -8,15 +8,57 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use ringwal::verify::{self, RecordAt, VerifyReport};
-use ringwal::{Error, Lsn, Record};
+use ringwal::{Lsn, Record};
 
-use super::{CatArgs, CmdResult, DumpArgs, Failure, StatArgs, VerifyArgs};
-
-/// Exit status of `verify` when it finds damage.
-const EXIT_DAMAGED: u8 = 1;
+use super::exit::DAMAGED;
+use super::progress::Progress;
+use super::summary::{problem_line, Summary};
+use super::{Bounds, CatArgs, CmdResult, DumpArgs, Failure, StatArgs, VerifyArgs};
 
 /// Longest payload prefix the text form of `dump` shows.
 const PREVIEW: usize = 64;
+
+/// A record as the bounds see it: its LSN and stream.
+trait Keyed {
+    fn lsn(&self) -> Lsn;
+    fn stream(&self) -> u16;
+}
+
+impl Keyed for RecordAt {
+    fn lsn(&self) -> Lsn {
+        self.lsn
+    }
+    fn stream(&self) -> u16 {
+        self.stream
+    }
+}
+
+impl Keyed for Record {
+    fn lsn(&self) -> Lsn {
+        self.lsn
+    }
+    fn stream(&self) -> u16 {
+        self.stream
+    }
+}
+
+/// Which records a reading command prints: `--stream`, `--to`, `--limit`.
+#[derive(Clone, Copy)]
+struct Select {
+    stream: Option<u16>,
+    to: Lsn,
+    limit: u64,
+}
+
+impl Select {
+    fn new(stream: Option<u16>, b: &Bounds) -> Select {
+        Select {
+            stream,
+            to: b.to.unwrap_or(Lsn::MAX),
+            limit: b.limit.unwrap_or(u64::MAX),
+        }
+    }
+}
 
 /// Stream records to stdout through `print`, ending quietly if the reader
 /// of stdout goes away (`ringwal cat | head`).
@@ -24,27 +66,49 @@ fn each_record(
     dir: &Path,
     node: u32,
     from: Lsn,
+    select: Select,
     print: impl FnMut(&mut dyn Write, &RecordAt) -> io::Result<()>,
 ) -> CmdResult {
-    print_each(verify::records(dir, node, from)?, false, print)
+    print_each(verify::records(dir, node, from)?, false, select, print)
 }
 
-/// Print `records` through `print` (see [`each_record`]); with
-/// `flush_each`, every record reaches stdout before the next is awaited
-/// (a follower may wait a long time for it).
-fn print_each<T>(
+/// Print the `select`ed `records` through `print` (see [`each_record`]);
+/// with `flush_each`, every record reaches stdout before the next is
+/// awaited (a follower may wait a long time for it). Ends after the last
+/// record `select` allows, without waiting for the one after it.
+fn print_each<T: Keyed>(
     records: impl Iterator<Item = ringwal::Result<T>>,
     flush_each: bool,
+    select: Select,
     mut print: impl FnMut(&mut dyn Write, &T) -> io::Result<()>,
 ) -> CmdResult {
     let stdout = io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
     let mut failure = None;
+    let mut printed_n = 0;
     for rec in records {
+        if printed_n >= select.limit {
+            break;
+        }
         let printed = match rec {
-            Ok(rec) => print(&mut out, &rec)
-                .and_then(|()| if flush_each { out.flush() } else { Ok(()) })
-                .map_err(|e| Failure::io("stdout", e)),
+            Ok(rec) if rec.lsn() > select.to => break,
+            Ok(rec) if select.stream.is_some_and(|s| s != rec.stream()) => {
+                if rec.lsn() == select.to {
+                    break;
+                }
+                continue;
+            }
+            Ok(rec) => {
+                printed_n += 1;
+                let done = rec.lsn() >= select.to || printed_n >= select.limit;
+                let r = print(&mut out, &rec)
+                    .and_then(|()| if flush_each { out.flush() } else { Ok(()) })
+                    .map_err(|e| Failure::io("stdout", e));
+                if r.is_ok() && done {
+                    break;
+                }
+                r
+            }
             Err(e) => Err(e.into()),
         };
         if let Err(f) = printed {
@@ -63,29 +127,28 @@ fn print_each<T>(
 
 /// `ringwal cat`: payloads, one per line, in LSN order.
 pub(crate) fn cat(a: CatArgs) -> CmdResult {
-    let print = |out: &mut dyn Write, stream: u16, payload: &[u8]| {
-        if a.stream.is_some_and(|s| s != stream) {
-            return Ok(());
-        }
+    let select = Select::new(a.stream, &a.bounds);
+    let print = |out: &mut dyn Write, payload: &[u8]| {
         out.write_all(payload)?;
         out.write_all(b"\n")
     };
     if a.follow {
         let every = Duration::from_millis(a.poll_ms);
         let records = verify::follow(&a.dir, a.node, a.from, every)?;
-        return print_each(records, true, |out, rec: &Record| {
-            print(out, rec.stream, &rec.payload)
+        return print_each(records, true, select, |out, rec: &Record| {
+            print(out, &rec.payload)
         });
     }
-    each_record(&a.dir, a.node, a.from, |out, rec| {
-        print(out, rec.stream, &rec.payload)
+    each_record(&a.dir, a.node, a.from, select, |out, rec| {
+        print(out, &rec.payload)
     })
 }
 
 /// `ringwal dump`: one line per record, JSON or text.
 pub(crate) fn dump(a: DumpArgs) -> CmdResult {
     let b64 = base64::engine::general_purpose::STANDARD;
-    each_record(&a.dir, a.node, a.from, |out, rec| {
+    let select = Select::new(a.stream, &a.bounds);
+    each_record(&a.dir, a.node, a.from, select, |out, rec| {
         if a.json {
             let obj = serde_json::json!({
                 "lsn": rec.lsn,
@@ -120,48 +183,79 @@ pub(crate) fn dump(a: DumpArgs) -> CmdResult {
     })
 }
 
-/// One problem as `FILE:OFFSET: reason`. A gap is reported at the
-/// segment's header (offset 0), whose base LSN is the one out of line.
-fn problem_line(e: &Error) -> String {
-    match e {
-        Error::Corrupt { .. } => e.to_string(),
-        Error::Lost { file, durable, last } => format!(
-            "{}:0: acknowledged records lost: LSNs up to {durable} were durable, but the log ends at {last}",
-            file.display()
-        ),
-        Error::Gap {
-            file,
-            expected,
-            found,
-        } => format!(
-            "{}:0: LSN gap: segment starts at LSN {found} where {expected} was expected",
-            file.display()
-        ),
-        other => other.to_string(),
+/// The nodes a command looks at: `node`, or every node with a segment in
+/// `dir`. Finding none is a failure (status 2), never a silent pass: a
+/// check of nothing must not look like a check that found nothing wrong.
+fn nodes_to_check(dir: &Path, node: Option<u32>) -> Result<Vec<u32>, Failure> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(Failure::msg(format!("{}: not a directory", dir.display())));
     }
+    let found = verify::nodes(dir)?;
+    match node {
+        None if found.is_empty() => Err(Failure::msg(format!(
+            "{}: no segments found: there is no log here",
+            dir.display()
+        ))),
+        None => Ok(found),
+        Some(n) if found.contains(&n) => Ok(vec![n]),
+        Some(n) => {
+            let others = if found.is_empty() {
+                "no node has one".to_string()
+            } else {
+                let list: Vec<String> = found.iter().map(u32::to_string).collect();
+                format!("nodes found: {}", list.join(", "))
+            };
+            Err(Failure::msg(format!(
+                "{}: no segments of node {n} ({others})",
+                dir.display()
+            )))
+        }
+    }
+}
+
+/// Write `doc` to stdout as one JSON document.
+fn print_json(doc: &serde_json::Value) -> Result<(), Failure> {
+    let mut out = io::stdout().lock();
+    writeln!(out, "{doc:#}")
+        .and_then(|()| out.flush())
+        .map_err(|e| Failure::io("stdout", e))
 }
 
 /// `ringwal verify`: problems on stdout as `FILE:OFFSET: reason`, notes
 /// (torn tail, incomplete files) on stdout, a summary per damaged node on
-/// stderr. Status 1 if any node is damaged.
-pub(crate) fn verify(a: VerifyArgs) -> CmdResult {
-    let nodes = match a.node {
-        Some(n) => vec![n],
-        None => verify::nodes(&a.dir)?,
+/// stderr; or, with `--json`, one document (see `summary.rs`). Status 1
+/// if any node is damaged, 2 if there is nothing to check.
+pub(crate) fn verify(a: VerifyArgs, quiet: bool) -> CmdResult {
+    let nodes = nodes_to_check(&a.dir, a.node)?;
+    let progress = Progress::start(quiet, "verifying");
+    let mut reports = Vec::with_capacity(nodes.len());
+    for node in nodes {
+        progress.message(format!("verifying node {node}"));
+        reports.push(verify::verify(&a.dir, node)?);
+        progress.inc(1);
+    }
+    drop(progress);
+    let damaged = reports.iter().filter(|r| !r.is_consistent()).count();
+    let status = if damaged > 0 {
+        ExitCode::from(DAMAGED)
+    } else {
+        ExitCode::SUCCESS
     };
+    if a.json {
+        let mut doc = Summary::new("verify", &a.dir);
+        for r in &reports {
+            doc.add_verify(r);
+        }
+        print_json(&doc.finish())?;
+        return Ok(status);
+    }
     let stdout = io::stdout();
     let mut out = stdout.lock();
     let w = |e| Failure::io("stdout", e);
-    if nodes.is_empty() {
-        writeln!(out, "{}: no segments found", a.dir.display()).map_err(w)?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    let mut damaged = 0;
-    for node in nodes {
-        let r = verify::verify(&a.dir, node)?;
+    for r in reports {
+        let node = r.node;
         print_verify(&mut out, &r).map_err(w)?;
         if !r.is_consistent() {
-            damaged += 1;
             out.flush().map_err(w)?;
             let n = r.problems.len();
             eprintln!(
@@ -170,10 +264,8 @@ pub(crate) fn verify(a: VerifyArgs) -> CmdResult {
             );
         }
     }
-    if damaged > 0 {
-        return Ok(ExitCode::from(EXIT_DAMAGED));
-    }
-    Ok(ExitCode::SUCCESS)
+    out.flush().map_err(w)?;
+    Ok(status)
 }
 
 fn print_verify(out: &mut impl Write, r: &VerifyReport) -> io::Result<()> {
@@ -250,18 +342,27 @@ pub(crate) fn human_bytes(n: u64) -> String {
     }
 }
 
-/// `ringwal stat`: every node, its segments, LSN ranges and sizes.
+/// `ringwal stat`: every node (or `--node`), its segments, LSN ranges
+/// and sizes; or, with `--json`, one document (see `summary.rs`). Status
+/// 2 if there is no segment to describe.
 pub(crate) fn stat(a: StatArgs) -> CmdResult {
-    let nodes = verify::nodes(&a.dir)?;
+    let nodes = nodes_to_check(&a.dir, a.node)?;
+    let stats = nodes
+        .into_iter()
+        .map(|node| verify::stat(&a.dir, node))
+        .collect::<ringwal::Result<Vec<_>>>()?;
+    if a.json {
+        let mut doc = Summary::new("stat", &a.dir);
+        for s in &stats {
+            doc.add_stat(s);
+        }
+        print_json(&doc.finish())?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let stdout = io::stdout();
     let mut out = stdout.lock();
     let w = |e| Failure::io("stdout", e);
-    if nodes.is_empty() {
-        writeln!(out, "{}: no segments found", a.dir.display()).map_err(w)?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    for node in nodes {
-        let s = verify::stat(&a.dir, node)?;
+    for s in stats {
         let mut line = format!(
             "node {}: {} segment{}, {}, {} in segment files",
             s.node,

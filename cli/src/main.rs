@@ -1,34 +1,42 @@
 //! `ringwal`: the command-line tool for ringwal logs.
 //!
-//! `append` writes records from stdin; `cat`, `dump`, `verify` and `stat`
-//! inspect a log read-only (safe beside a live writer); `bench` measures
-//! append-to-acknowledgement latency under closed-loop load. Errors print
-//! one line, `ringwal: <message>`, on stderr and exit with status 2;
-//! `verify` exits with 1 when it finds damage.
+//! `append` and `import` write records from stdin; `cat`, `dump`,
+//! `verify` and `stat` inspect a log read-only (safe beside a live
+//! writer); `recover` and `checkpoint` are the operator's repairs; `bench`
+//! measures append-to-acknowledgement latency under closed-loop load.
+//! Errors print one line, `ringwal: <message>`, on stderr; the exit
+//! statuses are in `exit.rs` and in `ringwal --help`.
 //!
-//! This file holds argument parsing, error reporting and dispatch. The
-//! output formats and exit statuses are a contract that scripts and other
-//! tests check from outside; change them only on purpose.
+//! This file holds the arguments and dispatch. The output formats and
+//! exit statuses are a contract that scripts and other tests check from
+//! outside; change them only on purpose.
 
 mod append;
 mod bench;
+mod docs;
+mod exit;
 mod inspect;
+mod ops;
+mod progress;
+mod summary;
 
-use std::fmt;
-use std::io;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Parser, Subcommand, ValueEnum};
-use ringwal::{Backend, Level, Lsn};
+use ringwal::{Backend, Level, Lsn, SyncMethod};
 
-/// Exit status for any error (bad arguments included).
-const EXIT_ERROR: u8 = 2;
+pub(crate) use exit::{CmdResult, Failure};
 
-/// A write-ahead log engine: append, read, verify and benchmark logs.
+/// A write-ahead log engine: append, read, verify, repair and benchmark logs.
 #[derive(Debug, Parser)]
-#[command(name = "ringwal", version, about)]
-struct Cli {
+#[command(name = "ringwal", version, about, after_help = exit::EXIT_STATUS)]
+pub(crate) struct Cli {
+    /// Show no progress bars (they are only ever shown when stdout is a
+    /// terminal).
+    #[arg(short, long, global = true)]
+    quiet: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -46,15 +54,34 @@ enum Command {
     Verify(VerifyArgs),
     /// Summarise nodes, segments, LSN ranges and sizes (read-only).
     Stat(StatArgs),
+    /// Show (--dry-run) or perform (--apply) what opening the log does:
+    /// cut a torn tail, discard incomplete files.
+    Recover(RecoverArgs),
+    /// Remove whole segments whose records are all at or below an LSN.
+    Checkpoint(CheckpointArgs),
+    /// Append the records of `ringwal dump --json` (stdin) to a new or
+    /// empty log, batches as atomic batches.
+    Import(ImportArgs),
     /// Closed-loop load: producers append and wait, latency per record.
     Bench(BenchArgs),
+    /// Print a shell completion script.
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff).
+    Man,
 }
 
 /// Arguments of `ringwal append`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct AppendArgs {
-    /// Log directory (created if missing).
+    /// Log directory (created if missing, unless --no-create).
     pub dir: PathBuf,
+    /// Fail if DIR holds no log of the node, instead of creating one.
+    #[arg(long)]
+    pub no_create: bool,
+    /// Records are separated by NUL bytes instead of newlines (so a
+    /// payload may hold newlines), as `find -print0` writes them.
+    #[arg(short = '0', long = "null")]
+    pub null: bool,
     /// Node id.
     #[arg(long, default_value_t = 1)]
     pub node: u32,
@@ -62,8 +89,8 @@ pub(crate) struct AppendArgs {
     #[arg(long, default_value_t = 0)]
     pub stream: u16,
     /// Level a record must reach before its LSN is printed.
-    #[arg(long, value_enum, default_value_t = LevelArg::Durable)]
-    pub level: LevelArg,
+    #[arg(long, default_value = "durable", value_parser = named::<Level>(Level::NAMES))]
+    pub level: Level,
     /// Append each N consecutive lines as one atomic batch (recovered all
     /// or nothing); a shorter last batch at EOF is one batch too, and a
     /// batch of one line is a record alone. 1 appends every line alone.
@@ -94,6 +121,19 @@ pub(crate) struct CatArgs {
     /// With --follow: how often to look for new records, in milliseconds.
     #[arg(long, default_value_t = 100, requires = "follow")]
     pub poll_ms: u64,
+    #[command(flatten)]
+    pub bounds: Bounds,
+}
+
+/// Where `cat` and `dump` stop.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Bounds {
+    /// Last LSN to print (stop after it, even with --follow).
+    #[arg(long, value_name = "LSN")]
+    pub to: Option<Lsn>,
+    /// Print at most N records (those --stream lets through).
+    #[arg(long, value_name = "N")]
+    pub limit: Option<u64>,
 }
 
 /// Arguments of `ringwal dump`.
@@ -112,6 +152,11 @@ pub(crate) struct DumpArgs {
     /// record appended alone), payload_b64.
     #[arg(long)]
     pub json: bool,
+    /// Print only records of this stream.
+    #[arg(long)]
+    pub stream: Option<u16>,
+    #[command(flatten)]
+    pub bounds: Bounds,
 }
 
 /// Arguments of `ringwal verify`.
@@ -122,6 +167,9 @@ pub(crate) struct VerifyArgs {
     /// Node id (default: every node found in the directory).
     #[arg(long)]
     pub node: Option<u32>,
+    /// One JSON document: nodes, segments, problems and totals.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `ringwal stat`.
@@ -129,6 +177,60 @@ pub(crate) struct VerifyArgs {
 pub(crate) struct StatArgs {
     /// Log directory.
     pub dir: PathBuf,
+    /// Node id (default: every node found in the directory).
+    #[arg(long)]
+    pub node: Option<u32>,
+    /// One JSON document: nodes, segments, problems and totals.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `ringwal recover`.
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("mode").required(true).args(["dry_run", "apply"])))]
+pub(crate) struct RecoverArgs {
+    /// Log directory (must hold a log of the node).
+    pub dir: PathBuf,
+    /// Node id.
+    #[arg(long, default_value_t = 1)]
+    pub node: u32,
+    /// Show what an open would do; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Do it: open the log (taking the writer lock) and close it.
+    #[arg(long)]
+    pub apply: bool,
+}
+
+/// Arguments of `ringwal checkpoint`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct CheckpointArgs {
+    /// Log directory (must hold a log of the node).
+    pub dir: PathBuf,
+    /// Remove every whole segment whose records are all at or below this
+    /// LSN (never the newest segment).
+    #[arg(long, value_name = "LSN")]
+    pub up_to: Lsn,
+    /// Node id.
+    #[arg(long, default_value_t = 1)]
+    pub node: u32,
+}
+
+/// Arguments of `ringwal import`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ImportArgs {
+    /// Log directory: a new one, or one whose log of the node is empty.
+    pub dir: PathBuf,
+    /// Node id.
+    #[arg(long, default_value_t = 1)]
+    pub node: u32,
+}
+
+/// Arguments of `ringwal completions`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct CompletionsArgs {
+    /// The shell to complete for.
+    pub shell: clap_complete::Shell,
 }
 
 /// Arguments of `ringwal bench`.
@@ -144,8 +246,8 @@ pub(crate) struct BenchArgs {
     #[arg(long, default_value_t = 1024)]
     pub size: usize,
     /// Level each append waits for.
-    #[arg(long, value_enum, default_value_t = LevelArg::Durable)]
-    pub level: LevelArg,
+    #[arg(long, default_value = "durable", value_parser = named::<Level>(Level::NAMES))]
+    pub level: Level,
     /// Seconds to run.
     #[arg(long, default_value_t = 5.0)]
     pub secs: f64,
@@ -153,11 +255,11 @@ pub(crate) struct BenchArgs {
     #[arg(long)]
     pub json: Option<PathBuf>,
     /// I/O backend (default: uring on Linux, threaded elsewhere).
-    #[arg(long, value_enum)]
-    pub backend: Option<BackendArg>,
+    #[arg(long, value_parser = named::<Backend>(Backend::NAMES))]
+    pub backend: Option<Backend>,
     /// How durable writes are made durable.
-    #[arg(long, value_enum, default_value_t = SyncMethodArg::Dsync)]
-    pub sync_method: SyncMethodArg,
+    #[arg(long, default_value = "dsync", value_parser = sync_method())]
+    pub sync_method: SyncMethod,
     /// Writes the ring keeps in flight.
     #[arg(long, default_value_t = 8)]
     pub inflight: usize,
@@ -202,204 +304,51 @@ impl ApiArg {
     }
 }
 
-/// `--sync-method` values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub(crate) enum SyncMethodArg {
-    /// One write with RWF_DSYNC.
-    Dsync,
-    /// A plain write linked to an fdatasync.
-    Fdatasync,
+/// A parser for a library enum by the names it prints and reads
+/// (`NAMES`, `FromStr`): the command line keeps no mirror of the type,
+/// and `--help` lists exactly the library's names.
+fn named<T>(names: &'static [&'static str]) -> impl TypedValueParser<Value = T>
+where
+    T: std::str::FromStr + Clone + Send + Sync + 'static,
+    T::Err: std::fmt::Debug,
+{
+    PossibleValuesParser::new(names).map(|s| s.parse::<T>().expect("one of the listed names"))
 }
 
-impl SyncMethodArg {
-    pub(crate) fn method(self) -> ringwal::SyncMethod {
-        match self {
-            SyncMethodArg::Dsync => ringwal::SyncMethod::Dsync,
-            SyncMethodArg::Fdatasync => ringwal::SyncMethod::WriteThenFdatasync,
-        }
-    }
-
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            SyncMethodArg::Dsync => "dsync",
-            SyncMethodArg::Fdatasync => "fdatasync",
-        }
-    }
-}
-
-/// `--level` values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub(crate) enum LevelArg {
-    /// Sequenced and in the log's memory.
-    Accepted,
-    /// Written to the file.
-    Written,
-    /// On stable storage.
-    Durable,
-}
-
-impl LevelArg {
-    /// The library level.
-    pub fn level(self) -> Level {
-        match self {
-            LevelArg::Accepted => Level::Accepted,
-            LevelArg::Written => Level::Written,
-            LevelArg::Durable => Level::Durable,
-        }
-    }
-
-    /// The name as given on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            LevelArg::Accepted => "accepted",
-            LevelArg::Written => "written",
-            LevelArg::Durable => "durable",
-        }
-    }
-}
-
-/// `--backend` values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub(crate) enum BackendArg {
-    /// io_uring (Linux).
-    Uring,
-    /// One blocking I/O thread.
-    Threaded,
-}
-
-impl BackendArg {
-    /// The library backend.
-    pub fn backend(self) -> Backend {
-        match self {
-            BackendArg::Uring => Backend::Uring,
-            BackendArg::Threaded => Backend::Threaded,
-        }
-    }
-
-    /// The name as given on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            BackendArg::Uring => "uring",
-            BackendArg::Threaded => "threaded",
-        }
-    }
-
-    /// The backend `Config::default()` picks on this platform.
-    pub fn platform_default() -> BackendArg {
-        if cfg!(target_os = "linux") {
-            BackendArg::Uring
+/// `--sync-method`: the library's names, and `fdatasync`, the name this
+/// flag had before, for scripts that use it.
+fn sync_method() -> impl TypedValueParser<Value = SyncMethod> {
+    let values = SyncMethod::NAMES.iter().map(|&n| {
+        let v = PossibleValue::new(n);
+        if n == SyncMethod::WriteThenFdatasync.name() {
+            v.alias("fdatasync")
         } else {
-            BackendArg::Threaded
+            v
         }
-    }
+    });
+    PossibleValuesParser::new(values).map(|s| s.parse::<SyncMethod>().expect("a listed name"))
 }
-
-/// A failure to report: printed as `ringwal: <message>`, exit status 2.
-#[derive(Debug)]
-pub(crate) struct Failure(String, bool);
-
-impl Failure {
-    /// A failure with this message.
-    pub fn msg(m: impl Into<String>) -> Failure {
-        Failure(m.into(), false)
-    }
-
-    /// An I/O failure on something that is not a path (stdin, stdout).
-    pub fn io(what: &str, e: io::Error) -> Failure {
-        let pipe = e.kind() == io::ErrorKind::BrokenPipe;
-        Failure(format!("{what}: {e}"), pipe)
-    }
-
-    /// True when the failure is a write to a closed pipe, as when the
-    /// output of `ringwal cat` goes to `head`.
-    pub fn is_broken_pipe(&self) -> bool {
-        self.1
-    }
-}
-
-impl From<ringwal::Error> for Failure {
-    fn from(e: ringwal::Error) -> Failure {
-        Failure(e.to_string(), false)
-    }
-}
-
-impl fmt::Display for Failure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // The contract is one line on stderr, whatever the message holds.
-        let mut parts = self.0.lines().map(str::trim).filter(|l| !l.is_empty());
-        if let Some(first) = parts.next() {
-            f.write_str(first)?;
-        }
-        for p in parts {
-            write!(f, "; {p}")?;
-        }
-        Ok(())
-    }
-}
-
-/// What a command returns: its exit status, or a failure to report.
-pub(crate) type CmdResult = Result<ExitCode, Failure>;
 
 /// Parse the arguments, run the command, and turn the outcome into an
-/// exit status (0 ok, 1 verify found damage, 2 any error).
+/// exit status (see [`exit::EXIT_STATUS`]).
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) => return parse_failure(e),
+        Err(e) => return exit::parse_failure(e),
     };
+    let quiet = cli.quiet;
     let result = match cli.command {
         Command::Append(a) => append::run(a),
         Command::Cat(a) => inspect::cat(a),
         Command::Dump(a) => inspect::dump(a),
-        Command::Verify(a) => inspect::verify(a),
+        Command::Verify(a) => inspect::verify(a, quiet),
         Command::Stat(a) => inspect::stat(a),
+        Command::Recover(a) => ops::recover(a, quiet),
+        Command::Checkpoint(a) => ops::checkpoint(a),
+        Command::Import(a) => ops::import(a, quiet),
         Command::Bench(a) => bench::run(a),
+        Command::Completions(a) => docs::completions(a),
+        Command::Man => docs::man(),
     };
-    match result {
-        Ok(code) => code,
-        Err(f) => {
-            eprintln!("ringwal: {f}");
-            ExitCode::from(EXIT_ERROR)
-        }
-    }
-}
-
-/// `--help` and `--version` print as clap renders them and succeed; every
-/// other parse error becomes one line on stderr and status 2.
-fn parse_failure(e: clap::Error) -> ExitCode {
-    use clap::error::ErrorKind;
-    match e.kind() {
-        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
-            let _ = e.print();
-            ExitCode::SUCCESS
-        }
-        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand => {
-            eprintln!(
-                "ringwal: a command is required: append, cat, dump, verify, stat or bench \
-                 (see 'ringwal --help')"
-            );
-            ExitCode::from(EXIT_ERROR)
-        }
-        _ => {
-            // clap's first paragraph is the message (with details such as
-            // the missing argument or the possible values on its following
-            // lines); usage and tips come after a blank line.
-            let rendered = e.render().to_string();
-            let message: Vec<&str> = rendered
-                .lines()
-                .map(str::trim)
-                .skip_while(|l| l.is_empty())
-                .take_while(|l| !l.is_empty())
-                .collect();
-            let message = message.join(" ");
-            let message = message.strip_prefix("error: ").unwrap_or(&message);
-            let message = if message.is_empty() {
-                "invalid arguments"
-            } else {
-                message
-            };
-            eprintln!("ringwal: {message} (see 'ringwal --help')");
-            ExitCode::from(EXIT_ERROR)
-        }
-    }
+    exit::report(result)
 }

@@ -48,7 +48,12 @@ fn stderr(o: &Output) -> String {
 
 /// Exit status 2 and exactly one line, `ringwal: ...`, on stderr.
 fn assert_one_line_error(o: &Output) {
-    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert_one_line_error_with(o, 2);
+}
+
+/// Exit status `code` and exactly one line, `ringwal: ...`, on stderr.
+fn assert_one_line_error_with(o: &Output, code: i32) {
+    assert_eq!(o.status.code(), Some(code), "{o:?}");
     let err = stderr(o);
     assert_eq!(err.lines().count(), 1, "stderr: {err:?}");
     assert!(err.starts_with("ringwal: "), "stderr: {err:?}");
@@ -275,9 +280,10 @@ fn verify_passes_a_good_log_and_names_damage_by_file_and_offset() {
     assert!(before == after);
     assert_eq!(segments(dir.path()), segs);
 
-    // Reading up to the damage works, then fails with the location.
+    // Reading up to the damage works, then fails with the location
+    // (status 1: damage found).
     let o = run(&["cat", p(dir.path())], b"");
-    assert_one_line_error(&o);
+    assert_one_line_error_with(&o, 1);
     assert!(stderr(&o).contains(&format!("{}:{}", segs[0].display(), victim.offset)));
     assert!(!o.stdout.is_empty());
 }
@@ -398,8 +404,15 @@ fn append_to_a_locked_log_fails_cleanly() {
     let dir = tempfile::tempdir().unwrap();
     let (wal, _) = Wal::open(dir.path(), Config::default()).unwrap();
     let o = run(&["append", p(dir.path())], b"x\n");
-    assert_one_line_error(&o);
+    // Status 3: locked, retry later; the message names the holder.
+    assert_one_line_error_with(&o, 3);
     assert!(stderr(&o).contains("locked"), "{o:?}");
+    let holder = format!("process {}", std::process::id());
+    assert!(stderr(&o).contains(&holder), "want {holder:?} in {o:?}");
+    let o = run(&["recover", p(dir.path()), "--apply"], b"");
+    assert_one_line_error_with(&o, 3);
+    let o = run(&["checkpoint", p(dir.path()), "--up-to", "1"], b"");
+    assert_one_line_error_with(&o, 3);
     assert!(o.stdout.is_empty());
     // Reading needs no lock, even beside the writer.
     wal.append(0, b"live")
@@ -530,7 +543,8 @@ fn a_flipped_bit_in_the_newest_segment_is_damage_not_a_torn_tail() {
     assert!(!stdout(&o).contains("torn tail"), "{o:?}");
 
     let o = run(&["append", p(dir.path())], b"seven\n");
-    assert_one_line_error(&o);
+    // Status 1: the log is damaged, not the arguments.
+    assert_one_line_error_with(&o, 1);
     assert!(
         stderr(&o).contains(&format!("{}:{}", seg.display(), first.offset)),
         "{o:?}"
@@ -741,4 +755,526 @@ fn cat_follow_overtaken_by_a_checkpoint_ends_with_a_gap() {
         "it skipped nothing, so it was not overtaken"
     );
     assert!(out.1.contains("gap"), "{out:?}");
+}
+
+/// Every file of the log in `dir` (all but the lock file) by name, with its bytes.
+fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        // Not the lock file: a writer that takes the lock writes its
+        // process id there, and that is no change to the log.
+        .filter(|p| p.extension().is_none_or(|e| e != "lock"))
+        .map(|p| {
+            let name = p.file_name().unwrap().to_str().unwrap().to_string();
+            (name, std::fs::read(&p).unwrap())
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// A torn tail in the only segment of a three-record log (what a crash
+/// during the next write leaves); returns the segment and the offset.
+fn tear_the_tail(dir: &Path) -> (PathBuf, u64) {
+    let o = run(&["append", p(dir)], b"one\ntwo\nthree\n");
+    assert!(o.status.success(), "{o:?}");
+    let report = ringwal::verify::verify(dir, 1).unwrap();
+    let seg = &report.segments[0];
+    let end = ringwal::format::HEADER_BYTES as u64 + seg.valid_bytes;
+    let mut bytes = std::fs::read(&seg.path).unwrap();
+    bytes[end as usize..end as usize + 12].fill(0x5a);
+    std::fs::write(&seg.path, &bytes).unwrap();
+    (seg.path.clone(), end)
+}
+
+#[test]
+fn recover_dry_run_changes_nothing_and_apply_does_what_it_showed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (seg, end) = tear_the_tail(dir.path());
+    // A leftover spare (a crash while one was prepared): discarded.
+    let spare = dir.path().join(ringwal::format::spare_file_name(1, 7));
+    std::fs::write(&spare, vec![0u8; 64 << 10]).unwrap();
+    let before = snapshot(dir.path());
+
+    let dry = run(&["recover", p(dir.path()), "--dry-run"], b"");
+    assert_eq!(dry.status.code(), Some(0), "{dry:?}");
+    assert!(snapshot(dir.path()) == before, "--dry-run changed a file");
+    let shown: Vec<String> = stdout(&dry).lines().map(String::from).collect();
+    let cut = format!("node 1: cut {}:{end} (", seg.display());
+    assert!(shown[0].starts_with(&cut), "want {cut:?} in {shown:?}");
+    assert!(
+        shown[0].contains("bytes zeroed, 0 records dropped"),
+        "{shown:?}"
+    );
+    assert!(shown.contains(&format!("node 1: discard {}", spare.display())));
+    assert!(shown.contains(&"node 1: 3 records, next LSN 4".to_string()));
+    assert_eq!(shown.last().unwrap(), "dry run: nothing was changed");
+
+    let applied = run(&["recover", p(dir.path()), "--apply"], b"");
+    assert_eq!(applied.status.code(), Some(0), "{applied:?}");
+    let done: Vec<String> = stdout(&applied).lines().map(String::from).collect();
+    assert_eq!(done.last().unwrap(), "applied");
+    // What it did is, line for line, what the dry run said it would do.
+    assert_eq!(done[..done.len() - 1], shown[..shown.len() - 1]);
+    assert!(!spare.exists());
+    assert_ne!(std::fs::read(&seg).unwrap(), before[0].1);
+
+    let again = run(&["recover", p(dir.path()), "--dry-run"], b"");
+    assert_eq!(
+        stdout(&again),
+        "node 1: nothing to do\nnode 1: 3 records, next LSN 4\ndry run: nothing was changed\n"
+    );
+    let o = run(&["verify", p(dir.path())], b"");
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert!(!stdout(&o).contains("torn"), "{o:?}");
+    assert_eq!(
+        stdout(&run(&["cat", p(dir.path())], b"")),
+        "one\ntwo\nthree\n"
+    );
+}
+
+#[test]
+fn recover_refuses_damage_a_missing_log_and_a_missing_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("typo");
+    for mode in ["--dry-run", "--apply"] {
+        let o = run(&["recover", p(&missing), mode], b"");
+        assert_one_line_error(&o);
+        assert!(stderr(&o).contains("no log of node 1"), "{o:?}");
+        assert!(!missing.exists(), "{mode} created the directory");
+    }
+    let o = run(&["recover", p(dir.path())], b"");
+    assert_one_line_error(&o);
+    let o = run(&["recover", p(dir.path()), "--dry-run", "--apply"], b"");
+    assert_one_line_error(&o);
+
+    // A flipped bit in an acknowledged record: the open would fail.
+    let o = run(&["append", p(dir.path())], b"one\ntwo\n");
+    assert!(o.status.success(), "{o:?}");
+    let o = run(&["append", p(dir.path())], b"three\n");
+    assert!(o.status.success(), "{o:?}");
+    let first = ringwal::verify::records(dir.path(), 1, 0)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap();
+    let seg = dir.path().join(&first.segment);
+    let mut bytes = std::fs::read(&seg).unwrap();
+    bytes[first.offset as usize + 24] ^= 0x01;
+    std::fs::write(&seg, &bytes).unwrap();
+    let before = snapshot(dir.path());
+
+    let o = run(&["recover", p(dir.path()), "--dry-run"], b"");
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let want = format!("{}:{}: ", seg.display(), first.offset);
+    assert!(stdout(&o).starts_with(&want), "want {want:?} in {o:?}");
+    assert!(stdout(&o).contains("a strict open would fail"), "{o:?}");
+    let o = run(&["recover", p(dir.path()), "--apply"], b"");
+    assert_one_line_error_with(&o, 1);
+    assert!(stderr(&o).contains(&want[..want.len() - 2]), "{o:?}");
+    assert!(
+        snapshot(dir.path()) == before,
+        "a refused open changed a file"
+    );
+}
+
+#[test]
+fn checkpoint_removes_whole_segments_and_says_what_it_freed() {
+    let dir = tempfile::tempdir().unwrap();
+    small_segment_log(dir.path(), 2000);
+    let segs = segments(dir.path());
+    let o = run(&["checkpoint", p(dir.path()), "--up-to", "1000"], b"");
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let out = stdout(&o);
+    let removed: Vec<&str> = out.lines().filter(|l| l.starts_with("removed ")).collect();
+    assert!(!removed.is_empty(), "{out}");
+    for (line, seg) in removed.iter().zip(&segs) {
+        // Oldest first, each wholly at or below the LSN.
+        assert!(
+            line.starts_with(&format!("removed {} (LSN ", seg.display())),
+            "{line}"
+        );
+        let last: u64 = line
+            .split("..=")
+            .nth(1)
+            .and_then(|r| r.split(',').next())
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(last <= 1000, "{line}");
+        assert!(!seg.exists(), "{} still there", seg.display());
+    }
+    let summary = format!("checkpoint: {} segments removed (", removed.len());
+    assert!(out.lines().last().unwrap().starts_with(&summary), "{out}");
+    assert!(out.contains("bytes freed on disk"), "{out}");
+    assert_eq!(segments(dir.path()), segs[removed.len()..]);
+
+    // The records below are gone (a gap), the rest read back.
+    let o = run(&["cat", p(dir.path()), "--from", "1"], b"");
+    assert_one_line_error(&o);
+    let o = run(&["verify", p(dir.path())], b"");
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+
+    // A typo'd path is "no log", and nothing is created there.
+    let missing = dir.path().join("typo");
+    let o = run(&["checkpoint", p(&missing), "--up-to", "5"], b"");
+    assert_one_line_error(&o);
+    assert!(stderr(&o).contains("no log"), "{o:?}");
+    assert!(!missing.exists());
+}
+
+#[test]
+fn stat_and_verify_json_describe_nodes_segments_problems_and_totals() {
+    let dir = tempfile::tempdir().unwrap();
+    small_segment_log(dir.path(), 2000);
+    let o = run(&["append", p(dir.path()), "--node", "42"], b"x\ny\n");
+    assert!(o.status.success(), "{o:?}");
+    let segs = segments(dir.path());
+
+    for cmd in ["stat", "verify"] {
+        let o = run(&[cmd, p(dir.path()), "--json"], b"");
+        assert_eq!(o.status.code(), Some(0), "{o:?}");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["command"], cmd);
+        let nodes: Vec<u64> = v["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["node"].as_u64().unwrap())
+            .collect();
+        assert_eq!(nodes, [1, 42]);
+        assert_eq!(v["nodes"][0]["last_lsn"], 2000);
+        assert_eq!(v["nodes"][1]["records"], 2);
+        let rows = v["segments"].as_array().unwrap();
+        assert_eq!(rows.len(), segs.len());
+        let on_disk: u64 = segs.iter().map(|s| s.metadata().unwrap().len()).sum();
+        for (row, seg) in rows.iter().zip(&segs) {
+            assert_eq!(row["file"], seg.to_str().unwrap());
+            assert_eq!(row["format_version"], 2);
+            assert_eq!(row["created_from"], "header");
+            assert!(row["created_unix_ms"].as_u64().unwrap() > 1_600_000_000_000);
+            assert!(row["bytes"].as_u64().unwrap() > 0);
+            assert!(row["last_lsn"].as_u64() >= row["base_lsn"].as_u64());
+        }
+        assert_eq!(v["problems"].as_array().unwrap().len(), 0);
+        let t = &v["totals"];
+        assert_eq!(
+            (t["nodes"].as_u64(), t["records"].as_u64()),
+            (Some(2), Some(2002))
+        );
+        assert_eq!(t["segments"].as_u64(), Some(segs.len() as u64));
+        assert_eq!(t["bytes"].as_u64(), Some(on_disk));
+    }
+
+    // --node narrows stat to one node.
+    let o = run(&["stat", p(dir.path()), "--node", "42"], b"");
+    assert!(o.status.success(), "{o:?}");
+    assert!(stdout(&o).contains("node 42:") && !stdout(&o).contains("node 1:"));
+
+    // Damage: verify --json names it by file, offset and reason; status 1.
+    let victim = ringwal::verify::records(dir.path(), 1, 0)
+        .unwrap()
+        .nth(5)
+        .unwrap()
+        .unwrap();
+    let seg = dir.path().join(&victim.segment);
+    let mut bytes = std::fs::read(&seg).unwrap();
+    bytes[victim.offset as usize + 24] ^= 0x20;
+    std::fs::write(&seg, &bytes).unwrap();
+    let o = run(&["verify", p(dir.path()), "--json"], b"");
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let problem = &v["problems"][0];
+    assert_eq!(problem["node"], 1);
+    assert_eq!(problem["file"], seg.to_str().unwrap());
+    assert_eq!(problem["offset"], victim.offset);
+    assert!(problem["reason"].as_str().unwrap().starts_with("corrupt"));
+    assert_eq!(v["totals"]["problems"], 1);
+    assert_eq!(v["nodes"][0]["consistent"], false);
+}
+
+#[test]
+fn nothing_to_check_is_never_a_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    for cmd in ["verify", "stat"] {
+        for json in [false, true] {
+            let mut args = vec![cmd, p(dir.path())];
+            if json {
+                args.push("--json");
+            }
+            let o = run(&args, b"");
+            assert_one_line_error(&o);
+            assert!(stderr(&o).contains("no segments found"), "{o:?}");
+            assert!(o.stdout.is_empty(), "{o:?}");
+        }
+    }
+    let o = run(&["append", p(dir.path()), "--node", "3"], b"x\n");
+    assert!(o.status.success(), "{o:?}");
+    for cmd in ["verify", "stat"] {
+        let o = run(&[cmd, p(dir.path()), "--node", "9"], b"");
+        assert_one_line_error(&o);
+        assert!(
+            stderr(&o).contains("no segments of node 9 (nodes found: 3)"),
+            "{o:?}"
+        );
+    }
+
+    // append --no-create: no log, nothing created.
+    let fresh = dir.path().join("fresh");
+    let o = run(&["append", p(&fresh), "--no-create"], b"x\n");
+    assert_one_line_error(&o);
+    assert!(stderr(&o).contains("no log of node 1"), "{o:?}");
+    assert!(!fresh.exists());
+    let o = run(
+        &["append", p(dir.path()), "--no-create", "--node", "3"],
+        b"y\n",
+    );
+    assert_eq!(lsns(&o), [2], "{o:?}");
+
+    // A regular file where a directory should be.
+    let file = dir.path().join("plain");
+    std::fs::write(&file, b"not a log").unwrap();
+    for args in [
+        vec!["append", p(&file)],
+        vec!["verify", p(&file)],
+        vec!["stat", p(&file)],
+        vec!["import", p(&file)],
+    ] {
+        let o = run(&args, b"");
+        assert_one_line_error(&o);
+        assert!(stderr(&o).contains("not a directory"), "{args:?}: {o:?}");
+    }
+    assert_eq!(std::fs::read(&file).unwrap(), b"not a log");
+}
+
+#[test]
+fn exit_statuses_are_documented_and_io_errors_are_4() {
+    let o = run(&["--help"], b"");
+    assert!(o.status.success());
+    let help = stdout(&o);
+    assert!(help.contains("EXIT STATUS"), "{help}");
+    for code in ["0  ", "1  ", "2  ", "3  ", "4  "] {
+        assert!(
+            help.lines().any(|l| l.trim_start().starts_with(code)),
+            "{code}: {help}"
+        );
+    }
+    // A segment name that is a directory: reading it is an I/O error.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("00001-00000000000000000001.wal")).unwrap();
+    let o = run(&["verify", p(dir.path())], b"");
+    assert_one_line_error_with(&o, 4);
+}
+
+#[test]
+fn mistyped_commands_and_flags_keep_clap_suggestions() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run(&["catt"], b"");
+    assert_one_line_error(&o);
+    let err = stderr(&o);
+    assert!(err.contains("unrecognized subcommand 'catt'"), "{err}");
+    assert!(err.contains("tip:") && err.contains("'cat'"), "{err}");
+    let o = run(&["cat", p(dir.path()), "--nod", "1"], b"");
+    assert_one_line_error(&o);
+    let err = stderr(&o);
+    assert!(err.contains("'--nod'"), "{err}");
+    assert!(
+        err.contains("tip: a similar argument exists: '--node'"),
+        "{err}"
+    );
+}
+
+#[test]
+fn dump_then_import_round_trips_records_streams_and_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src, dst) = (dir.path().join("src"), dir.path().join("dst"));
+    let o = run(
+        &["append", p(&src), "--batch", "3"],
+        b"a\nb\nc\nd\ne\nf\ng\n",
+    );
+    assert!(o.status.success(), "{o:?}");
+    let o = run(&["append", p(&src), "--stream", "9"], b"h\n\ni\n");
+    assert!(o.status.success(), "{o:?}");
+    // NUL-separated records may hold newlines.
+    let o = run(&["append", p(&src), "-0"], b"multi\nline\0second\n\0");
+    assert_eq!(lsns(&o), [11, 12], "{o:?}");
+
+    let fields = |log: &Path| -> Vec<serde_json::Value> {
+        let o = run(&["dump", p(log), "--json"], b"");
+        assert!(o.status.success(), "{o:?}");
+        stdout(&o)
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                serde_json::json!([v["lsn"], v["stream"], v["batch"], v["payload_b64"]])
+            })
+            .collect()
+    };
+    let dumped = run(&["dump", p(&src), "--json"], b"");
+    let o = run(&["import", p(&dst)], &dumped.stdout);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert_eq!(stdout(&o), "imported 12 records (LSN 1..=12)\n");
+    assert!(stderr(&o).is_empty(), "no progress off a terminal: {o:?}");
+    let want = fields(&src);
+    assert_eq!(want.len(), 12);
+    assert_eq!(fields(&dst), want);
+    let b64 = base64::engine::general_purpose::STANDARD;
+    assert_eq!(want[10][3], b64.encode(b"multi\nline"));
+    assert_eq!(want[11][3], b64.encode(b"second\n"));
+
+    // Only into a new or empty log.
+    let o = run(&["import", p(&dst)], &dumped.stdout);
+    assert_one_line_error(&o);
+    assert!(stderr(&o).contains("already holds"), "{o:?}");
+    // Bad input names its line.
+    let o = run(
+        &["import", p(&dir.path().join("bad"))],
+        b"{\"payload_b64\":\"eA==\"}\nnot json\n",
+    );
+    assert_one_line_error(&o);
+    assert!(stderr(&o).contains("stdin line 2"), "{o:?}");
+}
+
+#[test]
+fn cat_and_dump_take_a_stream_a_last_lsn_and_a_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = p(dir.path());
+    let o = run(&["append", log], b"a0\na1\na2\n");
+    assert!(o.status.success(), "{o:?}");
+    let o = run(&["append", log, "--stream", "5"], b"b3\nb4\n");
+    assert!(o.status.success(), "{o:?}");
+    let o = run(&["append", log], b"a5\n");
+    assert!(o.status.success(), "{o:?}");
+
+    let cat = |args: &[&str]| {
+        let mut all = vec!["cat", log];
+        all.extend_from_slice(args);
+        let o = run(&all, b"");
+        assert!(o.status.success(), "{o:?}");
+        stdout(&o)
+    };
+    assert_eq!(cat(&["--to", "2"]), "a0\na1\n");
+    assert_eq!(cat(&["--limit", "4"]), "a0\na1\na2\nb3\n");
+    assert_eq!(
+        cat(&["--from", "2", "--to", "5", "--limit", "2"]),
+        "a1\na2\n"
+    );
+    assert_eq!(cat(&["--stream", "0", "--limit", "4"]), "a0\na1\na2\na5\n");
+    assert_eq!(cat(&["--limit", "0"]), "");
+    // --follow ends by itself once --to is printed.
+    assert_eq!(
+        cat(&["--follow", "--poll-ms", "5", "--to", "3"]),
+        "a0\na1\na2\n"
+    );
+
+    let o = run(&["dump", log, "--json", "--stream", "5"], b"");
+    let got: Vec<u64> = stdout(&o)
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["lsn"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(got, [4, 5]);
+    let o = run(&["dump", log, "--to", "3", "--limit", "2"], b"");
+    assert_eq!(stdout(&o).lines().count(), 2, "{o:?}");
+}
+
+#[test]
+fn completions_and_man_page_name_every_command() {
+    for args in [
+        vec!["completions", "bash"],
+        vec!["completions", "zsh"],
+        vec!["completions", "fish"],
+        vec!["man"],
+    ] {
+        let o = run(&args, b"");
+        assert_eq!(o.status.code(), Some(0), "{o:?}");
+        let out = stdout(&o);
+        for cmd in ["append", "verify", "recover", "checkpoint", "import"] {
+            assert!(out.contains(cmd), "{args:?} lacks {cmd}");
+        }
+    }
+    assert!(stdout(&run(&["man"], b"")).contains(".TH"));
+    let o = run(&["completions", "tcsh-9000"], b"");
+    assert_one_line_error(&o);
+}
+
+#[test]
+fn quiet_verify_and_import_print_no_progress() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run(
+        &["-q", "import", p(dir.path())],
+        b"{\"payload_b64\":\"eA==\"}\n",
+    );
+    assert!(o.status.success(), "{o:?}");
+    assert!(stderr(&o).is_empty(), "{o:?}");
+    let o = run(&["verify", p(dir.path()), "--quiet"], b"");
+    assert!(o.status.success(), "{o:?}");
+    assert!(stderr(&o).is_empty(), "{o:?}");
+}
+
+#[test]
+fn a_header_without_a_creation_time_falls_back_to_the_mtime_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run(&["append", p(dir.path())], b"x\n");
+    assert!(o.status.success(), "{o:?}");
+    let seg = segments(dir.path()).pop().unwrap();
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let mut header = ringwal::format::SegmentHeader::decode(&bytes).unwrap();
+    header.created_unix_ms = 0;
+    let n = header.header_bytes() as usize;
+    header.encode_blocks(&mut bytes[..n]);
+    std::fs::write(&seg, &bytes).unwrap();
+    let mtime = seg
+        .metadata()
+        .unwrap()
+        .modified()
+        .unwrap()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    for cmd in ["stat", "verify"] {
+        let o = run(&[cmd, p(dir.path()), "--json"], b"");
+        assert_eq!(o.status.code(), Some(0), "{o:?}");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let row = &v["segments"][0];
+        assert_eq!(row["created_from"], "mtime", "{cmd}: {row}");
+        assert_eq!(row["created_unix_ms"].as_u64(), Some(mtime), "{cmd}: {row}");
+    }
+}
+
+/// Run `ringwal ARGS` with its stdout and stderr on a pseudo-terminal
+/// (through `script`), returning what the terminal showed; `None` where
+/// `script` is not installed.
+fn on_a_terminal(args: &str) -> Option<String> {
+    let cmd = format!("{} {args}", env!("CARGO_BIN_EXE_ringwal"));
+    let o = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .stdin(Stdio::null())
+        .output()
+        .ok()?;
+    Some(String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+#[test]
+fn progress_shows_on_a_terminal_unless_quiet() {
+    let dir = tempfile::tempdir().unwrap();
+    small_segment_log(dir.path(), 200);
+    let Some(shown) = on_a_terminal(&format!("verify {}", p(dir.path()))) else {
+        eprintln!("skipped: no `script` to make a terminal with");
+        return;
+    };
+    assert!(shown.contains("verifying node 1"), "{shown:?}");
+    assert!(shown.contains("node 1: ok"), "{shown:?}");
+    let quiet = on_a_terminal(&format!("-q verify {}", p(dir.path()))).unwrap();
+    assert!(!quiet.contains("verifying"), "{quiet:?}");
+    assert!(quiet.contains("node 1: ok"), "{quiet:?}");
+    // Off a terminal nothing but the result (the other tests pipe
+    // stdout: see quiet_verify_and_import_print_no_progress).
+    let o = run(&["verify", p(dir.path())], b"");
+    assert!(stderr(&o).is_empty(), "{o:?}");
 }

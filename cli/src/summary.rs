@@ -1,0 +1,221 @@
+//! The one JSON document of `stat --json` and `verify --json`: tables of
+//! nodes, segments and problems, and their totals, ready for `jq`.
+//!
+//! ```text
+//! {"command": "verify", "dir": "...",
+//!  "nodes":    [{"node", "consistent", "first_lsn", "last_lsn", "records",
+//!                "bytes", "segments", "spares", "incomplete", "torn_tail"}],
+//!  "segments": [{"node", "file", "base_lsn", "last_lsn", "bytes",
+//!                "format_version", "created_unix_ms", "created_from"}],
+//!  "problems": [{"node", "file", "offset", "reason"}],
+//!  "totals":   {"nodes", "segments", "records", "bytes", "problems"}}
+//! ```
+//!
+//! `created_from` says where `created_unix_ms` comes from: `"header"` (the
+//! segment's header records it) or `"mtime"` (it does not, so the file's
+//! modification time stands in); `null` when neither is known. `stat`
+//! does not look for damage: its `problems` is always empty and its
+//! `consistent` null.
+
+use std::path::{Path, PathBuf};
+use std::time::UNIX_EPOCH;
+
+use ringwal::verify::{NodeStat, VerifyReport};
+use ringwal::{Error, Lsn};
+use serde_json::{json, Value};
+
+/// A problem as (file, offset, reason): where an operator looks, and why.
+/// A gap is placed at the segment's header (offset 0), whose base LSN is
+/// the one out of line.
+pub(crate) fn problem_parts(e: &Error) -> (Option<PathBuf>, u64, String) {
+    match e {
+        Error::Corrupt {
+            file,
+            offset,
+            reason,
+        } => (Some(file.clone()), *offset, format!("corrupt: {reason}")),
+        Error::Lost {
+            file,
+            durable,
+            last,
+        } => (
+            Some(file.clone()),
+            0,
+            format!(
+                "acknowledged records lost: LSNs up to {durable} were durable, but the log ends at {last}"
+            ),
+        ),
+        Error::Gap {
+            file,
+            expected,
+            found,
+        } => (
+            Some(file.clone()),
+            0,
+            format!("LSN gap: segment starts at LSN {found} where {expected} was expected"),
+        ),
+        other => (None, 0, other.to_string()),
+    }
+}
+
+/// A problem as one line, `FILE:OFFSET: reason`.
+pub(crate) fn problem_line(e: &Error) -> String {
+    match problem_parts(e) {
+        (Some(file), offset, reason) => format!("{}:{offset}: {reason}", file.display()),
+        (None, _, reason) => reason,
+    }
+}
+
+/// The document being built.
+pub(crate) struct Summary {
+    command: &'static str,
+    dir: String,
+    nodes: Vec<Value>,
+    segments: Vec<Value>,
+    problems: Vec<Value>,
+    records: u64,
+    bytes: u64,
+}
+
+/// One segment's facts as both commands know them.
+struct Segment<'a> {
+    node: u32,
+    path: &'a Path,
+    base_lsn: Lsn,
+    last_lsn: Lsn,
+    version: Option<u32>,
+    created_unix_ms: Option<u64>,
+}
+
+impl Summary {
+    /// An empty document for `command` (`"stat"` or `"verify"`) on `dir`.
+    pub fn new(command: &'static str, dir: &Path) -> Summary {
+        Summary {
+            command,
+            dir: dir.display().to_string(),
+            nodes: Vec::new(),
+            segments: Vec::new(),
+            problems: Vec::new(),
+            records: 0,
+            bytes: 0,
+        }
+    }
+
+    /// Add one node's `stat`.
+    pub fn add_stat(&mut self, s: &NodeStat) {
+        let mut bytes = 0;
+        for seg in &s.segments {
+            bytes += self.add_segment(Segment {
+                node: s.node,
+                path: &seg.path,
+                base_lsn: seg.base_lsn,
+                last_lsn: seg.last_lsn,
+                version: seg.version,
+                created_unix_ms: seg.created_unix_ms,
+            });
+        }
+        self.records += s.records;
+        self.nodes.push(json!({
+            "node": s.node,
+            "consistent": null,
+            "first_lsn": s.first_lsn,
+            "last_lsn": s.last_lsn,
+            "records": s.records,
+            "bytes": bytes,
+            "segments": s.segments.len(),
+            "spares": s.spares,
+            "incomplete": s.incomplete,
+            "torn_tail": null,
+        }));
+    }
+
+    /// Add one node's `verify` report.
+    pub fn add_verify(&mut self, r: &VerifyReport) {
+        let mut bytes = 0;
+        for seg in &r.segments {
+            bytes += self.add_segment(Segment {
+                node: r.node,
+                path: &seg.path,
+                base_lsn: seg.base_lsn,
+                last_lsn: seg.last_lsn,
+                version: Some(seg.version),
+                created_unix_ms: seg.created_unix_ms,
+            });
+        }
+        for p in &r.problems {
+            let (file, offset, reason) = problem_parts(p);
+            self.problems.push(json!({
+                "node": r.node,
+                "file": file.map(|f| f.display().to_string()),
+                "offset": offset,
+                "reason": reason,
+            }));
+        }
+        self.records += r.records();
+        let torn = r.torn_tail.as_ref().map(|t| {
+            json!({
+                "file": t.file.display().to_string(),
+                "offset": t.offset,
+                "reason": t.reason,
+                "records_behind": t.records_behind,
+            })
+        });
+        self.nodes.push(json!({
+            "node": r.node,
+            "consistent": r.is_consistent(),
+            "first_lsn": r.first_lsn(),
+            "last_lsn": r.last_lsn(),
+            "records": r.records(),
+            "bytes": bytes,
+            "segments": r.segments.len(),
+            "spares": r.spares.len(),
+            "incomplete": r.incomplete.len(),
+            "torn_tail": torn,
+        }));
+    }
+
+    /// Add a segment row; returns its size on disk.
+    fn add_segment(&mut self, s: Segment<'_>) -> u64 {
+        let meta = std::fs::metadata(s.path).ok();
+        let bytes = meta.as_ref().map_or(0, |m| m.len());
+        let mtime_ms = meta
+            .and_then(|m| m.modified().ok())
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .map(|d| d.as_millis() as u64);
+        let (created, from) = match (s.created_unix_ms, mtime_ms) {
+            (Some(ms), _) => (Some(ms), Some("header")),
+            (None, Some(ms)) => (Some(ms), Some("mtime")),
+            (None, None) => (None, None),
+        };
+        self.bytes += bytes;
+        self.segments.push(json!({
+            "node": s.node,
+            "file": s.path.display().to_string(),
+            "base_lsn": s.base_lsn,
+            "last_lsn": s.last_lsn,
+            "bytes": bytes,
+            "format_version": s.version,
+            "created_unix_ms": created,
+            "created_from": from,
+        }));
+        bytes
+    }
+
+    /// The finished document.
+    pub fn finish(self) -> Value {
+        json!({
+            "command": self.command,
+            "dir": self.dir,
+            "totals": {
+                "nodes": self.nodes.len(),
+                "segments": self.segments.len(),
+                "records": self.records,
+                "bytes": self.bytes,
+                "problems": self.problems.len(),
+            },
+            "nodes": self.nodes,
+            "segments": self.segments,
+            "problems": self.problems,
+        })
+    }
+}
