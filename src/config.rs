@@ -13,6 +13,11 @@ use crate::packing::Cursor;
 /// Which I/O queue the ring thread drives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "kebab-case")
+)]
 pub enum Backend {
     /// io_uring with several writes in flight (Linux; the default there).
     Uring,
@@ -23,6 +28,11 @@ pub enum Backend {
 
 /// How far a record has travelled; what a [`Ticket`](crate::Ticket) waits for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "kebab-case")
+)]
 pub enum Level {
     /// Sequenced and copied into the log's memory: lost by a process crash.
     Accepted,
@@ -35,6 +45,11 @@ pub enum Level {
 /// How writes are made durable when the log is in durable mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "kebab-case")
+)]
 pub enum SyncMethod {
     /// One write with `RWF_DSYNC` (O_DSYNC semantics for that write only).
     Dsync,
@@ -45,6 +60,11 @@ pub enum SyncMethod {
 /// Whether segments are opened with O_DIRECT (F_NOCACHE on macOS).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "kebab-case")
+)]
 pub enum DirectIo {
     /// Use it where the filesystem supports it, else buffered I/O.
     Auto,
@@ -105,6 +125,11 @@ named!(RecoveryMode, "recovery mode", Strict => "strict", PointInTime => "point-
 /// When appended records become durable: the log's mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "kebab-case")
+)]
 pub enum Durability {
     /// Every write is durable before it is acknowledged (`RWF_DSYNC`, or
     /// a write and an `fdatasync`, see [`SyncMethod`]); tickets wait for
@@ -125,6 +150,11 @@ pub enum Durability {
 /// What recovery does with a damaged log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "kebab-case")
+)]
 pub enum RecoveryMode {
     /// Truncate only a provably torn tail; anything else fails `open`
     /// with `Corrupt` or `Gap`. The default.
@@ -499,5 +529,86 @@ mod tests {
             .build();
         assert_eq!(cfg.durability(), Durability::EveryWrite);
         assert_eq!(cfg.default_level(), Level::Durable);
+    }
+}
+
+/// `Config` as a configuration file holds it: every plain setting, by the
+/// names the enums print; what cannot be written down (the observer, the
+/// simulated disk) is left out and takes its default when read back.
+/// Missing fields take their defaults; unknown ones are refused.
+#[cfg(feature = "serde")]
+mod serde_impl {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::{Backend, Config, DirectIo, Durability, RecoveryMode, SyncMethod};
+
+    /// The plain settings, borrowed from or built into a `Config`.
+    #[derive(Serialize, Deserialize)]
+    #[serde(default, deny_unknown_fields)]
+    struct Settings {
+        node: u32,
+        segment_bytes: u64,
+        backend: Backend,
+        durability: Durability,
+        sync_method: SyncMethod,
+        max_record_bytes: usize,
+        max_inflight: usize,
+        write_bytes: usize,
+        ring_cpu: Option<usize>,
+        direct_io: DirectIo,
+        recovery: RecoveryMode,
+        create_if_missing: bool,
+    }
+
+    impl Default for Settings {
+        fn default() -> Settings {
+            Settings::of(&Config::default())
+        }
+    }
+
+    impl Settings {
+        fn of(c: &Config) -> Settings {
+            Settings {
+                node: c.node,
+                segment_bytes: c.segment_bytes,
+                backend: c.backend,
+                durability: c.durability(),
+                sync_method: c.sync_method,
+                max_record_bytes: c.max_record_bytes,
+                max_inflight: c.max_inflight,
+                write_bytes: c.write_bytes,
+                ring_cpu: c.ring_cpu,
+                direct_io: c.direct_io,
+                recovery: c.recovery,
+                create_if_missing: c.create_if_missing,
+            }
+        }
+    }
+
+    impl Serialize for Config {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            Settings::of(self).serialize(s)
+        }
+    }
+
+    impl<'de> Deserialize<'de> for Config {
+        /// Limits are checked when the log opens, as for the builder.
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Config, D::Error> {
+            let s = Settings::deserialize(d)?;
+            Ok(Config::builder()
+                .node(s.node)
+                .segment_bytes(s.segment_bytes)
+                .backend(s.backend)
+                .durability(s.durability)
+                .sync_method(s.sync_method)
+                .max_record_bytes(s.max_record_bytes)
+                .max_inflight(s.max_inflight)
+                .write_bytes(s.write_bytes)
+                .ring_cpu(s.ring_cpu)
+                .direct_io(s.direct_io)
+                .recovery(s.recovery)
+                .create_if_missing(s.create_if_missing)
+                .build())
+        }
     }
 }

@@ -30,6 +30,7 @@ use crate::segments::LogDir;
 
 /// One segment whose header and frames [`verify`] accepted.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SegmentReport {
     /// The segment file.
     pub path: PathBuf,
@@ -53,6 +54,7 @@ pub struct SegmentReport {
 /// The end of the newest segment as a crash (or a write still in flight)
 /// left it: bytes that recovery would cut. Not an error.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TornTail {
     /// The newest segment.
     pub file: PathBuf,
@@ -71,6 +73,7 @@ pub struct TornTail {
 
 /// What [`verify`] found for one node. Building it never modifies a file.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct VerifyReport {
     /// The node checked.
     pub node: u32,
@@ -215,6 +218,7 @@ fn verify_once(dir: &Path, cfg: &Config) -> Result<VerifyReport> {
 /// What opening a log in strict mode would do to it, from
 /// [`recovery_plan`]. Building it never modifies a file.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct RecoveryPlan {
     /// The node planned for.
     pub node: u32,
@@ -332,6 +336,7 @@ pub fn nodes(dir: &Path) -> Result<Vec<u32>> {
 
 /// One segment as [`stat`] sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SegmentStat {
     /// The segment file.
     pub path: PathBuf,
@@ -353,6 +358,7 @@ pub struct SegmentStat {
 
 /// A summary of one node's log, from [`stat`].
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct NodeStat {
     /// The node.
     pub node: u32,

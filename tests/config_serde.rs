@@ -1,0 +1,47 @@
+//! With the `serde` feature, a `Config` reads from and writes to a
+//! configuration file by the names the library prints; missing settings
+//! take their defaults and unknown ones are refused. Run with
+//! `cargo test --features serde --test config_serde`.
+#![cfg(feature = "serde")]
+
+use std::time::Duration;
+
+use ringwal::{Backend, Config, DirectIo, Durability, Level, RecoveryMode, SyncMethod};
+
+#[test]
+fn a_config_round_trips_and_a_file_names_settings_as_the_library_does() {
+    let cfg = Config::builder()
+        .node(7)
+        .segment_bytes(8 << 20)
+        .backend(Backend::Threaded)
+        .durability(Durability::Deferred {
+            sync_interval: Some(Duration::from_millis(50)),
+        })
+        .sync_method(SyncMethod::WriteThenFdatasync)
+        .direct_io(DirectIo::Off)
+        .recovery(RecoveryMode::PointInTime)
+        .create_if_missing(false)
+        .build();
+    let text = serde_json::to_string(&cfg).unwrap();
+    assert!(text.contains("\"backend\":\"threaded\""), "{text}");
+    assert!(
+        text.contains("\"sync_method\":\"write-then-fdatasync\""),
+        "{text}"
+    );
+    assert!(text.contains("\"recovery\":\"point-in-time\""), "{text}");
+    let back: Config = serde_json::from_str(&text).unwrap();
+    assert_eq!(serde_json::to_string(&back).unwrap(), text);
+    assert_eq!(back.node(), 7);
+    assert_eq!(back.default_level(), Level::Written);
+    assert_eq!(back.durability(), cfg.durability());
+
+    // A file with one setting: the rest are the defaults.
+    let partial: Config =
+        serde_json::from_str(r#"{"node": 3, "durability": "every-write"}"#).unwrap();
+    assert_eq!(partial.node(), 3);
+    assert_eq!(partial.segment_bytes(), Config::default().segment_bytes());
+    assert_eq!(partial.durability(), Durability::EveryWrite);
+    // A misspelt setting is an error, not silently the default.
+    let e = serde_json::from_str::<Config>(r#"{"segment_byte": 1}"#).unwrap_err();
+    assert!(e.to_string().contains("segment_byte"), "{e}");
+}
