@@ -240,11 +240,15 @@ struct Imported {
     stream: u16,
     batch: Option<u64>,
     payload: Vec<u8>,
+    /// A checkpoint marker's snapshot LSN: appended with
+    /// `Wal::checkpoint_marker`, the one way such a record is written.
+    marker: Option<Lsn>,
 }
 
 /// Parse one line of `dump --json`: `payload_b64` is required, `stream`
-/// defaults to 0, `batch` to null; `kind`, if given, must be `data` (the
-/// other kinds are the log's own and are not appended by hand).
+/// defaults to 0, `batch` to null; `kind`, if given, is `data` or
+/// `checkpoint` (a marker: 8 bytes, the snapshot LSN); the other kinds
+/// are the log's own framing and are never in a dump.
 fn parse_line(line: &str) -> Result<Imported, String> {
     let v: serde_json::Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
     let b64 = base64::engine::general_purpose::STANDARD;
@@ -263,15 +267,22 @@ fn parse_line(line: &str) -> Result<Imported, String> {
         serde_json::Value::Null => None,
         b => Some(b.as_u64().ok_or("batch is neither null nor an LSN")?),
     };
-    match v["kind"].as_str() {
-        None | Some("data") => {}
+    let marker = match v["kind"].as_str() {
+        None | Some("data") => None,
+        Some("checkpoint") => {
+            let snapshot: [u8; 8] = payload[..]
+                .try_into()
+                .map_err(|_| "a checkpoint marker's payload is its 8-byte snapshot LSN")?;
+            Some(u64::from_le_bytes(snapshot))
+        }
         Some(kind) => return Err(format!("a record of kind {kind} cannot be imported")),
-    }
+    };
     Ok(Imported {
         lsn: v["lsn"].as_u64(),
         stream,
         batch,
         payload,
+        marker,
     })
 }
 
@@ -305,7 +316,10 @@ pub(crate) fn import(a: ImportArgs, quiet: bool) -> CmdResult {
             return Ok(());
         }
         let t = if let [one] = &pending[..] {
-            wal.append(one.stream, &one.payload)?
+            match one.marker {
+                Some(snapshot) => wal.checkpoint_marker(snapshot)?,
+                None => wal.append(one.stream, &one.payload)?,
+            }
         } else {
             let records: Vec<(u16, &[u8])> =
                 pending.iter().map(|r| (r.stream, &r.payload[..])).collect();
@@ -337,7 +351,10 @@ pub(crate) fn import(a: ImportArgs, quiet: bool) -> CmdResult {
         }
         let rec =
             parse_line(&line).map_err(|e| Failure::msg(format!("stdin line {}: {e}", i + 1)))?;
-        let joins = rec.batch.is_some() && pending.last().is_some_and(|p| p.batch == rec.batch);
+        // A marker is never part of a batch: it goes alone.
+        let joins = rec.batch.is_some()
+            && rec.marker.is_none()
+            && pending.last().is_some_and(|p| p.batch == rec.batch);
         if !joins {
             flush(&mut pending)?;
         }

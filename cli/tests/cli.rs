@@ -1100,6 +1100,13 @@ fn dump_then_import_round_trips_records_streams_and_batches() {
     // NUL-separated records may hold newlines.
     let o = run(&["append", p(&src), "-0"], b"multi\nline\0second\n\0");
     assert_eq!(lsns(&o), [11, 12], "{o:?}");
+    // A checkpoint marker (the library writes those) comes back as one.
+    let (wal, _) = Wal::open(&src, Config::default()).unwrap();
+    wal.checkpoint_marker(7)
+        .unwrap()
+        .wait(Level::Durable)
+        .unwrap();
+    wal.close().unwrap();
 
     let fields = |log: &Path| -> Vec<serde_json::Value> {
         let o = run(&["dump", p(log), "--json"], b"");
@@ -1108,21 +1115,34 @@ fn dump_then_import_round_trips_records_streams_and_batches() {
             .lines()
             .map(|l| {
                 let v: serde_json::Value = serde_json::from_str(l).unwrap();
-                serde_json::json!([v["lsn"], v["stream"], v["batch"], v["payload_b64"]])
+                serde_json::json!([
+                    v["lsn"],
+                    v["stream"],
+                    v["kind"],
+                    v["batch"],
+                    v["payload_b64"]
+                ])
             })
             .collect()
     };
     let dumped = run(&["dump", p(&src), "--json"], b"");
     let o = run(&["import", p(&dst)], &dumped.stdout);
     assert_eq!(o.status.code(), Some(0), "{o:?}");
-    assert_eq!(stdout(&o), "imported 12 records (LSN 1..=12)\n");
+    assert_eq!(stdout(&o), "imported 13 records (LSN 1..=13)\n");
     assert!(stderr(&o).is_empty(), "no progress off a terminal: {o:?}");
     let want = fields(&src);
-    assert_eq!(want.len(), 12);
+    assert_eq!(want.len(), 13);
     assert_eq!(fields(&dst), want);
     let b64 = base64::engine::general_purpose::STANDARD;
-    assert_eq!(want[10][3], b64.encode(b"multi\nline"));
-    assert_eq!(want[11][3], b64.encode(b"second\n"));
+    assert_eq!(want[10][4], b64.encode(b"multi\nline"));
+    assert_eq!(want[11][4], b64.encode(b"second\n"));
+    assert_eq!(want[12][2], "checkpoint");
+    let (wal, report) = Wal::open(&dst, Config::default()).unwrap();
+    assert_eq!(
+        report.last_checkpoint.map(|m| (m.lsn, m.snapshot_lsn)),
+        Some((13, 7))
+    );
+    wal.close().unwrap();
 
     // Only into a new or empty log.
     let o = run(&["import", p(&dst)], &dumped.stdout);
