@@ -186,6 +186,9 @@ pub enum Corruption {
     Frames(String),
     /// The node's manifest does not decode or names another node.
     Manifest(String),
+    /// A checkpoint file ([`files::read_checkpoint`](crate::files::read_checkpoint))
+    /// that is torn, damaged or not one.
+    CheckpointFile(crate::format::CheckpointError),
 }
 
 impl std::fmt::Display for Corruption {
@@ -201,6 +204,7 @@ impl std::fmt::Display for Corruption {
                 "segment encrypted with key id {key_id}, which this reader cannot read"
             ),
             Corruption::Manifest(d) => write!(f, "manifest: {d}"),
+            Corruption::CheckpointFile(e) => write!(f, "{e}"),
         }
     }
 }

@@ -33,7 +33,7 @@ mod config;
 mod error;
 #[cfg(feature = "metrics")]
 mod export;
-mod files;
+pub mod files;
 mod follow;
 pub mod format;
 mod index;

@@ -1,5 +1,6 @@
 //! On-disk format, version 2 (and the version-1 segments it still reads):
-//! segment headers, frames, padding, file names and the manifest.
+//! segment headers, frames, padding, file names, the manifest and
+//! checkpoint files.
 //!
 //! This module is pure byte layout. It performs no I/O and allocates only in
 //! the file-name helpers, so every other layer (writer, recovery, tools) can
@@ -66,11 +67,13 @@ pub const MAX_LSN: u64 = 1 << 62;
 /// File-name suffix of preallocated spare segments.
 pub const SPARE_SUFFIX: &str = ".spare";
 
+mod checkpoint;
 mod frame;
 mod header;
 mod manifest;
 mod names;
 
+pub use checkpoint::*;
 pub use frame::*;
 pub use header::*;
 pub use manifest::*;
