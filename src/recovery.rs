@@ -406,6 +406,9 @@ impl Analysis {
         if w.header_from_copy() {
             self.headers_from_copy.push(f.path.clone());
         }
+        // One pass over the whole log: leave the page cache to the
+        // application (seed 003).
+        w.drop_behind();
         let base = w.header().base_lsn;
         if let Some(prev) = prev_last.filter(|&p| base != p + 1) {
             self.problems.push(Error::Gap {

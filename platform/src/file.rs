@@ -193,8 +193,9 @@ pub fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()>
 /// window; `WillNeed` allocates page-cache pages for the range and
 /// submits their reads before returning (it does not wait for the data,
 /// but may wait for room in the device queue), so it costs about as much
-/// CPU as the page-cache lookup of the range. Elsewhere a no-op. Never
-/// changes what a read returns.
+/// CPU as the page-cache lookup of the range. `DontNeed` drops the range's
+/// clean pages (dirty ones stay until written back). Elsewhere a no-op.
+/// Never changes what a read returns.
 pub fn advise(file: &File, offset: u64, len: u64, advice: Advice) -> io::Result<()> {
     #[cfg(target_os = "linux")]
     {
@@ -204,6 +205,7 @@ pub fn advise(file: &File, offset: u64, len: u64, advice: Advice) -> io::Result<
         let how = match advice {
             Advice::Sequential => libc::POSIX_FADV_SEQUENTIAL,
             Advice::WillNeed => libc::POSIX_FADV_WILLNEED,
+            Advice::DontNeed => libc::POSIX_FADV_DONTNEED,
         };
         // SAFETY: posix_fadvise on a descriptor we own; no memory is passed.
         let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), off, len, how) };
@@ -324,6 +326,52 @@ mod tests {
         assert!(dsync_honoured(&file).unwrap());
     }
 
+    /// Pages of `file`'s first `len` bytes in the page cache (mincore).
+    #[cfg(target_os = "linux")]
+    fn resident(file: &File, len: usize) -> usize {
+        // SAFETY: a shared read-only mapping of `len` bytes of a file we
+        // hold open; it is only passed to mincore and unmapped below,
+        // never dereferenced.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(map, libc::MAP_FAILED);
+        let pages = len.div_ceil(4096);
+        let mut vec = vec![0u8; pages];
+        // SAFETY: `map` is a live mapping of `len` bytes and `vec` holds
+        // one byte per page of it, as mincore requires.
+        let rc = unsafe { libc::mincore(map, len, vec.as_mut_ptr()) };
+        // SAFETY: unmapping exactly the mapping made above.
+        unsafe { libc::munmap(map, len) };
+        assert_eq!(rc, 0);
+        vec.iter().filter(|&&b| b & 1 == 1).count()
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn dont_need_drops_the_range_from_the_page_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, vec![7u8; 4 << 20]).unwrap();
+        let file = File::open(&path).unwrap();
+        // Written back, so the pages are clean and may be dropped.
+        file.sync_all().unwrap();
+        let mut back = vec![0u8; 4 << 20];
+        read_exact_at(&file, &mut back, 0).unwrap();
+        let before = resident(&file, 4 << 20);
+        assert!(before > 0, "a file just read is cached");
+        advise(&file, 0, 4 << 20, Advice::DontNeed).unwrap();
+        let after = resident(&file, 4 << 20);
+        assert!(after < before / 2, "{after} of {before} pages still cached");
+    }
+
     #[test]
     fn advice_never_changes_what_is_read() {
         let dir = tempfile::tempdir().unwrap();
@@ -332,6 +380,7 @@ mod tests {
         let file = File::open(&path).unwrap();
         advise(&file, 0, 0, Advice::Sequential).unwrap();
         advise(&file, 1 << 20, 1 << 20, Advice::WillNeed).unwrap();
+        advise(&file, 0, 1 << 20, Advice::DontNeed).unwrap();
         let mut back = vec![0u8; 4096];
         read_exact_at(&file, &mut back, (2 << 20) + 5).unwrap();
         assert!(back.iter().all(|&b| b == 7));

@@ -63,6 +63,11 @@ pub enum Advice {
     /// readahead, which makes reading them back cost more CPU; prefer
     /// `Sequential` for a file read front to back.
     WillNeed,
+    /// Done with: the kernel may drop the range's clean pages from the
+    /// page cache now. A scan that reads a whole log once says so behind
+    /// itself, so opening a large log does not evict the pages the
+    /// application lives on.
+    DontNeed,
 }
 
 /// A shared handle to an open file.

@@ -673,6 +673,12 @@ impl Walker {
         })
     }
 
+    /// Drop what the walk has read from the page cache behind it (see
+    /// `SegmentScan::drop_behind`): for recovery's one pass over a log.
+    pub fn drop_behind(&mut self) {
+        self.scan.drop_behind();
+    }
+
     /// Whether the header was read from its copy (the header block was
     /// damaged or blank).
     pub fn header_from_copy(&self) -> bool {
