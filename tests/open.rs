@@ -342,3 +342,57 @@ fn too_large_writes_nothing_and_invalid_config_is_refused() {
         wal.close().unwrap();
     });
 }
+
+/// Age-based retention removes exactly the segments whose successor was
+/// created before the cutoff (every record of such a segment is older),
+/// never one with a record written after it, and never the active one.
+#[test]
+fn checkpoint_older_than_removes_only_segments_wholly_older() {
+    let root = tempfile::tempdir().unwrap();
+    let (wal, _) = Wal::open(root.path(), cfg(Backend::Threaded)).unwrap();
+    let write = |n: u32| {
+        let mut last = None;
+        for i in 0..n {
+            last = Some(wal.append(0, format!("{i:>400}").as_bytes()).unwrap());
+        }
+        last.unwrap().wait(Level::Durable).unwrap();
+    };
+    write(600);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    write(600);
+    let age = std::time::Duration::from_millis(1000);
+    let ms = |t: std::time::SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
+    };
+    let before = ringwal::verify::stat(root.path(), NODE).unwrap();
+    let earliest_cutoff = ms(std::time::SystemTime::now()) - age.as_millis() as u64;
+    let removed = wal.checkpoint_older_than(age).unwrap();
+    let latest_cutoff = ms(std::time::SystemTime::now()) - age.as_millis() as u64;
+    let created: Vec<u64> = before
+        .segments
+        .iter()
+        .map(|s| s.created_unix_ms.unwrap())
+        .collect();
+    // Segment i may go once segment i + 1 was created by the cutoff.
+    let surely_old = created[1..]
+        .iter()
+        .filter(|&&c| c <= earliest_cutoff)
+        .count();
+    let maybe_old = created[1..].iter().filter(|&&c| c <= latest_cutoff).count();
+    assert!(
+        surely_old > 0,
+        "the first phase's segments are old: {created:?}"
+    );
+    assert!(
+        (surely_old..=maybe_old).contains(&removed),
+        "removed {removed}, expected {surely_old}..={maybe_old} of {created:?}"
+    );
+    assert!(removed < before.segments.len(), "the active segment stays");
+    assert_eq!(wal.oldest_lsn(), before.segments[removed].base_lsn);
+    assert_eq!(
+        wal.checkpoint_older_than(age).unwrap(),
+        0,
+        "nothing more that old"
+    );
+    wal.close().unwrap();
+}
