@@ -186,6 +186,7 @@ pub struct Config {
     pub(crate) vfs: Arc<dyn Vfs>,
     pub(crate) observer: ObserverSlot,
     pub(crate) create_if_missing: bool,
+    pub(crate) soft_log_bytes: Option<u64>,
 }
 
 impl Default for Config {
@@ -210,6 +211,7 @@ impl Default for Config {
             vfs: RealFs::shared(),
             observer: ObserverSlot::default(),
             create_if_missing: true,
+            soft_log_bytes: None,
         }
     }
 }
@@ -286,6 +288,11 @@ impl Config {
     /// Whether `Wal::open` creates a log that is not there.
     pub fn create_if_missing(&self) -> bool {
         self.create_if_missing
+    }
+
+    /// The soft limit on the log's size on disk, if any.
+    pub fn soft_log_bytes(&self) -> Option<u64> {
+        self.soft_log_bytes
     }
 
     /// The default acknowledgement level: `Durable` when every write is
@@ -394,6 +401,15 @@ impl ConfigBuilder {
     /// [`Error::NoLog`]: crate::Error::NoLog
     pub fn create_if_missing(mut self, create: bool) -> Self {
         self.cfg.create_if_missing = create;
+        self
+    }
+    /// A soft limit on the log's size on disk: past it, the observer's
+    /// [`log_over_soft_limit`](crate::DurabilityObserver::log_over_soft_limit)
+    /// is told at every roll and `Stats::over_soft_limit` is set, so the
+    /// application snapshots and checkpoints before the disk fills. Nothing
+    /// is refused or deleted. Default: none.
+    pub fn soft_log_bytes(mut self, bytes: Option<u64>) -> Self {
+        self.cfg.soft_log_bytes = bytes;
         self
     }
     /// Node id (0..=99999). Default 1.

@@ -36,6 +36,17 @@ pub trait DurabilityObserver: Send + Sync + 'static {
     /// written: survives a process crash) and `durable` (every LSN up to it
     /// is on stable storage: survives a power loss).
     fn advanced(&self, written: Lsn, durable: Lsn);
+
+    /// The log takes `bytes` on disk, over the soft limit set with
+    /// [`ConfigBuilder::soft_log_bytes`](crate::ConfigBuilder::soft_log_bytes):
+    /// time to snapshot and checkpoint. Called at each segment roll while
+    /// the log is over the limit (so it repeats until a checkpoint brings
+    /// it under), on the ring thread, with the same rules as
+    /// [`advanced`](Self::advanced). `bytes` counts the log's segments at
+    /// the configured segment size. The default does nothing.
+    fn log_over_soft_limit(&self, bytes: u64) {
+        let _ = bytes;
+    }
 }
 
 /// The configured observer, if any, behind a `Debug` that names no type.

@@ -553,7 +553,13 @@ impl Ring {
             segs.pop();
         }
         segs.push(seg);
+        let log_bytes = segs.len() as u64 * self.sh.cfg.segment_bytes;
         drop(segs);
+        if let (Some(limit), Some(o)) = (self.sh.cfg.soft_log_bytes, &self.observer) {
+            if log_bytes > limit {
+                o.log_over_soft_limit(log_bytes);
+            }
+        }
         self.sh.counters.rolls.fetch_add(1, Ordering::Relaxed);
         crate::trace::event!(info, base_lsn = batch.seg_base, "rolled to a new segment");
         // The new segment is durable and everything before it is (drained

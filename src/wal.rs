@@ -74,6 +74,10 @@ pub struct Stats {
     pub backpressure_waits: u64,
     /// Whether the log is poisoned ([`Wal::poison_cause`] says why).
     pub poisoned: bool,
+    /// Whether `disk_bytes` is over the configured soft limit
+    /// ([`ConfigBuilder::soft_log_bytes`](crate::ConfigBuilder::soft_log_bytes)):
+    /// time to snapshot and checkpoint.
+    pub over_soft_limit: bool,
     /// Time from submitting a write to its completion (in durable mode,
     /// durable), since open.
     pub write_latency: LatencySummary,
@@ -664,6 +668,7 @@ impl Wal {
             writes_in_flight: c.writes_in_flight.load(Ordering::Relaxed),
             backpressure_waits: c.backpressure_waits.load(Ordering::Relaxed),
             poisoned: sh.acks.poison_cause().is_some(),
+            over_soft_limit: sh.cfg.soft_log_bytes.is_some_and(|l| disk_bytes > l),
             write_latency: c.write_latency.summary(),
             sync_latency: c.sync_latency.summary(),
             next_lsn: self.next_lsn(),

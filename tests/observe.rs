@@ -399,3 +399,54 @@ fn stats_show_the_disk_the_device_and_the_latencies() {
         }
     });
 }
+
+/// Past the soft limit the observer is told at each roll, and `Stats`
+/// says so, until a checkpoint brings the log under it again.
+#[test]
+fn a_log_over_its_soft_limit_says_so_until_a_checkpoint() {
+    struct Over(Mutex<Vec<u64>>);
+    impl DurabilityObserver for Over {
+        fn advanced(&self, _: Lsn, _: Lsn) {}
+        fn log_over_soft_limit(&self, bytes: u64) {
+            self.0.lock().unwrap().push(bytes);
+        }
+    }
+    let over = Arc::new(Over(Mutex::new(Vec::new())));
+    let root = tempfile::tempdir().unwrap();
+    let limit = 3 * SEGMENT_BYTES;
+    let cfg = small(Backend::Threaded)
+        .observer(over.clone())
+        .soft_log_bytes(Some(limit))
+        .build();
+    let (wal, _) = Wal::open(root.path(), cfg).unwrap();
+    let write = |n: u32| {
+        let mut last = None;
+        for i in 0..n {
+            last = Some(wal.append(0, format!("{i:>400}").as_bytes()).unwrap());
+        }
+        last.unwrap().wait(Level::Durable).unwrap();
+    };
+    write(100);
+    assert!(over.0.lock().unwrap().is_empty(), "under the limit");
+    assert!(!wal.stats().over_soft_limit);
+    write(1_000);
+    let s = wal.stats();
+    assert!(s.segments as u64 * SEGMENT_BYTES > limit, "{s:?}");
+    assert!(s.over_soft_limit, "{s:?}");
+    let told = over.0.lock().unwrap().clone();
+    assert!(
+        !told.is_empty() && told.iter().all(|&b| b > limit),
+        "{told:?}"
+    );
+    // A checkpoint of everything but the active segment: under again.
+    wal.checkpoint(wal.durable_lsn()).unwrap();
+    assert!(!wal.stats().over_soft_limit);
+    let calls = over.0.lock().unwrap().len();
+    write(100);
+    assert_eq!(
+        over.0.lock().unwrap().len(),
+        calls,
+        "no signal under the limit"
+    );
+    wal.close().unwrap();
+}
