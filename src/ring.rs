@@ -101,7 +101,13 @@ pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
             {
                 let r = start.shared.lock();
                 let bufs: Vec<&AlignedBuf> = r.free.iter().collect();
-                q.register_buffers(&bufs);
+                let registered = q.register_buffers(&bufs);
+                if kind == QueueKind::Uring && !registered {
+                    crate::trace::event!(
+                        warn,
+                        "io_uring refused the staging buffers' registration: each write pins its pages"
+                    );
+                }
             }
             let _ = ready_tx.send(Ok(()));
             let poison_on = start.shared.clone();
