@@ -156,12 +156,7 @@ fn written(shared: &Shared) -> (Lsn, Vec<SegmentFile>) {
     // The watermark first: a segment is listed before anything in it is
     // written (as `Wal::reader_from` relies on too).
     let upto = shared.acks.written();
-    let segments = shared
-        .segments
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone();
-    (upto, segments)
+    (upto, shared.segment_list())
 }
 
 impl Iterator for Follower {

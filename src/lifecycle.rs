@@ -59,13 +59,19 @@ pub(crate) fn new_salt() -> u64 {
     })
 }
 
+/// Milliseconds since the Unix epoch now, the clock segment headers
+/// record their creation in (0 on a clock set before 1970).
+pub(crate) fn now_unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
 /// The header of a new segment of log `log_id` whose first record is
 /// `base`, under this writer's configuration, sealed with `salt` (see
 /// [`new_salt`]), in the current format version.
 pub(crate) fn new_header(cfg: &Config, base: Lsn, salt: u64, log_id: u64) -> SegmentHeader {
-    let created_unix_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
+    let created_unix_ms = now_unix_ms();
     SegmentHeader {
         version: format::FORMAT_VERSION,
         log_id,

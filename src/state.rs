@@ -286,6 +286,23 @@ impl Shared {
         self.res.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// A copy of the log's segment list as it is now, oldest first. Cost:
+    /// one uncontended lock and a copy of the list.
+    pub fn segment_list(&self) -> Vec<SegmentFile> {
+        self.segments
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The sparse index. Taken after the reservation lock when both are
+    /// held, never the other way round.
+    pub fn index(&self) -> MutexGuard<'_, SparseIndex> {
+        // Every update is one push or one pruning loop that cannot panic
+        // half-way: a poisoned mutex carries no information.
+        self.index.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Wake the ring thread if it sleeps. Cost: one syscall only when it
     /// actually sleeps; an atomic load otherwise.
     pub fn kick(&self) {
@@ -441,10 +458,7 @@ impl Shared {
             // batch, never inside one.
             let at = next.end - flen as u64;
             if i == 0 && at >= r.index_due {
-                self.index
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .add(Point { lsn, offset: at });
+                self.index().add(Point { lsn, offset: at });
                 r.index_due = index::due_after(Some(at));
             }
             while r.active.is_none() {

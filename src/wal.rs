@@ -645,11 +645,7 @@ impl Wal {
     pub fn stats(&self) -> Stats {
         let c = &self.shared.counters;
         let sh = &self.shared;
-        let files = sh
-            .segments
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let files = sh.segment_list();
         // A file that cannot be opened (being recycled this instant)
         // counts as empty rather than failing a monitoring call.
         let disk_bytes = files
@@ -679,12 +675,7 @@ impl Wal {
             syncs: c.syncs.load(Ordering::Relaxed),
             rolls: c.rolls.load(Ordering::Relaxed),
             sync_method: self.shared.sync_method,
-            index_points: self
-                .shared
-                .index
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .len(),
+            index_points: sh.index().len(),
         }
     }
 
@@ -812,12 +803,7 @@ impl Wal {
         // The watermark first: a segment is listed before anything in it
         // can be written, so every record up to it is in the list below.
         let upto = self.written_lsn();
-        let segs = self
-            .shared
-            .segments
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let segs = self.shared.segment_list();
         Reader::new(
             self.shared.cfg.vfs.clone(),
             self.shared.dir.clone(),
@@ -827,7 +813,7 @@ impl Wal {
             self.shared.cfg.torn_window(),
             Some(self.shared.log_id),
         )
-        .map(|r| r.seek_with(&self.shared.index.lock().unwrap_or_else(|p| p.into_inner())))
+        .map(|r| r.seek_with(&self.shared.index()))
     }
 
     /// Delete whole sealed segments whose every record is at or below
@@ -922,10 +908,7 @@ impl Wal {
             }
         }
         if removed > 0 {
-            sh.index
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .prune_below(segs[0].base);
+            sh.index().prune_below(segs[0].base);
         }
         drop(segs);
         if removed > 0 {
@@ -1101,17 +1084,9 @@ impl Wal {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn checkpoint_older_than(&self, age: std::time::Duration) -> Result<usize> {
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
-        let cutoff = now_ms.saturating_sub(age.as_millis() as u64);
-        let segs = self
-            .shared
-            .segments
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let cutoff = lifecycle::now_unix_ms().saturating_sub(age.as_millis() as u64);
         let sh = &self.shared;
+        let segs = sh.segment_list();
         let mut up_to = None;
         for pair in segs.windows(2) {
             let next = &pair[1];

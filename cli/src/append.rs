@@ -77,12 +77,33 @@ pub(crate) fn run(args: AppendArgs) -> CmdResult {
 /// error), damage that keeps the log from opening is status 1, and what
 /// recovery did is said on stderr.
 pub(crate) fn open(dir: &Path, cfg: Config) -> Result<(Wal, RecoveryReport), Failure> {
-    if dir.exists() && !dir.is_dir() {
-        return Err(Failure::msg(format!("{}: not a directory", dir.display())));
-    }
+    refuse_regular_file(dir)?;
     let (wal, report) = Wal::open(dir, cfg).map_err(Failure::open)?;
     print_recovery(&report);
     Ok((wal, report))
+}
+
+/// A log directory path that names a regular file is refused by name
+/// (status 2), not with whatever error opening a file inside it gives.
+pub(crate) fn refuse_regular_file(dir: &Path) -> Result<(), Failure> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(Failure::msg(format!("{}: not a directory", dir.display())));
+    }
+    Ok(())
+}
+
+/// A cut recovery makes (or would make), as the CLI says it everywhere:
+/// `FILE:OFFSET (reason): B bytes zeroed, R records dropped`.
+pub(crate) fn describe_cut(t: &ringwal::Truncation) -> String {
+    format!(
+        "{}:{} ({}): {} bytes zeroed, {} record{} dropped",
+        t.file.display(),
+        t.offset,
+        t.reason,
+        t.zeroed,
+        t.records_behind,
+        if t.records_behind == 1 { "" } else { "s" }
+    )
 }
 
 /// Say on stderr what recovery did, if it did anything: an operator
@@ -90,15 +111,7 @@ pub(crate) fn open(dir: &Path, cfg: Config) -> Result<(Wal, RecoveryReport), Fai
 /// running `verify` first. Nothing is printed for a clean open.
 fn print_recovery(r: &RecoveryReport) {
     if let Some(t) = &r.truncated {
-        eprintln!(
-            "ringwal: recovery: {}:{}: cut a torn tail ({}): {} bytes zeroed, {} unacknowledged record{} dropped",
-            t.file.display(),
-            t.offset,
-            t.reason,
-            t.zeroed,
-            t.records_behind,
-            if t.records_behind == 1 { "" } else { "s" }
-        );
+        eprintln!("ringwal: recovery: cut a torn tail at {}", describe_cut(t));
     }
     for f in &r.discarded {
         eprintln!("ringwal: recovery: {}: discarded", f.display());

@@ -187,9 +187,7 @@ pub(crate) fn dump(a: DumpArgs) -> CmdResult {
 /// `dir`. Finding none is a failure (status 2), never a silent pass: a
 /// check of nothing must not look like a check that found nothing wrong.
 fn nodes_to_check(dir: &Path, node: Option<u32>) -> Result<Vec<u32>, Failure> {
-    if dir.exists() && !dir.is_dir() {
-        return Err(Failure::msg(format!("{}: not a directory", dir.display())));
-    }
+    crate::append::refuse_regular_file(dir)?;
     let found = verify::nodes(dir)?;
     match node {
         None if found.is_empty() => Err(Failure::msg(format!(

@@ -52,15 +52,7 @@ impl Changes<'_> {
         let mut any = false;
         if let Some(t) = self.cut {
             any = true;
-            out.line(format!(
-                "node {node}: cut {}:{} ({}): {} bytes zeroed, {} record{} dropped",
-                t.file.display(),
-                t.offset,
-                t.reason,
-                t.zeroed,
-                t.records_behind,
-                if t.records_behind == 1 { "" } else { "s" }
-            ))?;
+            out.line(format!("node {node}: cut {}", append::describe_cut(t)))?;
         }
         for f in self.discarded {
             any = true;
@@ -107,12 +99,7 @@ pub(crate) fn recover(a: RecoverArgs, quiet: bool) -> CmdResult {
     }
     let (wal, report) = {
         let _progress = Progress::start(quiet, format!("recovering node {}", a.node));
-        if a.dir.exists() && !a.dir.is_dir() {
-            return Err(Failure::msg(format!(
-                "{}: not a directory",
-                a.dir.display()
-            )));
-        }
+        append::refuse_regular_file(&a.dir)?;
         Wal::open(&a.dir, cfg).map_err(Failure::open)?
     };
     let next_lsn = wal.next_lsn();
@@ -195,12 +182,7 @@ fn node_bytes(dir: &Path, node: u32) -> Result<u64, Failure> {
 /// so the bytes freed can be fewer than the segments' size; both are
 /// printed.
 pub(crate) fn checkpoint(a: CheckpointArgs) -> CmdResult {
-    if a.dir.exists() && !a.dir.is_dir() {
-        return Err(Failure::msg(format!(
-            "{}: not a directory",
-            a.dir.display()
-        )));
-    }
+    append::refuse_regular_file(&a.dir)?;
     let cfg = Config::builder()
         .node(a.node)
         .create_if_missing(false)
