@@ -77,6 +77,7 @@ use crate::config::{Config, Level};
 use crate::error::{Error, Lsn, Result};
 use crate::format::Kind;
 use crate::manifest;
+use crate::payload::{self, Unopened};
 use crate::scan::{self, Position, Step, Verdict};
 use crate::segments::LogDir;
 use crate::ticket::Ticket;
@@ -235,8 +236,8 @@ pub fn replay(
     mut f: impl FnMut(u16, Lsn, &[u8]) -> Result<()>,
 ) -> Result<Replayed> {
     // The default writer's window, widened by each segment's own record.
-    let window = Config::builder().node(node).build().torn_window();
-    scan_frames(&RealFs, dir, node, window, Lsn::MAX, |stream, lsn, p| {
+    let cfg = Config::builder().node(node).build();
+    scan_frames(&cfg, dir, Lsn::MAX, |stream, lsn, p| {
         if stream == FILLER_STREAM || lsn < watermarks.get(stream) {
             return Ok(false);
         }
@@ -252,14 +253,15 @@ pub fn replay(
 /// as recovery judges it; a segment whose frames end any other way than
 /// cleanly (a torn tail, damage, an unreadable header) is recorded in
 /// [`Replayed::ended_early`] and the replay goes on with the next one.
+/// Payloads are opened (decrypted, decompressed) with `cfg`'s keys; a
+/// segment whose key is missing is an error, not damage.
 fn scan_frames(
-    vfs: &dyn Vfs,
+    cfg: &Config,
     dir: &Path,
-    node: u32,
-    window: u64,
     upto: Lsn,
     mut visit: impl FnMut(u16, Lsn, &[u8]) -> Result<bool>,
 ) -> Result<Replayed> {
+    let (vfs, node, window) = (&*cfg.vfs, cfg.node, cfg.torn_window());
     let mut out = Replayed::default();
     let files = match LogDir::new(dir, node).list(vfs) {
         Ok(listing) => listing.segments,
@@ -285,15 +287,26 @@ fn scan_frames(
             continue;
         };
         out.segments += 1;
+        let header = *w.header();
         let end = loop {
             match w.next()? {
-                Step::Record { frame, .. } => {
+                Step::Record { at, frame, .. } => {
                     if frame.lsn > upto {
                         return Ok(out);
                     }
-                    let replayed =
-                        frame.kind == Kind::Data && visit(frame.stream, frame.lsn, frame.payload)?;
-                    if replayed {
+                    if frame.kind != Kind::Data {
+                        out.skipped += 1;
+                        continue;
+                    }
+                    let (stream, lsn) = (frame.stream, frame.lsn);
+                    let payload = match payload::open(&cfg.keys, &header, &frame) {
+                        Ok(p) => p,
+                        // Altered after it was written: damage, which
+                        // ends the segment's replay like any other.
+                        Err(Unopened::Corrupt(_)) => break Err(at),
+                        Err(e) => return Err(e.error(w.path(), &header, at)),
+                    };
+                    if visit(stream, lsn, &payload)? {
                         out.replayed += 1;
                     } else {
                         out.skipped += 1;
@@ -301,7 +314,14 @@ fn scan_frames(
                 }
                 // LSNs that never held a record: nothing to replay.
                 Step::Hole { .. } => {}
-                Step::End(end) => break end,
+                Step::End(end) => break Ok(end),
+            }
+        };
+        let end = match end {
+            Ok(end) => end,
+            Err(at) => {
+                out.ended_early.push((f.path.clone(), at));
+                continue;
             }
         };
         let pos = Position::of(i + 1 == count, window, w.header());
@@ -655,13 +675,10 @@ impl Collector {
     /// is no error: it ends its segment's replay
     /// ([`Replayed::ended_early`]). The cap stays on after an error.
     pub fn replay(&self, mut f: impl FnMut(u16, Lsn, &[u8]) -> Result<()>) -> Result<Replayed> {
-        let cfg = self.wal.config();
         let upto = self.start_next - 1;
         let out = scan_frames(
-            &*cfg.vfs,
+            self.wal.config(),
             self.wal.dir(),
-            cfg.node,
-            cfg.torn_window(),
             upto,
             |stream, lsn, payload| {
                 let take = self

@@ -5,8 +5,10 @@ use std::time::Duration;
 
 use ringwal_platform::{RealFs, Vfs};
 
+use crate::codec::Compression;
+use crate::crypt::{KeyProvider, Keys, TAG_BYTES};
 use crate::error::{Error, Result};
-use crate::format;
+use crate::format::{self, Codec};
 use crate::observer::{DurabilityObserver, ObserverSlot};
 use crate::packing::Cursor;
 
@@ -121,6 +123,7 @@ named!(Level, "level", Accepted => "accepted", Written => "written", Durable => 
 named!(SyncMethod, "sync method", Dsync => "dsync", WriteThenFdatasync => "write-then-fdatasync");
 named!(DirectIo, "O_DIRECT policy", Auto => "auto", On => "on", Off => "off");
 named!(RecoveryMode, "recovery mode", Strict => "strict", PointInTime => "point-in-time");
+named!(Codec, "codec", None => "none", Lz4 => "lz4", Zstd => "zstd");
 
 /// When appended records become durable: the log's mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -167,6 +170,31 @@ pub enum RecoveryMode {
     PointInTime,
 }
 
+/// What an append does when starting a new segment would take the log
+/// over [`ConfigBuilder::max_log_bytes`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "kebab-case")
+)]
+pub enum WhenFull {
+    /// The append waits, up to `timeout`, for a checkpoint to free a
+    /// segment, then fails with [`Error::LogFull`] (taking no LSN, the log
+    /// unharmed): the disk never fills, so the log is never poisoned by
+    /// ENOSPC. Appends that fit the current segment go on meanwhile.
+    Block {
+        /// The longest an append waits.
+        timeout: Duration,
+    },
+    /// The oldest segments are deleted (never the one being written) until
+    /// the new one fits; each dropped LSN range is reported to
+    /// [`DurabilityObserver::records_dropped`] and in `Stats`, so a
+    /// collector knows exactly what it lost.
+    DropOldest,
+}
+
 /// Configuration for [`Wal::open`](crate::Wal::open). Build with
 /// [`Config::builder`] or start from [`Config::default`].
 #[derive(Clone, Debug)]
@@ -187,6 +215,10 @@ pub struct Config {
     pub(crate) observer: ObserverSlot,
     pub(crate) create_if_missing: bool,
     pub(crate) soft_log_bytes: Option<u64>,
+    pub(crate) keys: Keys,
+    pub(crate) compression: Compression,
+    pub(crate) max_log_bytes: Option<u64>,
+    pub(crate) when_full: WhenFull,
 }
 
 impl Default for Config {
@@ -212,6 +244,12 @@ impl Default for Config {
             observer: ObserverSlot::default(),
             create_if_missing: true,
             soft_log_bytes: None,
+            keys: Keys::default(),
+            compression: Compression::default(),
+            max_log_bytes: None,
+            when_full: WhenFull::Block {
+                timeout: Duration::from_secs(10),
+            },
         }
     }
 }
@@ -295,6 +333,22 @@ impl Config {
         self.soft_log_bytes
     }
 
+    /// The hard limit on the log's segments, if any, and what happens at it.
+    pub fn max_log_bytes(&self) -> Option<(u64, WhenFull)> {
+        self.max_log_bytes.map(|m| (m, self.when_full))
+    }
+
+    /// How data payloads are compressed (default: not at all).
+    pub fn compression(&self) -> Compression {
+        self.compression
+    }
+
+    /// Whether a key provider is set: segments are then encrypted while
+    /// it names a current key, and readable while it has theirs.
+    pub fn has_keys(&self) -> bool {
+        self.keys.provided()
+    }
+
     /// The default acknowledgement level: `Durable` when every write is
     /// made durable, `Written` when durability is deferred.
     pub fn default_level(&self) -> Level {
@@ -320,8 +374,15 @@ impl Config {
     /// Bytes in one staging buffer: a full write plus room for the largest
     /// record and its padding, so any record fits in an empty buffer.
     pub(crate) fn buffer_bytes(&self) -> usize {
-        let need = format::frame_len(self.max_record_bytes) + 2 * format::BLOCK;
+        let need = format::frame_len(self.max_stored_bytes()) + 2 * format::BLOCK;
         self.write_bytes.max(need).next_multiple_of(format::BLOCK)
+    }
+
+    /// The largest payload a frame of this writer stores: the largest
+    /// record with an authentication tag (compression only ever stores
+    /// fewer bytes than it was given).
+    pub(crate) fn max_stored_bytes(&self) -> usize {
+        self.max_record_bytes + TAG_BYTES
     }
 
     pub(crate) fn validate(&self) -> Result<()> {
@@ -342,17 +403,29 @@ impl Config {
                 format::BLOCK
             ));
         }
-        if self.max_record_bytes == 0 || self.max_record_bytes > format::MAX_PAYLOAD {
+        // Room for an authentication tag within the format's limit.
+        if self.max_record_bytes == 0 || self.max_stored_bytes() > format::MAX_PAYLOAD {
             return bad(format!(
                 "max record size must be in 1..={}",
-                format::MAX_PAYLOAD
+                format::MAX_PAYLOAD - TAG_BYTES
             ));
+        }
+        crate::codec::check_supported(self.compression.codec)?;
+        // The segment being written is never dropped nor waited away:
+        // the limit must leave room for it and one more.
+        if let Some(max) = self.max_log_bytes {
+            if max < 2 * self.segment_bytes {
+                return bad(format!(
+                    "max log size {max} must be at least two segments ({} bytes)",
+                    2 * self.segment_bytes
+                ));
+            }
         }
         // The largest record must fit a fresh segment behind its header
         // and a write's vouch, with room for the padding that closes it.
         let fresh = Cursor::at(format::HEADER_BYTES as u64);
         let alone = fresh.place(
-            format::frame_len(self.max_record_bytes),
+            format::frame_len(self.max_stored_bytes()),
             self.buffer_bytes(),
         );
         if !Cursor::fits(alone.0, self.segment_bytes) {
@@ -410,6 +483,48 @@ impl ConfigBuilder {
     /// is refused or deleted. Default: none.
     pub fn soft_log_bytes(mut self, bytes: Option<u64>) -> Self {
         self.cfg.soft_log_bytes = bytes;
+        self
+    }
+    /// Encrypt data payloads at rest with the keys `provider` gives
+    /// (XChaCha20-Poly1305; see [`KeyProvider`] for when it is asked).
+    /// Every segment started while the provider names a current key is
+    /// sealed with it, the segment's header naming the key id; segments
+    /// sealed with other ids stay readable while the provider has their
+    /// keys. Also what readers ([`verify::records_with`]) decrypt with.
+    /// An encrypting writer starts a new segment at every open (see
+    /// ARCHITECTURE.md, "Encryption"). Default: none, which costs nothing.
+    ///
+    /// Cost when on: one pass over each payload under the reservation
+    /// lock, 16 bytes per record, and a provider call per segment.
+    ///
+    /// [`verify::records_with`]: crate::verify::records_with
+    pub fn encryption(mut self, provider: Arc<dyn KeyProvider>) -> Self {
+        self.cfg.keys = Keys::new(provider);
+        self
+    }
+    /// Compress data payloads of at least `min_bytes` with `codec`
+    /// ([`Codec::Zstd`] needs the `zstd` feature), storing a payload
+    /// compressed only when that makes it smaller; readers decompress
+    /// whatever each frame says, so logs of mixed codecs read back.
+    /// Default: no compression. Cost: one compression pass and one
+    /// allocation per payload of at least `min_bytes`, before the
+    /// reservation lock is taken.
+    pub fn compression(mut self, codec: Codec, min_bytes: usize) -> Self {
+        self.cfg.compression = Compression { codec, min_bytes };
+        self
+    }
+    /// A hard limit on the bytes the log's segments take (counted at the
+    /// segment size, from the oldest kept to the one being written; the
+    /// preparer's spare and recycled spares come on top, at most one
+    /// segment plus four kept for reuse), and what an append that needs a
+    /// new segment beyond it does ([`WhenFull`]). At least two segments.
+    /// Default: none. Cost: one multiplication per roll; `Block` waits on
+    /// the producers' condition variable, `DropOldest` costs the ring a
+    /// checkpoint of one segment (a manifest write, an unlink, a directory
+    /// fsync) per segment dropped, at the roll.
+    pub fn max_log_bytes(mut self, max: Option<u64>, when_full: WhenFull) -> Self {
+        self.cfg.max_log_bytes = max;
+        self.cfg.when_full = when_full;
         self
     }
     /// Node id (0..=99999). Default 1.

@@ -51,6 +51,38 @@ pub enum Error {
         /// What is wrong there, by kind.
         reason: Corruption,
     },
+    /// A segment's payloads are encrypted and cannot be decrypted: no key
+    /// with its key id was given, or the key given is not the one it was
+    /// written with; or a key file is unusable (`file` is then the key
+    /// file). Nothing was modified, and nothing was taken for damage.
+    #[error("{}: key id {key_id}: {problem}", file.display())]
+    Key {
+        /// The segment (or key file, or log directory for a writer whose
+        /// current key id has no key).
+        file: PathBuf,
+        /// The key id the segment's header names.
+        key_id: u32,
+        /// What is wrong with the key.
+        problem: crate::crypt::KeyProblem,
+    },
+    /// A new segment would take the log over its hard limit
+    /// ([`ConfigBuilder::max_log_bytes`](crate::ConfigBuilder::max_log_bytes)
+    /// with [`WhenFull::Block`](crate::WhenFull::Block)) and no checkpoint
+    /// made room within the timeout (or at once, for `try_append`). The
+    /// append took no LSN and the log is not poisoned: checkpoint, then
+    /// append again.
+    #[error(
+        "{}: the log is at its limit of {limit} bytes and no checkpoint made room in {waited:?}",
+        dir.display()
+    )]
+    LogFull {
+        /// The log directory.
+        dir: PathBuf,
+        /// The configured limit.
+        limit: u64,
+        /// How long the append waited.
+        waited: std::time::Duration,
+    },
     /// LSNs that should exist do not: a missing segment, or a read from
     /// below the oldest LSN kept (checkpointed away). For a read,
     /// `expected` is the LSN asked for and `found` the oldest one kept.
@@ -176,11 +208,14 @@ pub enum Corruption {
         /// This log's id.
         expected: u64,
     },
-    /// A segment encrypted under a key this reader does not have.
-    Encrypted {
-        /// The key id its header names.
-        key_id: u32,
-    },
+    /// A record's payload fails authentication under its segment's key:
+    /// the ciphertext, or the header fields it is bound to, changed after
+    /// it was written with a valid checksum (tampering, not a torn write,
+    /// which the checksum catches first).
+    Unauthentic,
+    /// A record's compressed payload does not decompress to the length it
+    /// states, or states more than the format allows.
+    Compressed(String),
     /// Frames end in a way no crash can explain (damage in a sealed
     /// segment, behind a later write's vouch, with valid data after it).
     Frames(String),
@@ -199,10 +234,10 @@ impl std::fmt::Display for Corruption {
                 f,
                 "segment of another log (log id {found:016x}; this log is {expected:016x})"
             ),
-            Corruption::Encrypted { key_id } => write!(
-                f,
-                "segment encrypted with key id {key_id}, which this reader cannot read"
-            ),
+            Corruption::Unauthentic => {
+                f.write_str("record payload fails authentication (altered after it was written)")
+            }
+            Corruption::Compressed(d) => write!(f, "compressed payload: {d}"),
             Corruption::Manifest(d) => write!(f, "manifest: {d}"),
             Corruption::CheckpointFile(e) => write!(f, "{e}"),
         }

@@ -214,19 +214,18 @@ impl std::fmt::Debug for DirFollower {
 
 impl DirFollower {
     pub(crate) fn new(
-        vfs: Arc<dyn Vfs>,
+        cfg: &crate::Config,
         dir: LogDir,
         from: Lsn,
-        window: u64,
         every: Duration,
     ) -> Result<DirFollower> {
-        let reader = Reader::open_dir(vfs.clone(), dir.clone(), from, window)?.recheck_on_growth();
+        let reader = Reader::open_dir(cfg, dir.clone(), from)?.recheck_on_growth();
         Ok(DirFollower {
             tail: Tail {
                 reader,
                 ended: false,
             },
-            vfs,
+            vfs: cfg.vfs.clone(),
             dir,
             every,
         })

@@ -28,8 +28,10 @@
 
 mod acks;
 pub mod channel;
+mod codec;
 pub mod collector;
 mod config;
+pub mod crypt;
 mod error;
 #[cfg(feature = "metrics")]
 mod export;
@@ -43,9 +45,11 @@ mod lifecycle;
 mod manifest;
 mod observer;
 mod packing;
+mod payload;
 mod prefetch;
 mod reader;
 mod recovery;
+mod retention;
 mod ring;
 mod scan;
 mod segments;
@@ -57,13 +61,15 @@ mod transaction;
 pub mod verify;
 mod wal;
 
+pub use codec::Compression;
 pub use collector::{Collector, Replayed, Watermarks};
 pub use config::{
-    Backend, Config, ConfigBuilder, DirectIo, Durability, Level, RecoveryMode, SyncMethod,
+    Backend, Config, ConfigBuilder, DirectIo, Durability, Level, RecoveryMode, SyncMethod, WhenFull,
 };
+pub use crypt::{Key, KeyProblem, KeyProvider, StaticKeys};
 pub use error::{Corruption, Error, Lsn, Poison, Result};
 pub use follow::{DirFollower, Follower};
-pub use format::Kind;
+pub use format::{Codec, Kind};
 pub use latency::LatencySummary;
 pub use observer::DurabilityObserver;
 pub use reader::{Reader, Record};

@@ -16,6 +16,7 @@ use crossbeam_channel::{Receiver, Sender};
 use ringwal_platform::{AlignedBuf, FileIo, Op, VFile, Vfs, WriteSync};
 
 use crate::config::{Config, DirectIo, SyncMethod};
+use crate::crypt::Cipher;
 use crate::error::{Error, Lsn, Result};
 use crate::format::{self, Manifest, SegmentHeader};
 use crate::manifest;
@@ -69,13 +70,22 @@ pub(crate) fn now_unix_ms() -> u64 {
 
 /// The header of a new segment of log `log_id` whose first record is
 /// `base`, under this writer's configuration, sealed with `salt` (see
-/// [`new_salt`]), in the current format version.
-pub(crate) fn new_header(cfg: &Config, base: Lsn, salt: u64, log_id: u64) -> SegmentHeader {
+/// [`new_salt`]) and, when `cipher` is given, encrypted with its key
+/// (the header names the key and carries its key check), in the current
+/// format version. Cost: one AEAD call when encrypted.
+pub(crate) fn new_header(
+    cfg: &Config,
+    base: Lsn,
+    salt: u64,
+    log_id: u64,
+    cipher: Option<&Cipher>,
+) -> SegmentHeader {
     let created_unix_ms = now_unix_ms();
     SegmentHeader {
         version: format::FORMAT_VERSION,
         log_id,
-        key_id: 0,
+        key_id: cipher.map_or(0, |c| c.id()),
+        key_check: cipher.map_or(0, |c| c.key_check(log_id, salt)),
         node: cfg.node,
         base_lsn: base,
         segment_bytes: cfg.segment_bytes,
@@ -168,6 +178,7 @@ pub(crate) fn create_segment(
     cfg: &Config,
     base: Lsn,
     log_id: u64,
+    cipher: Option<&Cipher>,
 ) -> Result<(SegmentFile, SegmentHeader)> {
     let spare = prepare_spare(
         &*cfg.vfs,
@@ -177,7 +188,7 @@ pub(crate) fn create_segment(
         cfg.direct_io,
         Fill::Zeros,
     )?;
-    let header = new_header(cfg, base, new_salt(), log_id);
+    let header = new_header(cfg, base, new_salt(), log_id, cipher);
     let seg = dir.segment(base);
     let method = sync_method_for(cfg.sync_method, &*spare.file);
     install_spare(&*cfg.vfs, &spare, &header, &seg.path, method)?;

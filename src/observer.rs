@@ -47,6 +47,18 @@ pub trait DurabilityObserver: Send + Sync + 'static {
     fn log_over_soft_limit(&self, bytes: u64) {
         let _ = bytes;
     }
+
+    /// The log was over its hard limit
+    /// ([`ConfigBuilder::max_log_bytes`](crate::ConfigBuilder::max_log_bytes)
+    /// with [`WhenFull::DropOldest`](crate::WhenFull::DropOldest)) and
+    /// dropped its oldest segment: the LSNs `first..=last` are gone, read
+    /// or not. Called once per segment dropped, in LSN order, on the ring
+    /// thread right after the roll that took the log over the limit (with
+    /// the same rules as [`advanced`](Self::advanced)), once the drop is
+    /// durable. The default does nothing.
+    fn records_dropped(&self, first: Lsn, last: Lsn) {
+        let _ = (first, last);
+    }
 }
 
 /// The configured observer, if any, behind a `Debug` that names no type.

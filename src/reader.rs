@@ -7,10 +7,13 @@ use std::sync::Arc;
 
 use ringwal_platform::Vfs;
 
+use crate::config::Config;
+use crate::crypt::Keys;
 use crate::error::{Error, Lsn, Result};
 use crate::format::Kind;
 use crate::index::{Point, SparseIndex};
 use crate::manifest;
+use crate::payload;
 use crate::scan::{self, End, Position, Step, Verdict, Walker};
 use crate::segments::{LogDir, SegmentFile};
 
@@ -88,6 +91,8 @@ pub struct Reader {
     window: u64,
     /// The log's id, which version-2 segments must carry, when known.
     log_id: Option<u64>,
+    /// What encrypted payloads are opened with.
+    keys: Keys,
     /// Where in the first segment the walk may start instead of at its
     /// first frame (see [`seek_with`](Reader::seek_with)).
     seek: Option<Point>,
@@ -112,13 +117,13 @@ impl Reader {
     /// Records `from` (0: the oldest) up to `upto` in `segments`, a
     /// snapshot of the log's segments in LSN order. `from` below the
     /// oldest segment is `Gap`: those records were checkpointed away.
+    /// Reads with `cfg`'s file system, torn window and keys.
     pub(crate) fn new(
-        vfs: Arc<dyn Vfs>,
+        cfg: &Config,
         dir: LogDir,
         segments: Vec<SegmentFile>,
         from: Lsn,
         upto: Lsn,
-        window: u64,
         log_id: Option<u64>,
     ) -> Result<Reader> {
         let oldest = segments.first().map_or(1, |s| s.base);
@@ -134,7 +139,7 @@ impl Reader {
         let start = segments.iter().rposition(|s| s.base <= from).unwrap_or(0);
         let segments: Vec<SegmentFile> = segments.into_iter().skip(start).collect();
         Ok(Reader {
-            vfs,
+            vfs: cfg.vfs.clone(),
             dir,
             segments: segments.into_iter(),
             newest_base,
@@ -142,8 +147,9 @@ impl Reader {
             expect: None,
             from,
             upto,
-            window,
+            window: cfg.torn_window(),
             log_id,
+            keys: cfg.keys.clone(),
             seek: None,
             recheck: false,
             done: false,
@@ -183,16 +189,12 @@ impl Reader {
     /// written (a crash mid-create, which recovery discards). Segments are
     /// held to the log id of the node's manifest when it has a readable
     /// one (`verify` reports a manifest that is not).
-    pub(crate) fn open_dir(
-        vfs: Arc<dyn Vfs>,
-        dir: LogDir,
-        from: Lsn,
-        window: u64,
-    ) -> Result<Reader> {
-        let log_id = manifest::read(&*vfs, &dir).ok().flatten().map(|m| m.log_id);
-        let mut files = dir.list(&*vfs)?.segments;
-        scan::pop_never_written(&*vfs, &mut files, dir.node(), log_id)?;
-        Reader::new(vfs, dir, files, from, Lsn::MAX, window, log_id)
+    pub(crate) fn open_dir(cfg: &Config, dir: LogDir, from: Lsn) -> Result<Reader> {
+        let vfs = &*cfg.vfs;
+        let log_id = manifest::read(vfs, &dir).ok().flatten().map(|m| m.log_id);
+        let mut files = dir.list(vfs)?.segments;
+        scan::pop_never_written(vfs, &mut files, dir.node(), log_id)?;
+        Reader::new(cfg, dir, files, from, Lsn::MAX, log_id)
     }
 
     /// The same records with their segment and offset. Costs one more
@@ -236,17 +238,22 @@ impl Reader {
                 return Ok(None);
             }
             let w = self.current.as_mut().expect("opened above");
+            // Copied before the step borrows the walker: 88 bytes.
+            let header = *w.header();
             let end = match w.next()? {
                 Step::Record { at, frame, batch } => {
                     self.expect = Some(frame.lsn + 1);
                     if frame.lsn < self.from {
                         continue;
                     }
+                    let (lsn, stream, kind) = (frame.lsn, frame.stream, frame.kind);
+                    let payload = payload::open(&self.keys, &header, &frame)
+                        .map_err(|e| e.error(w.path(), &header, at))?;
                     let rec = Record {
-                        lsn: frame.lsn,
-                        stream: frame.stream,
-                        kind: frame.kind,
-                        payload: frame.payload.to_vec(),
+                        lsn,
+                        stream,
+                        kind,
+                        payload,
                     };
                     return Ok(Some((rec, Place { offset: at, batch })));
                 }

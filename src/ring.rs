@@ -531,8 +531,13 @@ impl Ring {
             "a new segment installed with operations still in flight"
         );
         let spare = self.preparer.take()?;
-        let header =
-            lifecycle::new_header(&self.sh.cfg, batch.seg_base, batch.salt, self.sh.log_id);
+        let header = lifecycle::new_header(
+            &self.sh.cfg,
+            batch.seg_base,
+            batch.salt,
+            self.sh.log_id,
+            batch.cipher.as_deref(),
+        );
         let seg = self.sh.dir.segment(batch.seg_base);
         // Installed here, on this thread, before the segment's first
         // write is even queued: the header is durable before the file has
@@ -566,6 +571,8 @@ impl Ring {
                 o.log_over_soft_limit(log_bytes);
             }
         }
+        // The hard limit's `DropOldest`: before the next roll can come.
+        crate::retention::drop_over_limit(&self.sh)?;
         self.sh.counters.rolls.fetch_add(1, Ordering::Relaxed);
         crate::trace::event!(info, base_lsn = batch.seg_base, "rolled to a new segment");
         // The new segment is durable and everything before it is (drained

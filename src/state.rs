@@ -8,18 +8,22 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Instant;
 
 use ringwal_platform::{AlignedBuf, Notifier};
 
 use crate::acks::Acks;
-use crate::config::{Config, Level, SyncMethod};
+use crate::codec;
+use crate::config::{Config, Level, SyncMethod, WhenFull};
+use crate::crypt::Cipher;
 use crate::error::{Error, Lsn, Poison, Result};
-use crate::format::{self, Batching, Kind, SegmentHeader};
+use crate::format::{self, Batching, Codec, Kind, RecordHead, SegmentHeader};
 use crate::index::{self, Point, SparseIndex};
 use crate::latency::Latencies;
 use crate::lifecycle::{self, RecyclePool};
 use crate::manifest;
 use crate::packing::{Cursor, Placed};
+use crate::payload;
 use crate::segments::{LogDir, SegmentFile};
 
 // Batches are padded to the format's blocks and written with O_DIRECT
@@ -39,6 +43,9 @@ pub(crate) struct Batch {
     /// alone cannot tell segments apart when an empty one is replaced.
     pub seg_id: u64,
     pub salt: u64,
+    /// The key the segment's data payloads are sealed with (its header
+    /// names it); `None` for plaintext.
+    pub cipher: Option<Arc<Cipher>>,
     pub offset: u64,
     /// LSN of the last record in the batch (0: padding only).
     pub last_lsn: Lsn,
@@ -56,6 +63,9 @@ pub(crate) struct Reservation {
     pub seg_base: Lsn,
     pub seg_id: u64,
     pub salt: u64,
+    /// The key the current segment's data payloads are sealed with,
+    /// chosen (from the key provider's current one) when it was started.
+    pub cipher: Option<Arc<Cipher>>,
     pub batch_start: u64,
     /// Size of the segment frames go to: its header's, which after a
     /// reopen with another configured size differs from the config's.
@@ -72,6 +82,10 @@ pub(crate) struct Reservation {
     /// The offset in the current segment from which the next record that
     /// may start a walk becomes a point of the sparse index.
     pub index_due: u64,
+    /// The log's segments from the oldest kept to the one frames go to
+    /// (rolls counted when decided, checkpoints when done): what the size
+    /// limit is held against.
+    pub live_segments: u64,
 }
 
 impl Reservation {
@@ -150,6 +164,8 @@ pub(crate) struct Counters {
     pub writes_in_flight: AtomicU64,
     pub write_latency: Latencies,
     pub sync_latency: Latencies,
+    /// LSNs dropped by `WhenFull::DropOldest`.
+    pub dropped_records: AtomicU64,
 }
 
 /// Where a log resumes after recovery.
@@ -164,6 +180,11 @@ pub(crate) struct Resume<'a> {
     pub segments: Vec<SegmentFile>,
     /// Seek points of the records on disk.
     pub index: SparseIndex,
+    /// Whether this open created that segment (it has held no frame of
+    /// an earlier process).
+    pub fresh: bool,
+    /// The key new segments are sealed with now (the provider's current).
+    pub cipher: Option<Arc<Cipher>>,
 }
 
 /// Everything the handle, the tickets and the ring thread share.
@@ -193,6 +214,8 @@ pub(crate) struct Shared {
     pub log_id: u64,
     /// The manifest, raised at rolls, checkpoints and close.
     pub manifest: Arc<manifest::Keeper>,
+    /// The last LSN range `WhenFull::DropOldest` dropped.
+    pub last_dropped: Mutex<Option<(Lsn, Lsn)>>,
     /// How durable-mode writes are made durable: the configured method,
     /// unless the log's file system does not honour `RWF_DSYNC`; then
     /// `WriteThenFdatasync`, which `Wal::open` sets before the ring
@@ -220,7 +243,19 @@ impl Shared {
             write_at,
             segments,
             index: points,
+            fresh,
+            cipher,
         } = at;
+        // Appends continue in the segment recovery left only when this
+        // writer seals its payloads exactly as that segment's header says:
+        // in plaintext. An encrypting writer never adds frames to a
+        // segment an earlier process wrote, whose salt may have sealed
+        // the LSNs it would hand out next (ARCHITECTURE.md, "Encryption").
+        let same_keying = fresh || (header.key_id == 0 && cipher.is_none());
+        assert!(
+            !fresh || header.key_id == cipher.as_ref().map_or(0, |c| c.id()),
+            "a segment created by this open is sealed with the current key"
+        );
         // Points already in the segment appends continue in space the
         // next one out from the last.
         let index_due = index::due_after(
@@ -238,6 +273,7 @@ impl Shared {
                 seg_base: header.base_lsn,
                 seg_id: 0,
                 salt: header.salt,
+                cipher,
                 batch_start: write_at,
                 // A segment whose header records a narrower torn window than
                 // this writer's is not written to again: the first append
@@ -246,6 +282,7 @@ impl Shared {
                 // segment of the current one.
                 seg_bytes: if header.torn_window >= cfg.torn_window()
                     && header.version == format::FORMAT_VERSION
+                    && same_keying
                 {
                     header.segment_bytes
                 } else {
@@ -258,6 +295,7 @@ impl Shared {
                 closed: false,
                 batch_open: false,
                 index_due,
+                live_segments: segments.len() as u64,
             }),
             space: Condvar::new(),
             acks: Acks::new(next_lsn - 1),
@@ -272,6 +310,7 @@ impl Shared {
             counters: Counters::default(),
             log_id: manifest.get().log_id,
             manifest: Arc::new(manifest),
+            last_dropped: Mutex::new(None),
             sync_method: cfg.sync_method,
             direct_io: false,
             dir,
@@ -373,15 +412,37 @@ impl Shared {
         }
         let n = records.len() as u64;
         let cap = cfg.buffer_bytes();
-        let flens = || records.iter().map(|(_, p)| format::frame_len(p.len()));
+        // Compression runs before the lock; what is stored is decided
+        // here, once: the packed bytes when they are smaller.
+        let packed = (kind == Kind::Data && cfg.compression.codec != Codec::None).then(|| {
+            records
+                .iter()
+                .map(|(_, p)| codec::pack(&cfg.compression, p))
+                .collect::<Vec<_>>()
+        });
+        let stored = |i: usize| -> (Codec, &[u8]) {
+            match packed.as_ref().and_then(|v| v[i].as_deref()) {
+                Some(bytes) => (cfg.compression.codec, bytes),
+                None => (Codec::None, records[i].1),
+            }
+        };
+        let stored = &stored;
+        // Frame lengths, in a segment whose payloads are sealed or not.
+        let flen_of = |i: usize, sealed: bool| {
+            format::frame_len(payload::stored_len(stored(i).1.len(), sealed))
+        };
+        let flens = move |sealed: bool| (0..records.len()).map(move |i| flen_of(i, sealed));
         let fresh = Cursor::at(format::HEADER_BYTES as u64);
-        let in_fresh = fresh.place_all(flens(), cap);
+        // A fresh segment may be sealed (the provider decides at the roll).
+        let in_fresh = fresh.place_all(flens(cfg.keys.provided() && payload::seals(kind)), cap);
         if !Cursor::fits(in_fresh, cfg.segment_bytes) {
             return Err(Error::TooLarge {
                 len: (in_fresh.closed_end() - fresh.end) as usize,
                 max: (cfg.segment_bytes - fresh.end) as usize,
             });
         }
+        // When a roll waits for the size limit: until when.
+        let mut limit_deadline = None;
         let mut r = self.lock();
         loop {
             if let Some(p) = self.acks.poison_cause() {
@@ -400,9 +461,9 @@ impl Shared {
                 r = self.wait_for_space(r);
                 continue;
             }
-            let first_flen = format::frame_len(records[0].1.len());
-            let (first_at, first_how) = r.cursor().place(first_flen, cap);
-            let after = first_at.place_all(flens().skip(1), cap);
+            let sealed = r.cipher.is_some() && payload::seals(kind);
+            let (first_at, first_how) = r.cursor().place(flen_of(0, sealed), cap);
+            let after = first_at.place_all(flens(sealed).skip(1), cap);
             if !Cursor::fits(after, r.seg_bytes) {
                 // Roll: the records open the next segment, named by the
                 // first one's LSN. They fit a fresh segment (checked above).
@@ -410,10 +471,41 @@ impl Shared {
                     r.cursor() != fresh || r.seg_bytes < cfg.segment_bytes,
                     "records that fit a fresh segment never roll one away"
                 );
+                // The hard size limit: a new segment must fit under it.
+                let over = cfg
+                    .max_log_bytes
+                    .filter(|&max| (r.live_segments + 1) * cfg.segment_bytes > max);
+                if let (Some(max), WhenFull::Block { timeout }) = (over, cfg.when_full) {
+                    // Hand over what is staged (it needs no new segment)
+                    // and wait, lock released, for a checkpoint.
+                    r.close_active();
+                    self.kick();
+                    let deadline = *limit_deadline.get_or_insert_with(|| Instant::now() + timeout);
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if on_full == OnFull::Refuse || left.is_zero() {
+                        return Err(Error::LogFull {
+                            dir: self.dir.path().to_path_buf(),
+                            limit: max,
+                            waited: timeout.min(timeout - left),
+                        });
+                    }
+                    r = self
+                        .space
+                        .wait_timeout(r, left)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
+                    continue;
+                }
+                // Keys rotate here: the new segment takes the provider's
+                // current key (asked before anything changes, so a
+                // missing key fails this append and nothing else).
+                let cipher = cfg.keys.current(self.dir.path())?;
                 r.close_active();
                 r.seg_base = r.next_lsn;
                 r.seg_id += 1;
                 r.salt = lifecycle::new_salt();
+                r.cipher = cipher;
+                r.live_segments += 1;
                 r.batch_start = format::HEADER_BYTES as u64;
                 r.seg_bytes = cfg.segment_bytes;
                 r.index_due = index::due_after(None);
@@ -441,14 +533,17 @@ impl Shared {
         self.next_lsn.store(r.next_lsn, Ordering::Release);
         let atomic = n > 1;
         r.batch_open = atomic;
-        for (i, &(stream, payload)) in records.iter().enumerate() {
+        for (i, &(stream, _)) in records.iter().enumerate() {
             let lsn = first + i as u64;
             let batching = match (atomic, lsn == first + n - 1) {
                 (false, _) => Batching::Alone,
                 (true, false) => Batching::Member,
                 (true, true) => Batching::Last,
             };
-            let flen = format::frame_len(payload.len());
+            let (codec, bytes) = stored(i);
+            let sealed = r.cipher.is_some() && payload::seals(kind);
+            let len = payload::stored_len(bytes.len(), sealed);
+            let flen = format::frame_len(len);
             let (next, how) = r.cursor().place(flen, cap);
             if how == Placed::AfterClose {
                 r.close_active();
@@ -477,12 +572,14 @@ impl Shared {
                 };
                 let (offset, seg_base, seg_id, salt) =
                     (r.batch_start, r.seg_base, r.seg_id, r.salt);
+                let cipher = r.cipher.clone();
                 r.active = Some(Batch {
                     buf,
                     len: format::VOUCH_LEN,
                     seg_base,
                     seg_id,
                     salt,
+                    cipher,
                     offset,
                     last_lsn: 0,
                     ack_lsn: 0,
@@ -490,14 +587,25 @@ impl Shared {
             }
             let b = r.active.as_mut().expect("active batch ensured above");
             let salt = b.salt;
-            b.len += format::encode_record(
-                &mut b.buf.as_mut_slice()[b.len..],
-                salt,
+            let head = RecordHead {
                 lsn,
                 stream,
                 kind,
-                batching,
-                payload,
+                flags: batching.flags() | codec.flags(),
+            };
+            let cipher = b.cipher.as_deref().filter(|_| sealed);
+            let log_id = self.log_id;
+            b.len += format::encode_record_with(
+                &mut b.buf.as_mut_slice()[b.len..],
+                salt,
+                head,
+                len,
+                |p| {
+                    p[..bytes.len()].copy_from_slice(bytes);
+                    if let Some(c) = cipher {
+                        c.seal(log_id, salt, &head.bound_bytes(), lsn, p);
+                    }
+                },
             );
             assert_eq!(
                 b.offset + b.len as u64,
@@ -541,7 +649,7 @@ impl Shared {
 #[cfg(test)]
 pub(crate) fn test_shared(buffers: usize) -> Arc<Shared> {
     let cfg = Config::default();
-    let header = lifecycle::new_header(&cfg, 1, 7, 9);
+    let header = lifecycle::new_header(&cfg, 1, 7, 9, None);
     let dir = LogDir::new(std::path::Path::new("/nonexistent"), 1);
     let manifest = format::Manifest {
         node: 1,
@@ -558,6 +666,8 @@ pub(crate) fn test_shared(buffers: usize) -> Arc<Shared> {
         write_at: format::HEADER_BYTES as u64,
         segments: Vec::new(),
         index: SparseIndex::default(),
+        fresh: true,
+        cipher: None,
     };
     let sh = Shared::new(cfg, dir, Arc::new(Notifier::new().unwrap()), at, keeper);
     sh.lock().free.truncate(buffers);

@@ -19,6 +19,7 @@ use crate::lifecycle::{self, create_segment};
 use crate::manifest;
 use crate::reader::{Reader, Record};
 use crate::recovery::{self, CheckpointMarker, RecoveryReport};
+use crate::retention::{self, Recycle};
 use crate::ring::{self, RingStart};
 use crate::scan;
 use crate::segments::{self, LogDir};
@@ -78,6 +79,11 @@ pub struct Stats {
     /// ([`ConfigBuilder::soft_log_bytes`](crate::ConfigBuilder::soft_log_bytes)):
     /// time to snapshot and checkpoint.
     pub over_soft_limit: bool,
+    /// LSNs dropped so far because the log was over its hard limit
+    /// ([`WhenFull::DropOldest`](crate::WhenFull::DropOldest)), since open.
+    pub dropped_records: u64,
+    /// The last LSN range dropped that way (`first..=last`), if any.
+    pub last_dropped: Option<(Lsn, Lsn)>,
     /// Time from submitting a write to its completion (in durable mode,
     /// durable), since open.
     pub write_latency: LatencySummary,
@@ -225,10 +231,15 @@ impl Wal {
             .map_err(|e| Error::io(&lock_path, e))?;
         let mut rec = recovery::recover(&dir, &cfg)?;
         let log_id = rec.log_id.unwrap_or_else(lifecycle::new_salt);
+        // The key new segments are sealed with: a provider naming a key
+        // it does not have fails the open, not a later roll.
+        let cipher = cfg.keys.current(dir.path())?;
+        let fresh = rec.active.is_none();
         let (active, header, write_at) = match (rec.active.take(), rec.skip_in_new_segment) {
             (Some(a), _) => a,
             (None, None) => {
-                let (seg, header) = create_segment(&dir, &cfg, rec.next_lsn, log_id)?;
+                let (seg, header) =
+                    create_segment(&dir, &cfg, rec.next_lsn, log_id, cipher.as_deref())?;
                 rec.segments.push(seg.clone());
                 rec.report.created = true;
                 (seg, header, header.frames_start())
@@ -236,7 +247,7 @@ impl Wal {
             // Point in time, the segment kept is full: a new one, opened
             // by the skip of the LSNs that will never be handed out.
             (None, Some((first, count))) => {
-                let (seg, header) = create_segment(&dir, &cfg, first, log_id)?;
+                let (seg, header) = create_segment(&dir, &cfg, first, log_id, cipher.as_deref())?;
                 let at = recovery::write_skip(
                     &*vfs,
                     &seg.path,
@@ -276,6 +287,8 @@ impl Wal {
             write_at,
             segments: rec.segments,
             index: rec.index,
+            fresh,
+            cipher,
         };
         let sync_method = lifecycle::sync_method_for(cfg.sync_method, &*file);
         let mut shared = Shared::new(cfg, dir, notifier, at, keeper);
@@ -665,6 +678,8 @@ impl Wal {
             backpressure_waits: c.backpressure_waits.load(Ordering::Relaxed),
             poisoned: sh.acks.poison_cause().is_some(),
             over_soft_limit: sh.cfg.soft_log_bytes.is_some_and(|l| disk_bytes > l),
+            dropped_records: c.dropped_records.load(Ordering::Relaxed),
+            last_dropped: *sh.last_dropped.lock().unwrap_or_else(|p| p.into_inner()),
             write_latency: c.write_latency.summary(),
             sync_latency: c.sync_latency.summary(),
             next_lsn: self.next_lsn(),
@@ -805,12 +820,11 @@ impl Wal {
         let upto = self.written_lsn();
         let segs = self.shared.segment_list();
         Reader::new(
-            self.shared.cfg.vfs.clone(),
+            &self.shared.cfg,
             self.shared.dir.clone(),
             segs,
             from,
             upto,
-            self.shared.cfg.torn_window(),
             Some(self.shared.log_id),
         )
         .map(|r| r.seek_with(&self.shared.index()))
@@ -858,81 +872,7 @@ impl Wal {
     /// - [`Error::Io`]: removing a segment failed; the segments removed
     ///   before it stay removed, and the rest stay listed.
     pub fn checkpoint(&self, up_to: Lsn) -> Result<usize> {
-        self.check_poison()?;
-        let sh = &self.shared;
-        let mut segs = sh.segments.lock().unwrap_or_else(|p| p.into_inner());
-        let going = (1..segs.len())
-            .take_while(|&i| segs[i].base - 1 <= up_to)
-            .count();
-        if going == 0 {
-            return Ok(0);
-        }
-        // The manifest first: from now on it promises only what stays, so
-        // a crash part way leaves more segments than it promises, never
-        // fewer. A failed write of it poisons, as any failed sync does.
-        let m = Manifest {
-            oldest_lsn: segs[going].base,
-            durable_lsn: sh.acks.durable(),
-            handed_out: sh.next_lsn.load(Ordering::Acquire) - 1,
-            ..sh.manifest.get()
-        };
-        if let Err(e) = sh.manifest.raise(m) {
-            sh.poison(Poison::from_error(
-                "writing the manifest at a checkpoint failed",
-                e,
-            ));
-            return Err(self.check_poison().expect_err("just poisoned"));
-        }
-        let room = if sh.closing.load(Ordering::SeqCst) {
-            0
-        } else {
-            sh.recycled.room()
-        };
-        let mut recycled = Vec::new();
-        let mut removed = 0;
-        let mut failed = None;
-        for _ in 0..going {
-            let keep = recycled.len() < room;
-            // A segment leaves the list only once its file is gone, so the
-            // list always says what is on disk, whatever fails.
-            match lifecycle::retire(&*sh.cfg.vfs, &sh.dir, &segs[0], keep) {
-                Ok(spare) => {
-                    segs.remove(0);
-                    recycled.extend(spare);
-                    removed += 1;
-                }
-                Err(e) => {
-                    failed = Some(e);
-                    break;
-                }
-            }
-        }
-        if removed > 0 {
-            sh.index().prune_below(segs[0].base);
-        }
-        drop(segs);
-        if removed > 0 {
-            if let Err(e) = sh.cfg.vfs.sync_dir(sh.dir.path()) {
-                // Never retried: after a failed fsync the renames and
-                // unlinks may or may not be durable.
-                let e = Error::io(sh.dir.path(), e);
-                sh.poison(Poison::from_error(
-                    "syncing the directory at a checkpoint failed",
-                    e,
-                ));
-                return Err(self.check_poison().expect_err("just poisoned"));
-            }
-        }
-        // Only now that the renames are durable may the files be changed:
-        // before, a crash could bring back the old name over new contents.
-        if !recycled.is_empty() {
-            sh.recycled.add(recycled);
-        }
-        crate::trace::event!(info, dir = %sh.dir.path().display(), up_to, removed, "checkpoint removed segments");
-        match failed {
-            Some(e) => Err(e),
-            None => Ok(removed),
-        }
+        retention::checkpoint(&self.shared, up_to, Recycle::Yes)
     }
 
     /// Append a checkpoint marker: one record of kind

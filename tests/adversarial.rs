@@ -41,6 +41,7 @@ fn segment(
         version: 1,
         log_id: 0,
         key_id: 0,
+        key_check: 0,
         node: 1,
         base_lsn: base,
         segment_bytes: SEG,

@@ -33,10 +33,29 @@ const CHILD_KEEP: &str = "RINGWAL_CRASH_CHILD_KEEP";
 /// When set to N, the child commits each N consecutive lines as one
 /// transaction instead of appending them one by one.
 const CHILD_TX: &str = "RINGWAL_CRASH_CHILD_TX";
+/// When set, the child encrypts (key [`sealing`]) and LZ4-compresses.
+const CHILD_SEAL: &str = "RINGWAL_CRASH_CHILD_SEAL";
+
+/// The configuration of an encrypting, compressing writer: what the
+/// sealed child writes with and what the check reads with.
+fn sealing(b: ringwal::ConfigBuilder) -> ringwal::ConfigBuilder {
+    let keys = ringwal::StaticKeys::new();
+    keys.insert(1, ringwal::Key::new([0x5e; 32]), true);
+    b.encryption(std::sync::Arc::new(keys))
+        .compression(ringwal::Codec::Lz4, 16)
+}
 
 #[test]
 fn library_writer_survives_sigkill() {
-    library_crash_loop(Level::Durable, kills(LIBRARY_KILLS), None);
+    library_crash_loop(Level::Durable, kills(LIBRARY_KILLS), None, false);
+}
+
+/// The same with payloads compressed and encrypted: every open starts a
+/// new segment (an encrypting writer never resumes in an old one), and
+/// the check decrypts what it reads back.
+#[test]
+fn encrypting_writer_survives_sigkill() {
+    library_crash_loop(Level::Durable, kills(LIBRARY_KILLS / 2), None, true);
 }
 
 /// The same with a writer that checkpoints all but its last 200 records
@@ -44,14 +63,14 @@ fn library_writer_survives_sigkill() {
 /// nothing acknowledged above the checkpoints may go missing.
 #[test]
 fn checkpointing_writer_survives_sigkill() {
-    library_crash_loop(Level::Durable, kills(LIBRARY_KILLS), Some(200));
+    library_crash_loop(Level::Durable, kills(LIBRARY_KILLS), Some(200), false);
 }
 
 /// `Written` promises survival of a process crash (not of a power loss),
 /// and a SIGKILL is exactly that: the page cache keeps what was written.
 #[test]
 fn library_writer_in_written_mode_survives_sigkill() {
-    library_crash_loop(Level::Written, kills(LIBRARY_KILLS / 2), None);
+    library_crash_loop(Level::Written, kills(LIBRARY_KILLS / 2), None, false);
 }
 
 /// Transactions of 2 to 8 records (the size drawn per life), committed
@@ -120,14 +139,19 @@ fn child(dir: &Path, backend: Backend, level: Level) -> Command {
 /// Kill this binary re-executed as a library writer that acknowledges at
 /// `level`, with both backends. (Not `for_each_backend`: the loop takes
 /// the spawning lock exclusively.)
-fn library_crash_loop(level: Level, kills: usize, keep: Option<u64>) {
+fn library_crash_loop(level: Level, kills: usize, keep: Option<u64>, sealed: bool) {
     for backend in BACKENDS {
         let root = temp_root();
         let dir = root.path().join("log");
+        let check = if sealed {
+            sealing(small(backend)).build()
+        } else {
+            cfg(backend)
+        };
         crash_loop(
-            &format!("library crash loop ({backend:?}, {level:?})"),
+            &format!("library crash loop ({backend:?}, {level:?}, sealed: {sealed})"),
             &dir,
-            &cfg(backend),
+            &check,
             AckFormat::Tagged,
             kills,
             keep,
@@ -135,6 +159,9 @@ fn library_crash_loop(level: Level, kills: usize, keep: Option<u64>) {
                 let mut c = child(&dir, backend, level);
                 if let Some(k) = keep {
                     c.env(CHILD_KEEP, k.to_string());
+                }
+                if sealed {
+                    c.env(CHILD_SEAL, "1");
                 }
                 c
             },
@@ -171,7 +198,11 @@ fn crash_child_entry_point() {
     let tx_size: usize = std::env::var(CHILD_TX)
         .ok()
         .map_or(1, |v| v.parse().expect("child: transaction size"));
-    let config = small(backend).durability(durability_for(level)).build();
+    let mut config = small(backend).durability(durability_for(level));
+    if std::env::var_os(CHILD_SEAL).is_some() {
+        config = sealing(config);
+    }
+    let config = config.build();
     let (wal, _) = Wal::open(&dir, config).expect("child: open");
     let out = std::io::stdout();
     let emit = |s: String| {

@@ -19,7 +19,18 @@ use std::sync::Arc;
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use ringwal::{Config, Durability, Level, Lsn, RecoveryReport, Ticket, Wal};
 
-use super::{AppendArgs, CmdResult, Failure};
+use super::{AppendArgs, CmdResult, Failure, OnFullArg};
+
+/// Says on stderr which LSNs `--on-full drop-oldest` dropped.
+struct ReportDrops;
+
+impl ringwal::DurabilityObserver for ReportDrops {
+    fn advanced(&self, _written: Lsn, _durable: Lsn) {}
+
+    fn records_dropped(&self, first: Lsn, last: Lsn) {
+        eprintln!("ringwal: log at its size limit: dropped LSNs {first}..={last}");
+    }
+}
 
 /// Tickets the reader may run ahead of the printer; beyond this, stdin is
 /// not read until acknowledgements catch up (the log's own staging
@@ -40,9 +51,23 @@ type Appended = Result<(Lsn, Ticket), Failure>;
 /// appended.
 pub(crate) fn run(args: AppendArgs) -> CmdResult {
     let level = args.level;
-    let mut builder = Config::builder()
-        .node(args.node)
-        .create_if_missing(!args.no_create);
+    let mut builder = args
+        .key
+        .config(args.node)?
+        .create_if_missing(!args.no_create)
+        .compression(args.compress, 256);
+    if let Some(bytes) = args.segment_bytes {
+        builder = builder.segment_bytes(bytes);
+    }
+    if let Some(bytes) = args.max_record_bytes {
+        builder = builder.max_record_bytes(bytes);
+    }
+    if let Some(max) = args.max_log_bytes {
+        builder = builder.max_log_bytes(Some(max), args.when_full());
+        if args.on_full == OnFullArg::DropOldest {
+            builder = builder.observer(Arc::new(ReportDrops));
+        }
+    }
     if level != Level::Durable {
         builder = builder.durability(Durability::Deferred {
             sync_interval: None,

@@ -104,7 +104,7 @@ impl From<ringwal::Error> for Failure {
         let code = match &e {
             E::Locked { .. } => LOCKED,
             E::Io { source, .. } if source.kind() == io::ErrorKind::NotFound => USAGE,
-            E::Io { .. } | E::NoSpace { .. } | E::Poisoned { .. } => IO,
+            E::Io { .. } | E::NoSpace { .. } | E::Poisoned { .. } | E::LogFull { .. } => IO,
             E::Corrupt { .. } | E::Lost { .. } => DAMAGED,
             _ => USAGE,
         };

@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use base64::Engine as _;
-use ringwal::verify::{self, RecordAt, VerifyReport};
-use ringwal::{Lsn, Record};
+use ringwal::verify::{self, Payloads, RecordAt, VerifyReport};
+use ringwal::{Config, KeyProblem, Lsn, Record};
 
 use super::exit::DAMAGED;
 use super::progress::Progress;
@@ -64,12 +64,12 @@ impl Select {
 /// of stdout goes away (`ringwal cat | head`).
 fn each_record(
     dir: &Path,
-    node: u32,
+    cfg: &Config,
     from: Lsn,
     select: Select,
     print: impl FnMut(&mut dyn Write, &RecordAt) -> io::Result<()>,
 ) -> CmdResult {
-    print_each(verify::records(dir, node, from)?, false, select, print)
+    print_each(verify::records_with(dir, cfg, from)?, false, select, print)
 }
 
 /// Print the `select`ed `records` through `print` (see [`each_record`]);
@@ -132,14 +132,15 @@ pub(crate) fn cat(a: CatArgs) -> CmdResult {
         out.write_all(payload)?;
         out.write_all(b"\n")
     };
+    let cfg = a.key.config(a.node)?.build();
     if a.follow {
         let every = Duration::from_millis(a.poll_ms);
-        let records = verify::follow(&a.dir, a.node, a.from, every)?;
+        let records = verify::follow_with(&a.dir, &cfg, a.from, every)?;
         return print_each(records, true, select, |out, rec: &Record| {
             print(out, &rec.payload)
         });
     }
-    each_record(&a.dir, a.node, a.from, select, |out, rec| {
+    each_record(&a.dir, &cfg, a.from, select, |out, rec| {
         print(out, &rec.payload)
     })
 }
@@ -148,7 +149,8 @@ pub(crate) fn cat(a: CatArgs) -> CmdResult {
 pub(crate) fn dump(a: DumpArgs) -> CmdResult {
     let b64 = base64::engine::general_purpose::STANDARD;
     let select = Select::new(a.stream, &a.bounds);
-    each_record(&a.dir, a.node, a.from, select, |out, rec| {
+    let cfg = a.key.config(a.node)?.build();
+    each_record(&a.dir, &cfg, a.from, select, |out, rec| {
         if a.json {
             let obj = serde_json::json!({
                 "lsn": rec.lsn,
@@ -229,7 +231,7 @@ pub(crate) fn verify(a: VerifyArgs, quiet: bool) -> CmdResult {
     let mut reports = Vec::with_capacity(nodes.len());
     for node in nodes {
         progress.message(format!("verifying node {node}"));
-        reports.push(verify::verify(&a.dir, node)?);
+        reports.push(verify::verify_with(&a.dir, &a.key.config(node)?.build())?);
         progress.inc(1);
     }
     drop(progress);
@@ -285,6 +287,40 @@ fn print_verify(out: &mut impl Write, r: &VerifyReport) -> io::Result<()> {
                     ", and the {n} valid-looking records behind it, which no later write vouches for"
                 ),
             }
+        )?;
+    }
+    for (problem, why) in [
+        (KeyProblem::Missing, "no key was given (--key-file)"),
+        (KeyProblem::Wrong, "the key given is not theirs"),
+    ] {
+        let sealed: Vec<u32> = r
+            .segments
+            .iter()
+            .filter(|s| s.payloads == Payloads::Sealed(problem))
+            .map(|s| s.key_id)
+            .collect();
+        if let Some(&id) = sealed.first() {
+            writeln!(
+                out,
+                "note: node {}: the payloads of {} segment{} are encrypted (key id {id}{}) and were not decrypted: {why}; framing, LSNs and checksums were checked",
+                r.node,
+                sealed.len(),
+                if sealed.len() == 1 { "" } else { "s" },
+                if sealed.iter().any(|&k| k != id) { " and others" } else { "" },
+            )?;
+        }
+    }
+    let authenticated = r
+        .segments
+        .iter()
+        .filter(|s| s.payloads == Payloads::Authenticated)
+        .count();
+    if authenticated > 0 {
+        writeln!(
+            out,
+            "note: node {}: encrypted payloads of {authenticated} segment{} authenticated with the key given",
+            r.node,
+            if authenticated == 1 { "" } else { "s" },
         )?;
     }
     for f in &r.headers_from_copy {
@@ -347,8 +383,8 @@ pub(crate) fn stat(a: StatArgs) -> CmdResult {
     let nodes = nodes_to_check(&a.dir, a.node)?;
     let stats = nodes
         .into_iter()
-        .map(|node| verify::stat(&a.dir, node))
-        .collect::<ringwal::Result<Vec<_>>>()?;
+        .map(|node| Ok(verify::stat_with(&a.dir, &a.key.config(node)?.build())?))
+        .collect::<Result<Vec<_>, Failure>>()?;
     if a.json {
         let mut doc = Summary::new("stat", &a.dir);
         for s in &stats {
@@ -387,7 +423,20 @@ pub(crate) fn stat(a: StatArgs) -> CmdResult {
             } else {
                 format!("LSN {}.. (empty)", seg.base_lsn)
             };
-            writeln!(out, "  {name}  {range}  {}", human_bytes(seg.file_bytes)).map_err(w)?;
+            let key = match (seg.key_id, seg.key_fits) {
+                (0, _) => String::new(),
+                (id, None) => format!("  encrypted (key id {id})"),
+                (id, Some(true)) => format!("  encrypted (key id {id}; the key given fits)"),
+                (id, Some(false)) => {
+                    format!("  encrypted (key id {id}; the key given is not its key)")
+                }
+            };
+            writeln!(
+                out,
+                "  {name}  {range}  {}{key}",
+                human_bytes(seg.file_bytes)
+            )
+            .map_err(w)?;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -22,10 +22,14 @@ mod summary;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Parser, Subcommand, ValueEnum};
-use ringwal::{Backend, Level, Lsn, SyncMethod};
+use ringwal::{
+    Backend, Codec, Config, ConfigBuilder, Level, Lsn, StaticKeys, SyncMethod, WhenFull,
+};
 
 pub(crate) use exit::{CmdResult, Failure};
 
@@ -97,6 +101,73 @@ pub(crate) struct AppendArgs {
     #[arg(long, default_value_t = 1, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..))]
     pub batch: u32,
+    #[command(flatten)]
+    pub key: KeyArg,
+    /// Compress each record of at least 256 bytes with this codec when
+    /// that makes it smaller (records are read back whatever the codec).
+    #[arg(long, default_value = "none", value_parser = named::<Codec>(Codec::NAMES))]
+    pub compress: Codec,
+    /// Size of each segment file the log creates, a multiple of 4096
+    /// (default 64 MiB).
+    #[arg(long, value_name = "N")]
+    pub segment_bytes: Option<u64>,
+    /// Largest record accepted, in bytes (default 1 MiB); it must fit a
+    /// segment.
+    #[arg(long, value_name = "N")]
+    pub max_record_bytes: Option<usize>,
+    /// Hard limit on the bytes of the log's segments (at least two
+    /// segments); see --on-full.
+    #[arg(long, value_name = "N")]
+    pub max_log_bytes: Option<u64>,
+    /// At the limit: `block` waits (up to --full-timeout-ms) for a
+    /// checkpoint, then fails; `drop-oldest` deletes the oldest segments
+    /// and says on stderr which LSNs went.
+    #[arg(long, value_enum, default_value_t = OnFullArg::Block, requires = "max_log_bytes")]
+    pub on_full: OnFullArg,
+    /// With --on-full block: how long a record waits for room, in ms.
+    #[arg(long, default_value_t = 10_000, value_name = "MS")]
+    pub full_timeout_ms: u64,
+}
+
+/// `--on-full` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum OnFullArg {
+    /// Wait for a checkpoint, then fail.
+    Block,
+    /// Delete the oldest segments.
+    DropOldest,
+}
+
+impl AppendArgs {
+    /// The limit policy as the library takes it.
+    pub fn when_full(&self) -> WhenFull {
+        match self.on_full {
+            OnFullArg::Block => WhenFull::Block {
+                timeout: Duration::from_millis(self.full_timeout_ms),
+            },
+            OnFullArg::DropOldest => WhenFull::DropOldest,
+        }
+    }
+}
+
+/// `--key-file`, for every command that writes or reads payloads.
+#[derive(Debug, clap::Args)]
+pub(crate) struct KeyArg {
+    /// The log's key: a file holding 32 bytes, raw or as 64 hex digits
+    /// (key id 1). `append` encrypts with it; readers decrypt with it.
+    #[arg(long, value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
+}
+
+impl KeyArg {
+    /// A configuration of `node` with the key, if one was given.
+    pub fn config(&self, node: u32) -> Result<ConfigBuilder, Failure> {
+        let b = Config::builder().node(node);
+        Ok(match &self.key_file {
+            Some(path) => b.encryption(Arc::new(StaticKeys::from_key_file(path, 1)?)),
+            None => b,
+        })
+    }
 }
 
 /// Arguments of `ringwal cat`.
@@ -123,6 +194,8 @@ pub(crate) struct CatArgs {
     pub poll_ms: u64,
     #[command(flatten)]
     pub bounds: Bounds,
+    #[command(flatten)]
+    pub key: KeyArg,
 }
 
 /// Where `cat` and `dump` stop.
@@ -157,6 +230,8 @@ pub(crate) struct DumpArgs {
     pub stream: Option<u16>,
     #[command(flatten)]
     pub bounds: Bounds,
+    #[command(flatten)]
+    pub key: KeyArg,
 }
 
 /// Arguments of `ringwal verify`.
@@ -170,6 +245,8 @@ pub(crate) struct VerifyArgs {
     /// One JSON document: nodes, segments, problems and totals.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub key: KeyArg,
 }
 
 /// Arguments of `ringwal stat`.
@@ -183,6 +260,8 @@ pub(crate) struct StatArgs {
     /// One JSON document: nodes, segments, problems and totals.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub key: KeyArg,
 }
 
 /// Arguments of `ringwal recover`.

@@ -6,7 +6,8 @@
 //!  "nodes":    [{"node", "consistent", "first_lsn", "last_lsn", "records",
 //!                "bytes", "segments", "spares", "incomplete", "torn_tail"}],
 //!  "segments": [{"node", "file", "base_lsn", "last_lsn", "bytes",
-//!                "format_version", "created_unix_ms", "created_from"}],
+//!                "format_version", "created_unix_ms", "created_from",
+//!                "key_id", "key_fits" (stat) | "payloads" (verify)}],
 //!  "problems": [{"node", "file", "offset", "reason"}],
 //!  "totals":   {"nodes", "segments", "records", "bytes", "problems"}}
 //! ```
@@ -20,7 +21,7 @@
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
-use ringwal::verify::{NodeStat, VerifyReport};
+use ringwal::verify::{NodeStat, Payloads, VerifyReport};
 use ringwal::{Error, Lsn};
 use serde_json::{json, Value};
 
@@ -85,6 +86,15 @@ struct Segment<'a> {
     last_lsn: Lsn,
     version: Option<u32>,
     created_unix_ms: Option<u64>,
+    key_id: u32,
+    key: KeyColumn,
+}
+
+/// What a segment row says about its key: `stat` knows whether the key
+/// given fits, `verify` how far it checked the payloads.
+enum KeyColumn {
+    Fits(Option<bool>),
+    Payloads(Payloads),
 }
 
 impl Summary {
@@ -112,6 +122,8 @@ impl Summary {
                 last_lsn: seg.last_lsn,
                 version: seg.version,
                 created_unix_ms: seg.created_unix_ms,
+                key_id: seg.key_id,
+                key: KeyColumn::Fits(seg.key_fits),
             });
         }
         self.records += s.records;
@@ -140,6 +152,8 @@ impl Summary {
                 last_lsn: seg.last_lsn,
                 version: Some(seg.version),
                 created_unix_ms: seg.created_unix_ms,
+                key_id: seg.key_id,
+                key: KeyColumn::Payloads(seg.payloads),
             });
         }
         for p in &r.problems {
@@ -197,7 +211,22 @@ impl Summary {
             "format_version": s.version,
             "created_unix_ms": created,
             "created_from": from,
+            "key_id": s.key_id,
         }));
+        let row = self.segments.last_mut().expect("just pushed");
+        let (field, value) = match s.key {
+            KeyColumn::Fits(fits) => ("key_fits", json!(fits)),
+            KeyColumn::Payloads(p) => (
+                "payloads",
+                json!(match p {
+                    Payloads::Checked => "checked".to_string(),
+                    Payloads::Authenticated => "authenticated".to_string(),
+                    Payloads::Sealed(why) => format!("encrypted, not decrypted: {why}"),
+                    _ => "unknown".to_string(),
+                }),
+            ),
+        };
+        row[field] = value;
         bytes
     }
 

@@ -1298,3 +1298,226 @@ fn progress_shows_on_a_terminal_unless_quiet() {
     let o = run(&["verify", p(dir.path())], b"");
     assert!(stderr(&o).is_empty(), "{o:?}");
 }
+
+// Data at rest: `--key-file` on every command that touches payloads,
+// `append --compress`, and `append --max-log-bytes --on-full`.
+
+/// Telemetry lines, each holding a marker no encrypted log may show.
+fn telemetry_lines(n: usize) -> String {
+    (0..n)
+        .map(|i| {
+            format!(
+                "{{\"secret\":\"PLAINTEXT-{i}\",\"host\":\"node-{}\",\"cpu\":{}}}\n",
+                i % 3,
+                i % 90
+            )
+        })
+        .collect()
+}
+
+/// Whether any file in `dir` holds `needle`.
+fn dir_holds(dir: &Path, needle: &[u8]) -> bool {
+    std::fs::read_dir(dir).unwrap().any(|e| {
+        let bytes = std::fs::read(e.unwrap().path()).unwrap_or_default();
+        bytes.windows(needle.len()).any(|w| w == needle)
+    })
+}
+
+#[test]
+fn key_file_encrypts_appends_and_every_reader_needs_it() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("log");
+    let key = root.path().join("k.hex");
+    let other = root.path().join("other.key");
+    std::fs::write(&key, format!("{}\n", "3c".repeat(32))).unwrap();
+    std::fs::write(&other, [9u8; 32]).unwrap();
+    let input = telemetry_lines(50);
+    let o = run(
+        &["append", p(&dir), "--key-file", p(&key)],
+        input.as_bytes(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!dir_holds(&dir, b"PLAINTEXT"), "plaintext on disk");
+
+    // With the key: every line back, from cat and dump.
+    let o = run(&["cat", p(&dir), "--key-file", p(&key)], b"");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), input);
+    let o = run(&["dump", p(&dir), "--json", "--key-file", p(&key)], b"");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o).lines().count(), 50);
+
+    // Without it, or with another: non-zero, a message naming the key
+    // and the segment.
+    let segment = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .find(|n| n.ends_with(".wal"))
+        .expect("a segment");
+    for args in [
+        vec!["cat", p(&dir)],
+        vec!["dump", p(&dir)],
+        vec!["cat", p(&dir), "--key-file", p(&other)],
+        vec!["dump", p(&dir), "--key-file", p(&other)],
+    ] {
+        let o = run(&args, b"");
+        assert!(!o.status.success(), "{args:?} succeeded");
+        let e = stderr(&o);
+        assert!(e.contains("key") && e.contains(&segment), "{args:?}: {e}");
+        assert!(
+            !stdout(&o).contains("PLAINTEXT"),
+            "{args:?} printed garbage"
+        );
+    }
+
+    // verify without the key checks what it can and says so.
+    let o = run(&["verify", p(&dir)], b"");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("encrypted") && stdout(&o).contains("node 1: ok"),
+        "{}",
+        stdout(&o)
+    );
+    let o = run(&["verify", p(&dir), "--key-file", p(&key)], b"");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("authenticated"), "{}", stdout(&o));
+    let o = run(&["verify", p(&dir), "--key-file", p(&other), "--json"], b"");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("encrypted, not decrypted: the key given"),
+        "{}",
+        stdout(&o)
+    );
+    let o = run(&["stat", p(&dir), "--key-file", p(&key)], b"");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("encrypted (key id 1; the key given fits)"),
+        "{}",
+        stdout(&o)
+    );
+    let o = run(&["stat", p(&dir), "--key-file", p(&other)], b"");
+    assert!(stdout(&o).contains("is not its key"), "{}", stdout(&o));
+
+    // A key file that is no key: a usage error naming the file.
+    let o = run(&["cat", p(&dir), "--key-file", p(&dir.join("nope"))], b"");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    std::fs::write(root.path().join("bad.key"), "short").unwrap();
+    let o = run(
+        &[
+            "cat",
+            p(&dir),
+            "--key-file",
+            p(&root.path().join("bad.key")),
+        ],
+        b"",
+    );
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("bad.key") && stderr(&o).contains("key"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn compress_writes_smaller_logs_that_read_back_whatever_the_codec() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("log");
+    // Long telemetry lines, so each is worth compressing.
+    let input: String = (0..200)
+        .map(|i| {
+            format!(
+                "{}\n",
+                telemetry_lines(8).replace('\n', " ") + &format!("#{i}")
+            )
+        })
+        .collect();
+    let mut expected = String::new();
+    for codec in ["lz4", "zstd", "none"] {
+        let o = run(&["append", p(&dir), "--compress", codec], input.as_bytes());
+        assert!(o.status.success(), "{codec}: {}", stderr(&o));
+        expected.push_str(&input);
+    }
+    let o = run(&["cat", p(&dir)], b"");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), expected);
+    let o = run(&["verify", p(&dir)], b"");
+    assert!(o.status.success(), "{}", stdout(&o));
+    let o = run(&["append", p(&dir), "--compress", "brotli"], b"x\n");
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn max_log_bytes_drops_the_oldest_or_blocks_and_fails_cleanly() {
+    let root = tempfile::tempdir().unwrap();
+    let seg = (64 << 10).to_string();
+    let max = (256 << 10).to_string();
+    let input: String = (0..3000).map(|i| format!("{i:0>200}\n")).collect();
+
+    let dir = root.path().join("drop");
+    let o = run(
+        &[
+            "append",
+            p(&dir),
+            "--segment-bytes",
+            &seg,
+            "--max-record-bytes",
+            "4096",
+            "--max-log-bytes",
+            &max,
+            "--on-full",
+            "drop-oldest",
+        ],
+        input.as_bytes(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let dropped: Vec<(u64, u64)> = stderr(&o)
+        .lines()
+        .filter_map(|l| l.split("dropped LSNs ").nth(1))
+        .map(|r| {
+            let (a, b) = r.split_once("..=").unwrap();
+            (a.parse().unwrap(), b.parse().unwrap())
+        })
+        .collect();
+    assert!(!dropped.is_empty(), "{}", stderr(&o));
+    // The ranges run from LSN 1 with no hole, and cat starts right after.
+    let mut next = 1;
+    for &(a, b) in &dropped {
+        assert_eq!(a, next);
+        next = b + 1;
+    }
+    let o = run(&["cat", p(&dir)], b"");
+    let cat = stdout(&o);
+    let kept: Vec<&str> = cat.lines().collect();
+    assert_eq!(
+        kept.first().copied(),
+        Some(format!("{:0>200}", next - 1).as_str())
+    );
+    assert_eq!(kept.len() as u64, 3000 - (next - 1));
+
+    let dir = root.path().join("block");
+    let o = run(
+        &[
+            "append",
+            p(&dir),
+            "--segment-bytes",
+            &seg,
+            "--max-record-bytes",
+            "4096",
+            "--max-log-bytes",
+            &max,
+            "--full-timeout-ms",
+            "100",
+        ],
+        input.as_bytes(),
+    );
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    assert!(stderr(&o).contains("limit"), "{}", stderr(&o));
+    let printed = stdout(&o).lines().count();
+    assert!(printed > 0 && printed < 3000, "{printed}");
+    // Every LSN printed is on disk, and the log is not damaged.
+    let o = run(&["verify", p(&dir)], b"");
+    assert!(o.status.success(), "{}", stdout(&o));
+    let o = run(&["cat", p(&dir)], b"");
+    assert!(stdout(&o).lines().count() >= printed);
+}

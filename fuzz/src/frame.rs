@@ -34,7 +34,7 @@
 //! 5. a scan that steps frame to frame from offset 0, as recovery does,
 //!    always advances (at least one header, 8-aligned) and so ends.
 
-use ringwal::format::{self, Batching, Decoded, InvalidFrame, Kind};
+use ringwal::format::{self, Batching, Codec, Decoded, InvalidFrame, Kind};
 
 use crate::cursor::Cursor;
 use crate::spec;
@@ -134,7 +134,7 @@ fn check_accepted(buf: &[u8], salt: u64, limit: usize, f: &format::FrameRef<'_>)
         f.flags,
         f.kind
     );
-    let place = match f.flags {
+    let place = match f.flags & 0x03 {
         0 => Batching::Alone,
         spec::FLAG_BATCH => Batching::Member,
         _ => Batching::Last,
@@ -145,15 +145,32 @@ fn check_accepted(buf: &[u8], salt: u64, limit: usize, f: &format::FrameRef<'_>)
         "FrameRef::batching() of flags {:#04x}",
         f.flags
     );
-    assert_eq!(place.flags(), f.flags, "Batching::flags()");
+    assert_eq!(place.flags(), f.flags & 0x03, "Batching::flags()");
     assert_eq!(Batching::from_flags(f.flags), Some(place));
+    // The codec bits (§3, §3.4).
+    let codec = match f.flags & 0x0C {
+        0 => Codec::None,
+        spec::FLAG_LZ4 => Codec::Lz4,
+        _ => Codec::Zstd,
+    };
+    assert_eq!(
+        f.codec(),
+        codec,
+        "FrameRef::codec() of flags {:#04x}",
+        f.flags
+    );
+    assert_eq!(codec.flags() | place.flags(), f.flags, "Codec::flags()");
 
     // The never-accept-a-bad-CRC oracle: what would we have written?
     let mut out = vec![0xA5u8; f.len];
-    let n = if place == Batching::Alone {
+    let n = if f.flags == 0 {
         format::encode_frame(&mut out, salt, f.lsn, f.stream, f.kind, f.payload)
-    } else {
+    } else if codec == Codec::None {
         format::encode_record(&mut out, salt, f.lsn, f.stream, f.kind, place, f.payload)
+    } else {
+        format::encode_record_with(&mut out, salt, f.head(), f.payload.len(), |p| {
+            p.copy_from_slice(f.payload)
+        })
     };
     assert_eq!(n, f.len, "encode_frame length");
     assert!(

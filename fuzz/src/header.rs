@@ -69,6 +69,7 @@ pub fn as_spec(r: &Result<SegmentHeader, HeaderError>) -> spec::Header {
             torn_window: h.torn_window,
             log_id: h.log_id,
             key_id: h.key_id,
+            key_check: h.key_check,
         }),
         Err(HeaderError::Short) => spec::Header::Short,
         Err(HeaderError::Blank) => spec::Header::Blank,

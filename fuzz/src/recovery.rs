@@ -253,9 +253,12 @@ impl V2Deviation {
     pub const COPY_DAMAGED: u8 = 4;
     /// The header carries another log id.
     pub const FOREIGN_LOG: u8 = 8;
-    /// A non-zero key id (a reader without keys refuses the segment).
+    /// Formerly a non-zero key id; encrypted segments (§3.5) are no
+    /// damage and need a key to read, which this model does not hold
+    /// (tests/encryption.rs covers them): now a second way to set
+    /// [`RESERVED`](Self::RESERVED).
     pub const KEY_ID: u8 = 16;
-    /// A non-zero reserved word (a header from a later writer).
+    /// A non-zero key check with key id 0 (a header from a later writer).
     pub const RESERVED: u8 = 32;
     /// The writer's torn window recorded in the header: any u32.
     pub const TORN_WINDOW: u8 = 64;
@@ -542,7 +545,14 @@ fn ops(c: &mut Cursor<'_>, a: &mut Area, log: &mut Log) {
                         // last, anything else an invalid frame. With bit
                         // 6, on a padding frame in the record's place
                         // (invalid: only records carry batch flags).
-                        let flags = 1 + c.u8() % 255;
+                        let mut flags = 1 + c.u8() % 255;
+                        // Valid codec bits (§3.4) on this random payload
+                        // would make a packed payload that does not
+                        // unpack: kept out here (the frame target checks
+                        // the codec bits, tests/encryption.rs codecs).
+                        if spec::flags_allowed(kind::DATA, flags) {
+                            flags &= 0x03;
+                        }
                         if o & 0x40 != 0 {
                             let p = spec::encode_flagged(
                                 a.salt,
@@ -778,11 +788,8 @@ pub fn build(data: &[u8]) -> Scenario {
         if dev2.has(V2Deviation::FOREIGN_LOG) {
             header.log_id = log_id ^ (c.u64() | 1);
         }
-        if dev2.has(V2Deviation::KEY_ID) {
-            header.key_id = 1 + u32::from(c.u8());
-        }
-        if dev2.has(V2Deviation::RESERVED) {
-            header.reserved = 1 + u32::from(c.u8());
+        if dev2.has(V2Deviation::KEY_ID) || dev2.has(V2Deviation::RESERVED) {
+            header.key_check = 1 + u32::from(c.u8());
         }
         if dev2.has(V2Deviation::TORN_WINDOW) {
             header.torn_window = u64::from(c.u32());
@@ -1283,7 +1290,7 @@ fn highest_on_disk(
         let ok = (1..=spec::MAX_LSN).contains(&h.base_lsn)
             && h.node == 1
             && h.base_lsn == base
-            && (h.version != 2 || (h.key_id == 0 && manifest.is_none_or(|m| m.log_id == h.log_id)))
+            && (h.version != 2 || manifest.is_none_or(|m| m.log_id == h.log_id))
             && b.len() as u64 <= h.segment_bytes;
         if ok {
             // An LSN past MAX_LSN is none a writer hands out (§2.1; a skip
@@ -1332,7 +1339,9 @@ pub fn run(dir: &Path, sc: &Scenario) -> Outcome {
                 let high = highest_on_disk(&input, manifest.as_ref());
                 assert!(
                     high >= format::MAX_LSN
-                        || manifest.as_ref().is_some_and(|m| m.handed_out >= format::MAX_LSN),
+                        || manifest
+                            .as_ref()
+                            .is_some_and(|m| m.handed_out >= format::MAX_LSN),
                     "point-in-time open failed with nothing on disk at MAX_LSN: {e}"
                 );
                 return Outcome::Failed(e.to_string());

@@ -141,7 +141,7 @@ pub fn segment_header() -> Vec<(&'static str, Vec<u8>)> {
         flags: 0x8000_0001,
         ..h2
     });
-    let v2_reserved = spec::encode_header(&spec::HeaderFields { reserved: 1, ..h2 });
+    let v2_reserved = spec::encode_header(&spec::HeaderFields { key_check: 1, ..h2 });
     let v2_key = spec::encode_header(&spec::HeaderFields { key_id: 3, ..h2 });
     vec![
         ("valid", header::input(0, &valid[..64])),
@@ -934,7 +934,7 @@ mod tests {
                     }
                 ),
                 "manifest_missing_newest" => assert!(
-                    matches!(&got, Outcome::Failed(e) if e.contains("LSN gap: expected 2, found 1")),
+                    matches!(&got, Outcome::Failed(e) if e.contains("LSN gap: LSN 2 is not there; the next LSN present is 1")),
                     "{got:?}"
                 ),
                 "manifest_durable_ahead" => assert!(

@@ -171,15 +171,27 @@ pub enum Frame {
     Checksum,
 }
 
+/// §3: the codec bits: LZ4.
+pub const FLAG_LZ4: u8 = 0x04;
+/// §3: the codec bits: zstd.
+pub const FLAG_ZSTD: u8 = 0x08;
+
 /// §3 / §3.3 step 7: whether `flags` is allowed on a frame of kind `k`:
-/// 0 on every frame; `FLAG_BATCH` or `FLAG_BATCH | FLAG_BATCH_END` on a
-/// record.
+/// no bit above bit 3; batch bits 0 on every frame, `FLAG_BATCH` or
+/// `FLAG_BATCH | FLAG_BATCH_END` on a record; codec bits 0 on every
+/// frame, one of `FLAG_LZ4` and `FLAG_ZSTD` on a `Data` frame.
 pub fn flags_allowed(k: u8, flags: u8) -> bool {
-    match flags {
+    let batch = match flags & 0x03 {
         0 => true,
         FLAG_BATCH | FLAGS_LAST => is_record(k),
         _ => false,
-    }
+    };
+    let codec = match flags & 0x0C {
+        0 => true,
+        FLAG_LZ4 | FLAG_ZSTD => k == kind::DATA,
+        _ => false,
+    };
+    flags & 0xF0 == 0 && batch && codec
 }
 
 /// §3.3, step by step, in the document's order.
@@ -249,7 +261,7 @@ pub fn frame_word(kind: u8, payload: &[u8]) -> Option<u64> {
 // ---------------------------------------------------------------------------
 
 /// Every field of a header block as §2.1 lays it out, including the flags
-/// word and (version 2) the reserved word, which writers leave zero. The
+/// word and (version 2) the key check, which plaintext segments leave zero. The
 /// generators build headers with [`encode_header`] rather than the
 /// engine's `SegmentHeader`, so they neither depend on the engine's
 /// encoder (which the `segment_header` target checks) nor on its fields.
@@ -270,8 +282,8 @@ pub struct HeaderFields {
     pub log_id: u64,
     /// Version 2 only: bytes 72..76.
     pub key_id: u32,
-    /// Version 2 only: bytes 76..80, must be 0.
-    pub reserved: u32,
+    /// Version 2 only: bytes 76..80; must be 0 when `key_id` is.
+    pub key_check: u32,
 }
 
 /// §2.1: the bytes the header CRC covers end at `U`: 80 in version 2, 64
@@ -310,7 +322,7 @@ pub fn encode_header(f: &HeaderFields) -> Vec<u8> {
     if f.version == 2 {
         b[64..72].copy_from_slice(&f.log_id.to_le_bytes());
         b[72..76].copy_from_slice(&f.key_id.to_le_bytes());
-        b[76..80].copy_from_slice(&f.reserved.to_le_bytes());
+        b[76..80].copy_from_slice(&f.key_check.to_le_bytes());
     }
     let crc = header_crc(&b, f.version);
     b[12..16].copy_from_slice(&crc.to_le_bytes());
@@ -342,6 +354,8 @@ pub struct HeaderValue {
     pub log_id: u64,
     /// 0 in version 1.
     pub key_id: u32,
+    /// 0 in version 1.
+    pub key_check: u32,
 }
 
 impl HeaderValue {
@@ -387,17 +401,17 @@ pub fn decode_header(block: &[u8]) -> Header {
         return Header::Version(version);
     }
     // Step 5.
-    if version == 2 && u32_at(block, 76) != 0 {
+    if version == 2 && u32_at(block, 72) == 0 && u32_at(block, 76) != 0 {
         return Header::Reserved;
     }
     // Step 6.
     if u32_at(block, 12) != header_crc(block, version) {
         return Header::Checksum;
     }
-    let (log_id, key_id) = if version == 2 {
-        (u64_at(block, 64), u32_at(block, 72))
+    let (log_id, key_id, key_check) = if version == 2 {
+        (u64_at(block, 64), u32_at(block, 72), u32_at(block, 76))
     } else {
-        (0, 0)
+        (0, 0, 0)
     };
     Header::Valid(HeaderValue {
         version,
@@ -409,6 +423,7 @@ pub fn decode_header(block: &[u8]) -> Header {
         torn_window: u64_at(block, 56),
         log_id,
         key_id,
+        key_check,
     })
 }
 
@@ -737,7 +752,8 @@ pub fn walk(file: &[u8], h: &HeaderValue, end: usize) -> Walk {
             w.unspecified = Some("a record LSN above MAX_LSN");
         }
         let rec = (at, lsn, stream, k, payload.to_vec());
-        match flags {
+        // §3: the batch bits (the codec bits say how to read the payload).
+        match flags & 0x03 {
             0 if open.is_some() => return stop(w, End::BatchBreak, open),
             0 => w.records.push(rec),
             FLAG_BATCH => {
@@ -1008,7 +1024,6 @@ pub fn judge(files: &BTreeMap<String, Vec<u8>>, node: u32, window: u64) -> Judgm
             || h.node != node
             || h.base_lsn != base
             || foreign
-            || (h.version == 2 && h.key_id != 0)
             || b.len() as u64 > h.segment_bytes
         {
             return corrupt();
@@ -1134,6 +1149,7 @@ mod tests {
                     torn_window: 11,
                     log_id: if version == 2 { 13 } else { 0 },
                     key_id: 0,
+                    key_check: 0,
                 })
             );
         }
@@ -1147,17 +1163,19 @@ mod tests {
             base_lsn: 1,
             segment_bytes: 1 << 16,
             salt: 5,
-            reserved: 1,
+            key_check: 1,
             ..HeaderFields::default()
         };
         let b = encode_header(&f);
         assert_eq!(decode_header(&b), Header::Reserved);
-        let mut b = encode_header(&HeaderFields { reserved: 0, ..f });
+        let keyed = encode_header(&HeaderFields { key_id: 2, ..f });
+        assert!(matches!(decode_header(&keyed), Header::Valid(_)));
+        let mut b = encode_header(&HeaderFields { key_check: 0, ..f });
         b[70] ^= 1; // log id: covered in version 2
         assert_eq!(decode_header(&b), Header::Checksum);
         let mut v1 = encode_header(&HeaderFields {
             version: 1,
-            reserved: 0,
+            key_check: 0,
             ..f
         });
         v1[70] ^= 1; // not covered in version 1

@@ -125,16 +125,84 @@ impl Batching {
         }
     }
 
-    /// The place a flags byte names; `None` for any other byte (unknown
-    /// bits, or an end without a batch), which makes the frame invalid.
+    /// The place the batch bits of a flags byte name (the other bits are
+    /// [`Codec`]'s); `None` for an end without a batch, which makes the
+    /// frame invalid.
     pub const fn from_flags(flags: u8) -> Option<Batching> {
-        match flags {
+        match flags & BATCH_BITS {
             0 => Some(Batching::Alone),
             FLAG_BATCH => Some(Batching::Member),
             f if f == FLAG_BATCH | FLAG_BATCH_END => Some(Batching::Last),
             _ => None,
         }
     }
+}
+
+/// The bits of a frame's flags byte that hold its [`Batching`].
+const BATCH_BITS: u8 = FLAG_BATCH | FLAG_BATCH_END;
+
+/// Frame flag: the data record's payload is LZ4-compressed ([`Codec::Lz4`]).
+pub const FLAG_LZ4: u8 = 0x04;
+/// Frame flag: the data record's payload is zstd-compressed ([`Codec::Zstd`]).
+pub const FLAG_ZSTD: u8 = 0x08;
+/// The bits of a frame's flags byte that hold its [`Codec`].
+const CODEC_BITS: u8 = FLAG_LZ4 | FLAG_ZSTD;
+
+/// How a data record's payload is compressed, stored in bits 2 and 3 of
+/// the frame's flags byte (docs/format.md §3.4). A compressed payload is
+/// the original length as a `u32` followed by the codec's block. Only
+/// [`Kind::Data`] frames may be compressed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Codec {
+    /// Stored as given (flag bits 0).
+    #[default]
+    None,
+    /// An LZ4 block ([`FLAG_LZ4`]).
+    Lz4,
+    /// A zstd frame ([`FLAG_ZSTD`]).
+    Zstd,
+}
+
+impl Codec {
+    /// The flag bits a frame with this codec carries.
+    pub const fn flags(self) -> u8 {
+        match self {
+            Codec::None => 0,
+            Codec::Lz4 => FLAG_LZ4,
+            Codec::Zstd => FLAG_ZSTD,
+        }
+    }
+
+    /// The codec the codec bits of a flags byte name; `None` when both
+    /// bits are set, which makes the frame invalid. Cost: a match.
+    pub const fn from_flags(flags: u8) -> Option<Codec> {
+        match flags & CODEC_BITS {
+            0 => Some(Codec::None),
+            FLAG_LZ4 => Some(Codec::Lz4),
+            FLAG_ZSTD => Some(Codec::Zstd),
+            _ => None,
+        }
+    }
+}
+
+/// Whether `flags` is a flags byte a frame of `kind` may carry (section
+/// 3.3, step 7): no unknown bit, no batch end without a batch, batch bits
+/// only on records and codec bits only on data records. Cost: a match.
+pub const fn flags_allowed(kind: Kind, flags: u8) -> bool {
+    if flags & !(BATCH_BITS | CODEC_BITS) != 0 {
+        return false;
+    }
+    let batch_ok = match Batching::from_flags(flags) {
+        Some(Batching::Alone) => true,
+        Some(_) => kind.is_record(),
+        None => false,
+    };
+    let codec_ok = match Codec::from_flags(flags) {
+        Some(Codec::None) => true,
+        Some(_) => matches!(kind, Kind::Data),
+        None => false,
+    };
+    batch_ok && codec_ok
 }
 
 impl Kind {
@@ -207,25 +275,75 @@ pub fn encode_record(
     batching: Batching,
     payload: &[u8],
 ) -> usize {
-    assert!(
-        kind.is_record() || batching == Batching::Alone,
-        "only records belong to batches"
-    );
-    assert!(payload.len() <= MAX_PAYLOAD, "payload exceeds MAX_PAYLOAD");
-    let total = frame_len(payload.len());
-    assert!(out.len() >= total, "frame buffer too short");
-    let end = FRAME_HEADER + payload.len();
-    out[FRAME_HEADER..end].copy_from_slice(payload);
-    out[end..total].fill(0);
-    seal_frame(
-        out,
-        salt,
+    let head = RecordHead {
         lsn,
         stream,
         kind,
-        batching.flags(),
-        payload.len(),
+        flags: batching.flags(),
+    };
+    encode_record_with(out, salt, head, payload.len(), |p| {
+        p.copy_from_slice(payload)
+    })
+}
+
+/// What a record frame's header says besides its length: the fields a
+/// payload transform (compression, encryption) may bind to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordHead {
+    /// The record's LSN.
+    pub lsn: u64,
+    /// Its stream.
+    pub stream: u16,
+    /// Its kind.
+    pub kind: Kind,
+    /// Its flags byte: [`Batching::flags`] | [`Codec::flags`].
+    pub flags: u8,
+}
+
+impl RecordHead {
+    /// The header bytes `[8, 20)` this head is stored as: LSN, stream,
+    /// kind and flags, which an encrypted payload authenticates. Cost: a
+    /// 12-byte copy.
+    pub fn bound_bytes(&self) -> [u8; 12] {
+        let mut b = [0u8; 12];
+        b[..8].copy_from_slice(&self.lsn.to_le_bytes());
+        b[8..10].copy_from_slice(&self.stream.to_le_bytes());
+        b[10] = self.kind as u8;
+        b[11] = self.flags;
+        b
+    }
+}
+
+/// Encodes one record frame of `len` payload bytes at the start of `out`,
+/// letting `fill` write the payload in place (it is handed exactly `len`
+/// bytes, zeroed), and returns the frame's length. The checksum covers
+/// what `fill` wrote, so a transform such as encryption runs without a
+/// second buffer.
+///
+/// Cost: what `fill` costs, plus one CRC pass over the payload; no
+/// allocation. Panics if `out` is shorter than the frame, `len` exceeds
+/// [`MAX_PAYLOAD`], or `head.flags` is not allowed for `head.kind`
+/// ([`flags_allowed`]).
+pub fn encode_record_with(
+    out: &mut [u8],
+    salt: u64,
+    head: RecordHead,
+    len: usize,
+    fill: impl FnOnce(&mut [u8]),
+) -> usize {
+    assert!(
+        flags_allowed(head.kind, head.flags),
+        "flags {:#04x} not allowed on a {} frame",
+        head.flags,
+        head.kind.name()
     );
+    assert!(len <= MAX_PAYLOAD, "payload exceeds MAX_PAYLOAD");
+    let total = frame_len(len);
+    assert!(out.len() >= total, "frame buffer too short");
+    let end = FRAME_HEADER + len;
+    fill(&mut out[FRAME_HEADER..end]);
+    out[end..total].fill(0);
+    seal_frame(out, salt, head.lsn, head.stream, head.kind, head.flags, len);
     total
 }
 
@@ -311,7 +429,8 @@ pub struct FrameRef<'a> {
     /// Frame type.
     pub kind: Kind,
     /// Per-frame flags byte as stored: a record's place in a batch
-    /// ([`Batching`]); 0 on every other frame and in version 1.
+    /// ([`Batching`]) and a data record's [`Codec`]; 0 on every other
+    /// frame and in version 1.
     pub flags: u8,
     /// The payload bytes (alignment tail excluded).
     pub payload: &'a [u8],
@@ -325,6 +444,22 @@ impl FrameRef<'_> {
     /// every valid frame has one (`Alone` for non-records).
     pub fn batching(&self) -> Batching {
         Batching::from_flags(self.flags).unwrap_or(Batching::Alone)
+    }
+
+    /// The record's payload codec. Decoding checked the flags byte, so
+    /// every valid frame has one (`None` for all but compressed data).
+    pub fn codec(&self) -> Codec {
+        Codec::from_flags(self.flags).unwrap_or(Codec::None)
+    }
+
+    /// The header fields a payload transform binds to.
+    pub fn head(&self) -> RecordHead {
+        RecordHead {
+            lsn: self.lsn,
+            stream: self.stream,
+            kind: self.kind,
+            flags: self.flags,
+        }
     }
 
     /// The 8-byte payload of a [`Kind::Vouch`] or [`Kind::Skip`] frame (the
@@ -368,8 +503,9 @@ pub enum InvalidFrame {
     #[error("reserved bytes not zero")]
     Reserved,
     /// The flags byte is not one this version defines for the frame's
-    /// kind: unknown bits, a batch end without a batch, or batch flags on
-    /// a frame that is not a record.
+    /// kind: unknown bits, a batch end without a batch, both codec bits,
+    /// batch flags on a frame that is not a record, or codec flags on one
+    /// that is not data.
     #[error("frame flags {0:#04x} not valid for its kind")]
     Flags(u8),
     /// The checksum does not match (damaged, torn, or written under another salt).
@@ -412,12 +548,7 @@ pub fn decode_frame(buf: &[u8], salt: u64, max_payload: usize) -> Decoded<'_> {
         return Decoded::Invalid(InvalidFrame::Reserved);
     }
     let flags = h[F_FLAGS];
-    let flags_ok = match Batching::from_flags(flags) {
-        Some(Batching::Alone) => true,
-        Some(_) => kind.is_record(),
-        None => false,
-    };
-    if !flags_ok {
+    if !flags_allowed(kind, flags) {
         return Decoded::Invalid(InvalidFrame::Flags(flags));
     }
     if get_u32(h, F_CRC) != frame_crc(salt, buf, plen) {

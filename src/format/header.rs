@@ -17,7 +17,7 @@ const H_TORN_WINDOW: usize = 56;
 const H_USED_V1: usize = 64;
 const H_LOG_ID: usize = 64;
 const H_KEY_ID: usize = 72;
-const H_RESERVED: usize = 76;
+const H_KEY_CHECK: usize = 76;
 const H_USED_V2: usize = 80;
 
 /// Decoded contents of a segment header (the first block of a segment file).
@@ -47,9 +47,15 @@ pub struct SegmentHeader {
     /// manifest holds the same), so a segment of another log under the
     /// right name is refused. 0 in version 1.
     pub log_id: u64,
-    /// Version 2: the key the segment's payloads are encrypted with; 0 for
-    /// none (the only value this version writes). 0 in version 1.
+    /// Version 2: the key the segment's data payloads are encrypted with;
+    /// 0 for none. 0 in version 1.
     pub key_id: u32,
+    /// Version 2, with `key_id` ≠ 0: four bytes derived from the key, the
+    /// log id and the salt, so that a reader holding the wrong key for
+    /// `key_id` is told so at once instead of finding every record
+    /// failing authentication. 0 when `key_id` is 0 (anything else is
+    /// [`HeaderError::Reserved`]).
+    pub key_check: u32,
 }
 
 /// Why a segment header block was rejected.
@@ -71,8 +77,9 @@ pub enum HeaderError {
     /// Fewer than [`BLOCK`] bytes were supplied.
     #[error("header shorter than one block")]
     Short,
-    /// A version-2 header whose reserved word is not zero: written by a
-    /// later writer this reader does not know.
+    /// A version-2 header of a plaintext segment (`key_id` 0) whose key
+    /// check word is not zero: written by a later writer this reader does
+    /// not know.
     #[error("reserved header bytes not zero")]
     Reserved,
 }
@@ -137,7 +144,7 @@ impl SegmentHeader {
         if self.version >= 2 {
             put(b, H_LOG_ID, &self.log_id.to_le_bytes());
             put(b, H_KEY_ID, &self.key_id.to_le_bytes());
-            put(b, H_RESERVED, &0u32.to_le_bytes());
+            put(b, H_KEY_CHECK, &self.key_check.to_le_bytes());
         }
         let crc = header_crc(b, used(self.version));
         put(b, H_CRC, &crc.to_le_bytes());
@@ -182,16 +189,20 @@ impl SegmentHeader {
             return Err(HeaderError::Version(version));
         }
         let b = &block[..used(version)];
-        if version >= 2 && get_u32(b, H_RESERVED) != 0 {
+        if version >= 2 && get_u32(b, H_KEY_ID) == 0 && get_u32(b, H_KEY_CHECK) != 0 {
             return Err(HeaderError::Reserved);
         }
         if get_u32(b, H_CRC) != header_crc(b, b.len()) {
             return Err(HeaderError::Checksum);
         }
-        let (log_id, key_id) = if version >= 2 {
-            (get_u64(b, H_LOG_ID), get_u32(b, H_KEY_ID))
+        let (log_id, key_id, key_check) = if version >= 2 {
+            (
+                get_u64(b, H_LOG_ID),
+                get_u32(b, H_KEY_ID),
+                get_u32(b, H_KEY_CHECK),
+            )
         } else {
-            (0, 0)
+            (0, 0, 0)
         };
         Ok(SegmentHeader {
             version,
@@ -203,6 +214,7 @@ impl SegmentHeader {
             torn_window: get_u64(b, H_TORN_WINDOW),
             log_id,
             key_id,
+            key_check,
         })
     }
 }

@@ -10,6 +10,7 @@ fn sample_header() -> SegmentHeader {
         version: 1,
         log_id: 0,
         key_id: 0,
+        key_check: 0,
         node: 7,
         base_lsn: 1_000_001,
         segment_bytes: 64 << 20,
@@ -273,9 +274,10 @@ fn invalid_frame_variants() {
     assert_eq!(invalid(&b, SALT), InvalidFrame::Reserved);
 
     // Flags are checked before the CRC: an unknown bit, an end without a
-    // batch, or batch flags on a frame that is no record are invalid
-    // whatever the checksum says.
-    for bad in [0x04u8, 0x80, FLAG_BATCH_END, 0xFF] {
+    // batch, both codec bits, batch flags on a frame that is no record or
+    // codec flags on one that is not data are invalid whatever the
+    // checksum says.
+    for bad in [0x10u8, 0x80, FLAG_BATCH_END, FLAG_LZ4 | FLAG_ZSTD, 0xFF] {
         let mut b = good.clone();
         b[19] = bad;
         assert_eq!(invalid(&b, SALT), InvalidFrame::Flags(bad));
@@ -284,6 +286,12 @@ fn invalid_frame_variants() {
     encode_padding(&mut pad, SALT, 64);
     pad[19] = FLAG_BATCH;
     assert_eq!(invalid(&pad, SALT), InvalidFrame::Flags(FLAG_BATCH));
+    pad[19] = FLAG_LZ4;
+    assert_eq!(invalid(&pad, SALT), InvalidFrame::Flags(FLAG_LZ4));
+    let mut marker = vec![0u8; frame_len(8)];
+    encode_frame(&mut marker, SALT, 5, 0, Kind::Checkpoint, &[0; 8]);
+    marker[19] = FLAG_ZSTD;
+    assert_eq!(invalid(&marker, SALT), InvalidFrame::Flags(FLAG_ZSTD));
 
     let mut b = good.clone();
     b[30] ^= 1;
@@ -313,7 +321,35 @@ fn batch_places_round_trip_and_are_checksummed() {
 }
 
 #[test]
-#[should_panic(expected = "only records belong to batches")]
+fn codecs_round_trip_beside_batch_places_and_are_checksummed() {
+    for codec in [Codec::None, Codec::Lz4, Codec::Zstd] {
+        for place in [Batching::Alone, Batching::Member, Batching::Last] {
+            let head = RecordHead {
+                lsn: 9,
+                stream: 4,
+                kind: Kind::Data,
+                flags: place.flags() | codec.flags(),
+            };
+            let mut b = vec![0u8; frame_len(5)];
+            let n = encode_record_with(&mut b, SALT, head, 5, |p| p.copy_from_slice(b"abcde"));
+            assert_eq!(n, frame_len(5));
+            let Decoded::Frame(f) = decode_frame(&b, SALT, MAX_PAYLOAD) else {
+                panic!("{codec:?} {place:?} does not decode");
+            };
+            assert_eq!((f.codec(), f.batching(), f.head()), (codec, place, head));
+            assert_eq!(f.payload, b"abcde");
+        }
+    }
+    // A codec bit flipped on disk changes how the payload would be read:
+    // the CRC covers it.
+    let mut b = vec![0u8; frame_len(3)];
+    encode_record(&mut b, SALT, 9, 4, Kind::Data, Batching::Alone, b"abc");
+    b[19] = FLAG_LZ4;
+    assert_eq!(invalid(&b, SALT), InvalidFrame::Checksum);
+}
+
+#[test]
+#[should_panic(expected = "not allowed on a padding frame")]
 fn a_padding_frame_cannot_join_a_batch() {
     let mut b = vec![0u8; 64];
     encode_record(&mut b, SALT, 0, 0, Kind::Padding, Batching::Last, &[0; 8]);
@@ -677,6 +713,7 @@ fn sample_v2() -> SegmentHeader {
         version: 2,
         log_id: 0xfeed_beef_0042_0001,
         key_id: 0,
+        key_check: 0,
         ..sample_header()
     }
 }

@@ -301,6 +301,7 @@ mod tests {
             version: 1,
             log_id: 0,
             key_id: 0,
+            key_check: 0,
             node: 1,
             base_lsn: 1,
             segment_bytes: seg_bytes as u64,

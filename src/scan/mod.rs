@@ -76,12 +76,6 @@ pub(crate) enum HeaderProblem {
         /// This log's.
         expected: u64,
     },
-    /// A segment whose payloads are encrypted (a non-zero key id), which
-    /// this reader cannot decrypt.
-    Encrypted {
-        /// The header's key id.
-        key_id: u32,
-    },
     /// The file is longer than the segment size its header declares.
     LongerThanDeclared {
         /// The file's length.
@@ -138,9 +132,6 @@ impl HeaderProblem {
             HeaderProblem::ForeignLog { found, expected } => {
                 Error::corrupt(path, 0, Corruption::ForeignLog { found, expected })
             }
-            HeaderProblem::Encrypted { key_id } => {
-                Error::corrupt(path, 0, Corruption::Encrypted { key_id })
-            }
             HeaderProblem::LongerThanDeclared { file_len, declared } => header(
                 declared,
                 format!("file is {file_len} bytes, longer than the {declared} its header declares"),
@@ -152,8 +143,7 @@ impl HeaderProblem {
 /// Open `file` as a segment of `node` and check its header: it decodes
 /// (from its copy, in version 2, if the header block is damaged), its base
 /// LSN is in range, it agrees with the file name, a version-2 header
-/// carries `log_id` (when the caller knows the log's id) and no key id,
-/// and the file is no longer than the header declares.
+/// carries `log_id` (when the caller knows the log's id), and the file is no longer than the header declares.
 ///
 /// `Err` is an I/O error; `Ok(Err(_))` a header that cannot be used (the
 /// caller decides, by the segment's position, what that means). Cost: one
@@ -196,9 +186,6 @@ pub(crate) fn open(
                 found: h.log_id,
                 expected,
             }));
-        }
-        if h.key_id != 0 {
-            return Ok(Err(HeaderProblem::Encrypted { key_id: h.key_id }));
         }
     }
     if scan.file_len > h.segment_bytes {
@@ -781,6 +768,7 @@ mod tests {
                 version: 1,
                 log_id: 0,
                 key_id: 0,
+                key_check: 0,
                 node: 1,
                 base_lsn: 1,
                 segment_bytes: SEG as u64,
@@ -839,6 +827,7 @@ mod tests {
                 version: 2,
                 log_id: 9,
                 key_id: 0,
+                key_check: 0,
                 node: 1,
                 base_lsn: 1,
                 segment_bytes: SEG as u64,
