@@ -1,14 +1,18 @@
-//! ringwal as [openraft](https://docs.rs/openraft/0.9)'s log storage.
+// The README is the crate's front page; its Rust block is a doctest.
+#![doc = include_str!("../README.md")]
 //!
-//! [`LogStore`] implements openraft's `RaftLogStorage` (storage-v2) over a
-//! [`ringwal::Wal`]; [`LogReader`] is its `RaftLogReader` for replication
-//! tasks; [`KvStateMachine`] is a small in-memory key-value state machine
-//! for [`KvConfig`], enough for openraft's conformance suite and examples.
-//! `README.md` beside this crate's manifest explains the design and why it
-//! is crash-safe.
+//! ## Where to start in the API
+//!
+//! - [`LogStore::open`] opens or creates a store; [`LogStore`] implements
+//!   openraft's `RaftLogStorage`, [`LogReader`] its `RaftLogReader`.
+//! - [`KvStateMachine`] and [`KvConfig`]: the in-memory state machine and
+//!   the type configuration it works with.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+// openraft's traits return its `StorageError` (185 bytes); the helpers
+// return the same type rather than box it and unbox it at every `?`.
+#![allow(clippy::result_large_err)]
 
 mod log_store;
 mod meta;

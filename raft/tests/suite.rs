@@ -29,6 +29,8 @@ impl StoreBuilder<KvConfig, LogStore<KvConfig>, KvStateMachine, TempDir> for Bui
 }
 
 #[test]
-fn openraft_suite() -> Result<(), StorageError<u64>> {
-    Suite::test_all(Builder)
+fn openraft_suite() {
+    if let Err(e) = Suite::test_all(Builder) {
+        panic!("openraft's storage suite failed: {e}");
+    }
 }
