@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Cursor;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use openraft::storage::RaftStateMachine;
@@ -59,8 +60,8 @@ struct Data {
     kv: BTreeMap<String, String>,
 }
 
-/// The current snapshot: its metadata and bytes.
-#[derive(Clone, Debug)]
+/// The current snapshot: its metadata and bytes (the JSON of a `Data`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
 struct Stored {
     meta: SnapshotMeta<u64, BasicNode>,
     bytes: Vec<u8>,
@@ -68,6 +69,8 @@ struct Stored {
 
 #[derive(Debug, Default)]
 struct Inner {
+    /// Where snapshots are kept durably, if anywhere.
+    path: Option<PathBuf>,
     data: Data,
     snapshot: Option<Stored>,
     /// Snapshots built so far, for unique snapshot ids.
@@ -75,13 +78,17 @@ struct Inner {
 }
 
 /// An in-memory key-value state machine ([`RaftStateMachine`]): applied
-/// entries live in a `BTreeMap`, snapshots are its JSON in memory.
+/// entries live in a `BTreeMap`, snapshots are its JSON.
 ///
-/// Nothing here is durable: after a restart the state machine is empty
-/// and openraft re-applies the log from the start (or installs a snapshot
-/// from the leader). `Clone` shares the same state, so the application
-/// can keep a handle to read from ([`get`](Self::get)) while openraft owns
-/// another.
+/// The state itself is never written to disk. Made with
+/// [`new`](Self::new), nothing is: after a restart the state machine is
+/// empty, which is right only while the log still holds every entry (no
+/// purge). Made with [`open`](Self::open), every snapshot built or
+/// installed is also written durably to a file, and a reopen starts from
+/// the last one; openraft then re-applies the committed entries after it
+/// from the log (which a purge never takes past a snapshot). `Clone`
+/// shares the same state, so the application can keep a handle to read
+/// from ([`get`](Self::get)) while openraft owns another.
 #[derive(Clone, Debug, Default)]
 pub struct KvStateMachine {
     inner: Arc<Mutex<Inner>>,
@@ -91,6 +98,35 @@ impl KvStateMachine {
     /// An empty state machine. Cost: one allocation.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A state machine that keeps its snapshots durably in the file
+    /// `path` (a CRC-framed checkpoint file, replaced atomically), starting
+    /// from the snapshot there if there is one.
+    ///
+    /// Cost: one read and JSON decode of the snapshot file. Blocking.
+    ///
+    /// # Errors
+    ///
+    /// A read error if the file is damaged (torn, foreign, or not a
+    /// snapshot of this state machine) or cannot be read.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, StorageError<u64>> {
+        let path = path.as_ref().to_path_buf();
+        let mut inner = Inner {
+            path: Some(path.clone()),
+            ..Inner::default()
+        };
+        let bad = |e: &dyn std::error::Error| {
+            StorageIOError::read_snapshot(None, openraft::AnyError::error(e))
+        };
+        if let Some(bytes) = ringwal::files::read_checkpoint(&path).map_err(|e| bad(&e))? {
+            let stored: Stored = serde_json::from_slice(&bytes).map_err(|e| bad(&e))?;
+            inner.data = serde_json::from_slice(&stored.bytes).map_err(|e| bad(&e))?;
+            inner.snapshot = Some(stored);
+        }
+        Ok(KvStateMachine {
+            inner: Arc::new(Mutex::new(inner)),
+        })
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -104,9 +140,29 @@ impl KvStateMachine {
     }
 }
 
+impl Inner {
+    /// Make `stored` the current snapshot: first in the snapshot file,
+    /// durably, when there is one (so a crash leaves the old snapshot or
+    /// the new one, whole), then in memory.
+    fn keep(&mut self, stored: Stored) -> Result<(), StorageError<u64>> {
+        if let Some(path) = &self.path {
+            let signature = Some(stored.meta.signature());
+            let bytes = serde_json::to_vec(&stored)
+                .map_err(|e| StorageIOError::write_snapshot(signature.clone(), &e))?;
+            ringwal::files::write_checkpoint(path, &bytes)
+                .map_err(|e| StorageIOError::write_snapshot(signature, &e))?;
+        }
+        self.snapshot = Some(stored);
+        Ok(())
+    }
+}
+
 impl RaftSnapshotBuilder<KvConfig> for KvStateMachine {
     /// Serialize the whole state to JSON and keep it as the current
-    /// snapshot. Cost: one lock held for the encode, one copy of the bytes.
+    /// snapshot (durably first, for a state machine made with
+    /// [`open`](KvStateMachine::open)). Cost: one lock held for the encode
+    /// and, with a file, its atomic durable rewrite (a write, an
+    /// fdatasync, a rename, a directory fsync); one copy of the bytes.
     async fn build_snapshot(&mut self) -> Result<Snapshot<KvConfig>, StorageError<u64>> {
         let mut inner = self.lock();
         let bytes = serde_json::to_vec(&inner.data)
@@ -123,10 +179,10 @@ impl RaftSnapshotBuilder<KvConfig> for KvStateMachine {
                 inner.built
             ),
         };
-        inner.snapshot = Some(Stored {
+        inner.keep(Stored {
             meta: meta.clone(),
             bytes: bytes.clone(),
-        });
+        })?;
         Ok(Snapshot {
             meta,
             snapshot: Box::new(Cursor::new(bytes)),
@@ -187,7 +243,9 @@ impl RaftStateMachine<KvConfig> for KvStateMachine {
     }
 
     /// Replace the state with the snapshot's and keep it as the current
-    /// snapshot. Cost: one JSON decode; one lock.
+    /// snapshot (durably first, for a state machine made with
+    /// [`open`](KvStateMachine::open)). Cost: one JSON decode; one lock;
+    /// with a file, its atomic durable rewrite.
     async fn install_snapshot(
         &mut self,
         meta: &SnapshotMeta<u64, BasicNode>,
@@ -197,11 +255,11 @@ impl RaftStateMachine<KvConfig> for KvStateMachine {
         let data: Data = serde_json::from_slice(&bytes)
             .map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &e))?;
         let mut inner = self.lock();
-        inner.data = data;
-        inner.snapshot = Some(Stored {
+        inner.keep(Stored {
             meta: meta.clone(),
             bytes,
-        });
+        })?;
+        inner.data = data;
         Ok(())
     }
 
