@@ -41,10 +41,9 @@ struct Index<C: RaftTypeConfig> {
 
 impl<C: RaftTypeConfig> Index<C> {
     /// Forget every entry at `since` or above (a truncation, or an entry
-    /// appended over them). Returns whether anything was forgotten.
-    fn cut_from(&mut self, since: u64) -> bool {
-        let gone = self.lsns.split_off(&since);
-        !gone.is_empty()
+    /// appended over them).
+    fn cut_from(&mut self, since: u64) {
+        self.lsns.split_off(&since);
     }
 
     /// Forget every entry at `upto` or below (a purge).
@@ -236,7 +235,8 @@ impl<C: RaftTypeConfig> Debug for LogStore<C> {
 }
 
 impl<C: RaftTypeConfig> LogStore<C> {
-    /// Open or create the store in `dir` (created if missing): open the
+    /// Open or create the store in `dir` (created if missing, and its
+    /// entry in its parent directory made durable): open the
     /// ringwal log in `dir/log` with `cfg` (which recovers it), load the
     /// metadata file, and rebuild the index by replaying the log.
     ///
@@ -252,7 +252,15 @@ impl<C: RaftTypeConfig> LogStore<C> {
     /// damage recovery refuses, or the metadata file is damaged.
     pub fn open(dir: impl AsRef<Path>, cfg: Config) -> Result<Self, C> {
         let dir = dir.as_ref();
-        std::fs::create_dir_all(dir).map_err(|e| StorageIOError::read(&e))?;
+        if !dir.exists() {
+            // Durably: a store whose directory entry a power loss can take
+            // away is no store. (ringwal makes `log/` durable in `dir`, and
+            // the metadata file syncs `dir` for itself.)
+            std::fs::create_dir_all(dir).map_err(|e| StorageIOError::write(&e))?;
+            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                ringwal::files::fsync_dir(parent).map_err(|e| StorageIOError::write(&e))?;
+            }
+        }
         let meta = MetaFile::<C::NodeId>::load(dir)?;
         let (wal, _report) =
             Wal::open(dir.join(LOG_DIR), cfg).map_err(|e| StorageIOError::read(&e))?;
