@@ -1,0 +1,410 @@
+//! One ringwal-kv node: an openraft `Raft` on a ringwal `LogStore` and the
+//! in-memory `KvStateMachine`, its HTTP API (axum), the HTTP network to
+//! the other nodes (reqwest), and the client calls. Shared by the example
+//! binary (one node per process) and `tests/kv_cluster.rs` (three nodes
+//! in one process).
+
+// Not every item is used by both the binary and the test.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::error::Error;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Query, State};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use openraft::error::{
+    CheckIsLeaderError, ClientWriteError, InitializeError, InstallSnapshotError, NetworkError,
+    RPCError, RaftError, RemoteError, Unreachable,
+};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, ClientWriteResponse, InstallSnapshotRequest,
+    InstallSnapshotResponse, VoteRequest, VoteResponse,
+};
+use openraft::{BasicNode, RaftMetrics, SnapshotPolicy};
+use ringwal_raft::{KvConfig, KvRequest, KvStateMachine, LogStore};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+/// Any error, for the example's own plumbing.
+pub type BoxError = Box<dyn Error + Send + Sync>;
+
+/// The openraft instance of one node.
+pub type Raft = openraft::Raft<KvConfig>;
+
+/// A running node: its raft, a handle on its state machine, where it
+/// listens, and the HTTP server task.
+pub struct Node {
+    pub id: u64,
+    pub raft: Raft,
+    pub sm: KvStateMachine,
+    pub addr: SocketAddr,
+    server: JoinHandle<()>,
+}
+
+impl Node {
+    /// Stop the HTTP server and the raft node; its log store is dropped
+    /// (and the ringwal log closed) once the raft tasks are gone.
+    pub async fn stop(self) {
+        self.server.abort();
+        let _ = self.server.await;
+        let _ = self.raft.shutdown().await;
+    }
+}
+
+/// Timings short enough for a test on loopback, long enough for a
+/// loaded 2-core machine. Snapshots every 50 entries and keeps 20 behind
+/// them, so that the log store's purge runs in any real use.
+fn raft_config() -> Result<Arc<openraft::Config>, BoxError> {
+    let cfg = openraft::Config {
+        cluster_name: "ringwal-kv".into(),
+        heartbeat_interval: 100,
+        election_timeout_min: 400,
+        election_timeout_max: 800,
+        snapshot_policy: SnapshotPolicy::LogsSinceLast(50),
+        max_in_snapshot_log_to_keep: 20,
+        ..Default::default()
+    };
+    Ok(Arc::new(cfg.validate()?))
+}
+
+/// The ringwal configuration of a node's log: 4 MiB segments.
+fn wal_config() -> ringwal::Config {
+    ringwal::Config::builder()
+        .segment_bytes(4 << 20)
+        .max_record_bytes(256 << 10)
+        .build()
+}
+
+/// Start node `id` serving on `listener`, its log store in `dir`.
+pub async fn start(id: u64, listener: TcpListener, dir: &Path) -> Result<Node, BoxError> {
+    let addr = listener.local_addr()?;
+    let store = open_store(dir).await?;
+    // Snapshots are kept durably beside the log: once the log is purged,
+    // a restart starts from the last snapshot, not from an empty state.
+    let sm = KvStateMachine::open(dir.join("snapshot"))?;
+    let network = Network {
+        client: reqwest::Client::new(),
+    };
+    let raft = Raft::new(id, raft_config()?, network, store, sm.clone()).await?;
+    let app = Router::new()
+        .route("/raft/append", post(append))
+        .route("/raft/vote", post(vote))
+        .route("/raft/snapshot", post(snapshot))
+        .route("/init", post(init))
+        .route("/kv/put", post(put))
+        .route("/kv/get", get(read))
+        .route("/metrics", get(metrics))
+        .with_state(Api {
+            raft: raft.clone(),
+            sm: sm.clone(),
+        });
+    let server = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok(Node {
+        id,
+        raft,
+        sm,
+        addr,
+        server,
+    })
+}
+
+/// Open the log store, retrying for a while if the previous instance in
+/// this process still holds the log (its raft tasks winding down).
+async fn open_store(dir: &Path) -> Result<LogStore<KvConfig>, BoxError> {
+    let mut tries = 0;
+    loop {
+        match LogStore::<KvConfig>::open(dir, wal_config()) {
+            Ok(store) => return Ok(store),
+            Err(e) if tries < 50 && e.to_string().contains("lock") => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Api {
+    raft: Raft,
+    sm: KvStateMachine,
+}
+
+async fn append(
+    State(api): State<Api>,
+    Json(req): Json<AppendEntriesRequest<KvConfig>>,
+) -> Json<Result<AppendEntriesResponse<u64>, RaftError<u64>>> {
+    Json(api.raft.append_entries(req).await)
+}
+
+async fn vote(
+    State(api): State<Api>,
+    Json(req): Json<VoteRequest<u64>>,
+) -> Json<Result<VoteResponse<u64>, RaftError<u64>>> {
+    Json(api.raft.vote(req).await)
+}
+
+async fn snapshot(
+    State(api): State<Api>,
+    Json(req): Json<InstallSnapshotRequest<KvConfig>>,
+) -> Json<Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>>> {
+    Json(api.raft.install_snapshot(req).await)
+}
+
+/// The members to initialize the cluster with: node id -> address.
+pub type Members = BTreeMap<u64, BasicNode>;
+
+async fn init(
+    State(api): State<Api>,
+    Json(members): Json<Members>,
+) -> Json<Result<(), RaftError<u64, InitializeError<u64, BasicNode>>>> {
+    Json(api.raft.initialize(members).await)
+}
+
+type PutResult =
+    Result<ClientWriteResponse<KvConfig>, RaftError<u64, ClientWriteError<u64, BasicNode>>>;
+
+async fn put(State(api): State<Api>, Json(req): Json<KvRequest>) -> Json<PutResult> {
+    Json(api.raft.client_write(req).await)
+}
+
+#[derive(Serialize, Deserialize)]
+struct Key {
+    key: String,
+}
+
+type GetResult = Result<Option<String>, RaftError<u64, CheckIsLeaderError<u64, BasicNode>>>;
+
+/// A linearizable read: only the leader answers, once it has confirmed
+/// its leadership and applied everything committed before the read.
+async fn read(State(api): State<Api>, Query(key): Query<Key>) -> Json<GetResult> {
+    Json(
+        api.raft
+            .ensure_linearizable()
+            .await
+            .map(|_| api.sm.get(&key.key)),
+    )
+}
+
+async fn metrics(State(api): State<Api>) -> Json<RaftMetrics<u64, BasicNode>> {
+    Json(api.raft.metrics().borrow().clone())
+}
+
+/// The HTTP network: one reqwest client shared by every connection.
+pub struct Network {
+    client: reqwest::Client,
+}
+
+/// A "connection" to one node: its id and address.
+pub struct Conn {
+    client: reqwest::Client,
+    target: u64,
+    addr: String,
+}
+
+impl RaftNetworkFactory<KvConfig> for Network {
+    type Network = Conn;
+
+    async fn new_client(&mut self, target: u64, node: &BasicNode) -> Conn {
+        Conn {
+            client: self.client.clone(),
+            target,
+            addr: node.addr.clone(),
+        }
+    }
+}
+
+impl Conn {
+    async fn call<Req, Resp, E>(
+        &self,
+        path: &str,
+        req: &Req,
+        option: &RPCOption,
+    ) -> Result<Resp, RPCError<u64, BasicNode, RaftError<u64, E>>>
+    where
+        Req: Serialize,
+        Resp: DeserializeOwned,
+        E: Error + DeserializeOwned,
+    {
+        let url = format!("http://{}/{path}", self.addr);
+        let resp = self
+            .client
+            .post(url)
+            .timeout(option.hard_ttl())
+            .json(req)
+            .send()
+            .await
+            .map_err(|e| {
+                if e.is_connect() {
+                    RPCError::Unreachable(Unreachable::new(&e))
+                } else {
+                    RPCError::Network(NetworkError::new(&e))
+                }
+            })?;
+        let res: Result<Resp, RaftError<u64, E>> = resp
+            .json()
+            .await
+            .map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        res.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+    }
+}
+
+impl RaftNetwork<KvConfig> for Conn {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<KvConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<u64>, RPCError<u64, BasicNode, RaftError<u64>>> {
+        self.call("raft/append", &rpc, &option).await
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<KvConfig>,
+        option: RPCOption,
+    ) -> Result<
+        InstallSnapshotResponse<u64>,
+        RPCError<u64, BasicNode, RaftError<u64, InstallSnapshotError>>,
+    > {
+        self.call("raft/snapshot", &rpc, &option).await
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<u64>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<u64>, RPCError<u64, BasicNode, RaftError<u64>>> {
+        self.call("raft/vote", &rpc, &option).await
+    }
+}
+
+/// The client side: calls to a node's HTTP API, following the leader.
+pub struct Client {
+    http: reqwest::Client,
+}
+
+impl Default for Client {
+    fn default() -> Self {
+        Client {
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(5))
+                .build()
+                .expect("a reqwest client"),
+        }
+    }
+}
+
+/// How long a client call keeps retrying while there is no leader.
+const RETRY_FOR: Duration = Duration::from_secs(20);
+
+impl Client {
+    /// Initialize the cluster through the node at `addr` with `members`.
+    pub async fn init(&self, addr: &str, members: &Members) -> Result<(), BoxError> {
+        let url = format!("http://{addr}/init");
+        let res: Result<(), RaftError<u64, InitializeError<u64, BasicNode>>> = self
+            .http
+            .post(url)
+            .json(members)
+            .send()
+            .await?
+            .json()
+            .await?;
+        Ok(res?)
+    }
+
+    /// Set `key` to `value`, starting at the node at `addr` and following
+    /// the leader it names. Returns the previous value.
+    pub async fn put(
+        &self,
+        addr: &str,
+        key: &str,
+        value: &str,
+    ) -> Result<Option<String>, BoxError> {
+        let req = KvRequest::Set {
+            key: key.into(),
+            value: value.into(),
+        };
+        let mut at = addr.to_string();
+        let deadline = tokio::time::Instant::now() + RETRY_FOR;
+        loop {
+            let url = format!("http://{at}/kv/put");
+            let sent = self.http.post(url).json(&req).send().await;
+            let res: PutResult = match sent {
+                Ok(r) => r.json().await?,
+                Err(e) if tokio::time::Instant::now() < deadline => {
+                    let _ = e;
+                    at = addr.to_string();
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            match res {
+                Ok(resp) => return Ok(resp.data.previous),
+                Err(e) if tokio::time::Instant::now() < deadline => {
+                    at = follow(&e, &at).await;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// A linearizable read of `key`, starting at the node at `addr` and
+    /// following the leader it names.
+    pub async fn get(&self, addr: &str, key: &str) -> Result<Option<String>, BoxError> {
+        let mut at = addr.to_string();
+        let deadline = tokio::time::Instant::now() + RETRY_FOR;
+        loop {
+            let url = format!("http://{at}/kv/get");
+            let sent = self.http.get(url).query(&[("key", key)]).send().await;
+            let res: GetResult = match sent {
+                Ok(r) => r.json().await?,
+                Err(e) if tokio::time::Instant::now() < deadline => {
+                    let _ = e;
+                    at = addr.to_string();
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            match res {
+                Ok(v) => return Ok(v),
+                Err(e) if tokio::time::Instant::now() < deadline => {
+                    at = follow(&e, &at).await;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// The metrics of the node at `addr`.
+    pub async fn metrics(&self, addr: &str) -> Result<RaftMetrics<u64, BasicNode>, BoxError> {
+        let url = format!("http://{addr}/metrics");
+        Ok(self.http.get(url).send().await?.json().await?)
+    }
+}
+
+/// Where to retry after `e` from the node at `at`: the leader it names,
+/// or (no leader known yet) the same node after a pause.
+async fn follow<E>(e: &RaftError<u64, E>, at: &str) -> String
+where
+    E: Error + openraft::TryAsRef<openraft::error::ForwardToLeader<u64, BasicNode>>,
+{
+    match e.forward_to_leader::<BasicNode>() {
+        Some(f) if f.leader_node.is_some() => f.leader_node.as_ref().unwrap().addr.clone(),
+        _ => {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            at.to_string()
+        }
+    }
+}

@@ -1,0 +1,23 @@
+// The README is the crate's front page; its Rust block is a doctest.
+#![doc = include_str!("../README.md")]
+//!
+//! ## Where to start in the API
+//!
+//! - [`LogStore::open`] opens or creates a store; [`LogStore`] implements
+//!   openraft's `RaftLogStorage`, [`LogReader`] its `RaftLogReader`.
+//! - [`KvStateMachine`] and [`KvConfig`]: the in-memory state machine and
+//!   the type configuration it works with.
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+// openraft's traits return its `StorageError` (185 bytes); the helpers
+// return the same type rather than box it and unbox it at every `?`.
+#![allow(clippy::result_large_err)]
+
+mod log_store;
+mod meta;
+mod state_machine;
+
+pub use log_store::{LogReader, LogStore, ENTRY_STREAM, LOG_DIR, TRUNCATE_STREAM};
+pub use meta::META_FILE;
+pub use state_machine::{KvConfig, KvRequest, KvResponse, KvStateMachine};

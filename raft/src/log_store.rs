@@ -1,0 +1,610 @@
+//! [`LogStore`]: openraft's log storage over a ringwal [`Wal`].
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::ops::{Bound, RangeBounds};
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{Receiver, Sender};
+use openraft::storage::{LogFlushed, RaftLogStorage};
+use openraft::{
+    LogId, LogState, OptionalSend, RaftLogId, RaftLogReader, RaftTypeConfig, StorageError,
+    StorageIOError, Vote,
+};
+use ringwal::{Config, Level, Lsn, Record, Ticket, Wal};
+
+use crate::meta::{Meta, MetaFile};
+
+/// The stream raft log entries are appended to.
+pub const ENTRY_STREAM: u16 = 1;
+/// The stream truncation records are appended to.
+pub const TRUNCATE_STREAM: u16 = 2;
+/// Name of the log's directory inside the store's directory.
+pub const LOG_DIR: &str = "log";
+
+type NodeIdOf<C> = <C as RaftTypeConfig>::NodeId;
+type Result<T, C> = std::result::Result<T, StorageError<NodeIdOf<C>>>;
+
+/// The in-memory view of the raft log: which LSN holds each raft index.
+#[derive(Debug)]
+struct Index<C: RaftTypeConfig> {
+    /// Raft index -> LSN of the record holding that entry. Contiguous
+    /// indexes, ascending LSNs.
+    lsns: BTreeMap<u64, Lsn>,
+    /// The log id of the entry at the highest index in `lsns`.
+    last_log_id: Option<LogId<C::NodeId>>,
+    /// The newest purge, as the metadata file holds it.
+    last_purged: Option<LogId<C::NodeId>>,
+}
+
+impl<C: RaftTypeConfig> Index<C> {
+    /// Forget every entry at `since` or above (a truncation, or an entry
+    /// appended over them).
+    fn cut_from(&mut self, since: u64) {
+        self.lsns.split_off(&since);
+    }
+
+    /// Forget every entry at `upto` or below (a purge).
+    fn purge_to(&mut self, upto: u64) {
+        self.lsns = match upto.checked_add(1) {
+            Some(keep) => self.lsns.split_off(&keep),
+            None => BTreeMap::new(),
+        };
+        if self.lsns.is_empty() {
+            self.last_log_id = None;
+        }
+    }
+}
+
+/// What the store and its readers share: the log and the index.
+struct Shared<C: RaftTypeConfig> {
+    wal: Wal,
+    index: Mutex<Index<C>>,
+}
+
+impl<C: RaftTypeConfig> Shared<C> {
+    fn index(&self) -> MutexGuard<'_, Index<C>> {
+        self.index.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The entries whose index is in `range`, read from the log.
+    async fn entries<RB: RangeBounds<u64>>(&self, range: RB) -> Result<Vec<C::Entry>, C> {
+        let wanted: Vec<(u64, Lsn)> = {
+            let index = self.index();
+            match clamp(&range) {
+                Some(r) => index.lsns.range(r).map(|(&i, &l)| (i, l)).collect(),
+                None => Vec::new(),
+            }
+        };
+        let Some(&(_, last)) = wanted.last() else {
+            return Ok(Vec::new());
+        };
+        // An append returns before its records are written; a read of them
+        // waits until they are (readable, not necessarily durable).
+        if last > self.wal.written_lsn() {
+            self.wal
+                .wait_for(last, Level::Written)
+                .await
+                .map_err(|e| StorageIOError::read_logs(&e))?;
+        }
+        let mut out = Vec::with_capacity(wanted.len());
+        if let [(i, lsn)] = wanted[..] {
+            let rec = self
+                .wal
+                .read(lsn)
+                .map_err(|e| StorageIOError::read_log_at_index(i, &e))?;
+            out.push(decode_entry::<C>(i, &rec)?);
+            return Ok(out);
+        }
+        // Several: one sequential reader from the first, skipping the
+        // records in between that are not wanted (truncated entries,
+        // truncation records).
+        let (first_index, first) = wanted[0];
+        let reader = self
+            .wal
+            .reader_from(first)
+            .map_err(|e| StorageIOError::read_log_at_index(first_index, &e))?;
+        let mut want = wanted.iter().peekable();
+        for rec in reader {
+            let Some(&&(i, lsn)) = want.peek() else { break };
+            let rec = rec.map_err(|e| StorageIOError::read_log_at_index(i, &e))?;
+            if rec.lsn < lsn {
+                continue;
+            }
+            if rec.lsn > lsn {
+                break;
+            }
+            out.push(decode_entry::<C>(i, &rec)?);
+            want.next();
+        }
+        if let Some(&(i, lsn)) = want.next() {
+            let msg = format!("raft log entry {i} (LSN {lsn}) is not in the log");
+            return Err(
+                StorageIOError::read_log_at_index(i, openraft::AnyError::error(msg)).into(),
+            );
+        }
+        Ok(out)
+    }
+}
+
+/// The part of `range` that can hold an index, as bounds a `BTreeMap`
+/// accepts (it panics on an inverted range); `None` if it is empty.
+fn clamp<RB: RangeBounds<u64>>(range: &RB) -> Option<(Bound<u64>, Bound<u64>)> {
+    let start = match range.start_bound() {
+        Bound::Included(&s) => s,
+        Bound::Excluded(&s) => s.checked_add(1)?,
+        Bound::Unbounded => 0,
+    };
+    let end = match range.end_bound() {
+        Bound::Included(&e) => e,
+        Bound::Excluded(&e) => e.checked_sub(1)?,
+        Bound::Unbounded => u64::MAX,
+    };
+    (start <= end).then_some((Bound::Included(start), Bound::Included(end)))
+}
+
+/// An entry's record payload: its raft index (8 bytes, little-endian),
+/// then the entry as JSON.
+fn encode_entry<C: RaftTypeConfig>(entry: &C::Entry) -> Result<Vec<u8>, C> {
+    let index = entry.get_log_id().index;
+    let mut buf = index.to_le_bytes().to_vec();
+    serde_json::to_writer(&mut buf, entry)
+        .map_err(|e| StorageIOError::write_log_entry(entry.get_log_id().clone(), &e))?;
+    Ok(buf)
+}
+
+/// The raft index of an entry record, without decoding the entry.
+fn entry_index(payload: &[u8]) -> Option<u64> {
+    Some(u64::from_le_bytes(payload.get(..8)?.try_into().ok()?))
+}
+
+fn decode_entry<C: RaftTypeConfig>(index: u64, rec: &Record) -> Result<C::Entry, C> {
+    let bad = |msg: String| -> StorageError<C::NodeId> {
+        StorageIOError::read_log_at_index(index, openraft::AnyError::error(msg)).into()
+    };
+    if rec.stream != ENTRY_STREAM || entry_index(&rec.payload) != Some(index) {
+        return Err(bad(format!(
+            "LSN {} holds no raft log entry {index} (stream {})",
+            rec.lsn, rec.stream
+        )));
+    }
+    let entry: C::Entry = serde_json::from_slice(&rec.payload[8..])
+        .map_err(|e| bad(format!("LSN {}: undecodable entry: {e}", rec.lsn)))?;
+    if entry.get_log_id().index != index {
+        return Err(bad(format!("LSN {} holds a different entry", rec.lsn)));
+    }
+    Ok(entry)
+}
+
+/// One pending append: the ticket of its batch (`None` for an empty
+/// append) and openraft's callback to fire once it is durable.
+type Pending<C> = (Option<Ticket>, LogFlushed<C>);
+
+/// The completion thread: fires the callbacks in append order, each once
+/// its batch is durable. Ends when the store (the only sender) is gone.
+fn flush_loop<C: RaftTypeConfig>(rx: Receiver<Pending<C>>) {
+    for (ticket, callback) in rx {
+        let done = match ticket {
+            Some(t) => t.wait(Level::Durable).map_err(std::io::Error::other),
+            None => Ok(()),
+        };
+        callback.log_io_completed(done);
+    }
+}
+
+/// openraft's log storage ([`RaftLogStorage`]) over a ringwal [`Wal`].
+///
+/// Layout of its directory: the log in `log/` (a ringwal log, node and
+/// segment size as configured), and the metadata file `raft-meta` (vote,
+/// committed log id, last purged log id; JSON in a CRC-framed checkpoint
+/// file replaced atomically).
+///
+/// Guarantees:
+///
+/// - An append of several entries is one atomic ringwal batch: after any
+///   crash all of them are in the log or none is. Its callback fires only
+///   once the whole batch is durable, and callbacks fire in append order.
+/// - The log is never rewritten. A truncation is a record of its own on
+///   [`TRUNCATE_STREAM`], made durable before `truncate` returns; the
+///   in-memory map raft index -> LSN is rebuilt on open by replaying the
+///   log, to the same map (see the crate documentation for why that is
+///   crash-safe).
+/// - Vote, committed log id and last purged log id are durable when
+///   `save_vote`, `save_committed` and `purge` return; `save_vote` first
+///   waits for every earlier append to be durable, so the vote never gets
+///   ahead of the log on disk.
+///
+/// Costs: one background thread (the completion thread, named
+/// `ringwal-raft-flush`) besides ringwal's own; memory of two `u64` per
+/// live entry plus `BTreeMap` overhead for the index.
+pub struct LogStore<C: RaftTypeConfig> {
+    shared: Arc<Shared<C>>,
+    meta: MetaFile<C::NodeId>,
+    flush: Option<Sender<Pending<C>>>,
+    flusher: Option<JoinHandle<()>>,
+}
+
+impl<C: RaftTypeConfig> Debug for LogStore<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogStore")
+            .field("wal", &self.shared.wal)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C: RaftTypeConfig> LogStore<C> {
+    /// Open or create the store in `dir` (created if missing, and its
+    /// entry in its parent directory made durable): open the
+    /// ringwal log in `dir/log` with `cfg` (which recovers it), load the
+    /// metadata file, and rebuild the index by replaying the log.
+    ///
+    /// Cost: ringwal's open (reads every segment once), then one more
+    /// sequential read of the whole log to replay it (each entry's index is
+    /// read from its first 8 bytes; no entry is decoded but the last); one
+    /// point read of the last entry; starts the completion thread.
+    /// Blocking.
+    ///
+    /// # Errors
+    ///
+    /// `StorageError` (a read error) if the log cannot be opened or holds
+    /// damage recovery refuses, or the metadata file is damaged.
+    pub fn open(dir: impl AsRef<Path>, cfg: Config) -> Result<Self, C> {
+        let dir = dir.as_ref();
+        if !dir.exists() {
+            // Durably: a store whose directory entry a power loss can take
+            // away is no store. (ringwal makes `log/` durable in `dir`, and
+            // the metadata file syncs `dir` for itself.)
+            std::fs::create_dir_all(dir).map_err(|e| StorageIOError::write(&e))?;
+            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                ringwal::files::fsync_dir(parent).map_err(|e| StorageIOError::write(&e))?;
+            }
+        }
+        let meta = MetaFile::<C::NodeId>::load(dir)?;
+        let (wal, _report) =
+            Wal::open(dir.join(LOG_DIR), cfg).map_err(|e| StorageIOError::read(&e))?;
+        let index = replay::<C>(&wal, meta.get().last_purged.clone())?;
+        let shared = Arc::new(Shared {
+            wal,
+            index: Mutex::new(index),
+        });
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let flusher = std::thread::Builder::new()
+            .name("ringwal-raft-flush".into())
+            .spawn(move || flush_loop::<C>(rx))
+            .map_err(|e| StorageIOError::read(&e))?;
+        Ok(LogStore {
+            shared,
+            meta,
+            flush: Some(tx),
+            flusher: Some(flusher),
+        })
+    }
+
+    /// The underlying log: for its statistics ([`Wal::stats`]) and health
+    /// ([`Wal::poison_cause`]). Appending to it directly on the streams this
+    /// store uses would corrupt the raft log. Cost: none.
+    pub fn wal(&self) -> &Wal {
+        &self.shared.wal
+    }
+
+    /// A reader sharing this store's log and index. Cost: one `Arc` clone.
+    pub fn reader(&self) -> LogReader<C> {
+        LogReader {
+            shared: self.shared.clone(),
+        }
+    }
+
+    fn save_meta(&mut self, change: impl FnOnce(&mut Meta<C::NodeId>)) -> Result<(), C> {
+        let mut next = self.meta.get().clone();
+        change(&mut next);
+        self.meta.store(next)
+    }
+
+    fn pending(&self, item: Pending<C>) {
+        // The thread only ends once the sender is dropped (in `drop`), so
+        // the send cannot fail while the store lives.
+        if let Some(tx) = &self.flush {
+            let _ = tx.send(item);
+        }
+    }
+}
+
+impl<C: RaftTypeConfig> Drop for LogStore<C> {
+    /// Lets the completion thread fire the callbacks still pending (each
+    /// once its batch is durable, or with the error that poisoned the
+    /// log), then joins it. Blocks for at most the writes in flight.
+    fn drop(&mut self) {
+        drop(self.flush.take());
+        if let Some(t) = self.flusher.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The index the log holds: replay every record from the oldest kept, in
+/// LSN order, applying each entry record (which also drops any entry at
+/// or above its index) and each truncation record, then drop what
+/// `last_purged` covers.
+fn replay<C: RaftTypeConfig>(
+    wal: &Wal,
+    last_purged: Option<LogId<C::NodeId>>,
+) -> Result<Index<C>, C> {
+    let mut index = Index::<C> {
+        lsns: BTreeMap::new(),
+        last_log_id: None,
+        last_purged,
+    };
+    let read =
+        |e: &ringwal::Error| -> StorageError<C::NodeId> { StorageIOError::read_logs(e).into() };
+    for rec in wal.reader_from(0).map_err(|e| read(&e))? {
+        let rec = rec.map_err(|e| read(&e))?;
+        if rec.kind != ringwal::Kind::Data {
+            continue;
+        }
+        let index_of = |rec: &Record| -> Result<u64, C> {
+            entry_index(&rec.payload).ok_or_else(|| {
+                let msg = format!("LSN {}: record too short for a raft index", rec.lsn);
+                StorageIOError::read_logs(openraft::AnyError::error(msg)).into()
+            })
+        };
+        match rec.stream {
+            ENTRY_STREAM => {
+                let i = index_of(&rec)?;
+                index.cut_from(i);
+                index.lsns.insert(i, rec.lsn);
+            }
+            TRUNCATE_STREAM => {
+                index.cut_from(index_of(&rec)?);
+            }
+            _ => {}
+        }
+    }
+    if let Some(p) = index.last_purged.as_ref().map(|p| p.index) {
+        index.purge_to(p);
+    }
+    if let Some((&i, &lsn)) = index.lsns.last_key_value() {
+        let rec = wal
+            .read(lsn)
+            .map_err(|e| StorageIOError::read_log_at_index(i, &e))?;
+        index.last_log_id = Some(decode_entry::<C>(i, &rec)?.get_log_id().clone());
+    }
+    Ok(index)
+}
+
+/// A reader of the raft log ([`RaftLogReader`]), for openraft's
+/// replication tasks: shares the store's log and index. `Clone`, `Send`,
+/// `Sync`; reads run concurrently with the store's writes.
+///
+/// A read of entries purged meanwhile fails (ringwal's `Gap`) rather than
+/// returning them.
+pub struct LogReader<C: RaftTypeConfig> {
+    shared: Arc<Shared<C>>,
+}
+
+impl<C: RaftTypeConfig> Clone for LogReader<C> {
+    fn clone(&self) -> Self {
+        LogReader {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<C: RaftTypeConfig> Debug for LogReader<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogReader")
+            .field("wal", &self.shared.wal)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C: RaftTypeConfig> RaftLogReader<C> for LogReader<C> {
+    /// The entries whose index is in `range` (missing ones are left out).
+    ///
+    /// Cost: one short lock to look the LSNs up; if the newest is not yet
+    /// written, an await until it is; then one point read
+    /// ([`Wal::read`]) for a single entry, or one sequential reader from
+    /// the first LSN for several. Blocking file reads on the calling task,
+    /// one allocation and one JSON decode per entry.
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<C::Entry>, C> {
+        self.shared.entries(range).await
+    }
+}
+
+impl<C: RaftTypeConfig> RaftLogReader<C> for LogStore<C> {
+    /// As [`LogReader`]'s.
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<C::Entry>, C> {
+        self.shared.entries(range).await
+    }
+}
+
+impl<C: RaftTypeConfig> RaftLogStorage<C> for LogStore<C> {
+    type LogReader = LogReader<C>;
+
+    /// The last purged log id and the last log id (the last entry's, or
+    /// the last purged one when no entry is left). Cost: one short lock;
+    /// no I/O.
+    async fn get_log_state(&mut self) -> Result<LogState<C>, C> {
+        let index = self.shared.index();
+        Ok(LogState {
+            last_purged_log_id: index.last_purged.clone(),
+            last_log_id: index
+                .last_log_id
+                .clone()
+                .or_else(|| index.last_purged.clone()),
+        })
+    }
+
+    /// A [`LogReader`] sharing this store. Cost: one `Arc` clone.
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.reader()
+    }
+
+    /// Wait until every entry appended so far is durable, then write the
+    /// vote to the metadata file, durably. Cost: that wait (nothing when
+    /// no write is in flight), then a rewrite of the metadata file (a
+    /// create, a write, an fdatasync, a rename and a directory fsync).
+    async fn save_vote(&mut self, vote: &Vote<C::NodeId>) -> Result<(), C> {
+        self.shared
+            .wal
+            .sync_async()
+            .await
+            .map_err(|e| StorageIOError::write_vote(&e))?;
+        let vote = vote.clone();
+        self.save_meta(|m| m.vote = Some(vote))
+    }
+
+    /// The vote last saved. Cost: none (it is kept in memory).
+    async fn read_vote(&mut self) -> Result<Option<Vote<C::NodeId>>, C> {
+        Ok(self.meta.get().vote.clone())
+    }
+
+    /// Write the committed log id to the metadata file, durably. Cost: a
+    /// rewrite of the metadata file, as [`save_vote`](Self::save_vote).
+    async fn save_committed(&mut self, committed: Option<LogId<C::NodeId>>) -> Result<(), C> {
+        if self.meta.get().committed == committed {
+            return Ok(());
+        }
+        self.save_meta(|m| m.committed = committed)
+    }
+
+    /// The committed log id last saved. Cost: none (kept in memory).
+    async fn read_committed(&mut self) -> Result<Option<LogId<C::NodeId>>, C> {
+        Ok(self.meta.get().committed.clone())
+    }
+
+    /// Append `entries` as one atomic ringwal batch on [`ENTRY_STREAM`]
+    /// and return at once; `callback` fires on the completion thread once
+    /// the batch is durable (callbacks in append order). The entries are
+    /// readable when this returns (a read waits for their write).
+    ///
+    /// An entry at an index the log already holds replaces it and every
+    /// entry after it (as a truncation would; openraft truncates first).
+    ///
+    /// Cost: one JSON encode and one allocation per entry, one
+    /// `append_batch` (one lock, one copy per entry; blocks only under
+    /// backpressure from the device), one short lock on the index and one
+    /// channel send. No syscall of its own.
+    ///
+    /// # Errors
+    ///
+    /// A write error if an entry cannot be encoded, or the batch is
+    /// refused (`TooLarge`: more than one segment's worth; the log is
+    /// poisoned). Nothing is appended then.
+    async fn append<I>(&mut self, entries: I, callback: LogFlushed<C>) -> Result<(), C>
+    where
+        I: IntoIterator<Item = C::Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let mut ids = Vec::new();
+        let mut payloads = Vec::new();
+        for entry in entries {
+            payloads.push(encode_entry::<C>(&entry)?);
+            ids.push(entry.get_log_id().clone());
+        }
+        let (Some(first), Some(last)) = (ids.first(), ids.last()) else {
+            // Nothing to write; still fired after every earlier append.
+            self.pending((None, callback));
+            return Ok(());
+        };
+        let records: Vec<(u16, &[u8])> = payloads
+            .iter()
+            .map(|p| (ENTRY_STREAM, p.as_slice()))
+            .collect();
+        let ticket = self
+            .shared
+            .wal
+            .append_batch(&records)
+            .map_err(|e| StorageIOError::write_logs(&e))?;
+        {
+            let first_lsn = ticket.lsn() + 1 - ids.len() as u64;
+            let mut index = self.shared.index();
+            index.cut_from(first.index);
+            for (n, id) in ids.iter().enumerate() {
+                index.lsns.insert(id.index, first_lsn + n as u64);
+            }
+            index.last_log_id = Some(last.clone());
+        }
+        self.pending((Some(ticket), callback));
+        Ok(())
+    }
+
+    /// Remove the entries at `log_id.index` and above: append a
+    /// truncation record on [`TRUNCATE_STREAM`], drop them from the index,
+    /// and wait for the record to be durable. Nothing is written when no
+    /// entry is at or above the index.
+    ///
+    /// Cost: one 8-byte append and a wait for it to be durable; one point
+    /// read (the new last entry, for its log id).
+    async fn truncate(&mut self, log_id: LogId<C::NodeId>) -> Result<(), C> {
+        let since = log_id.index;
+        if self.shared.index().lsns.range(since..).next().is_none() {
+            return Ok(());
+        }
+        let ticket = self
+            .shared
+            .wal
+            .append(TRUNCATE_STREAM, &since.to_le_bytes())
+            .map_err(|e| StorageIOError::write_logs(&e))?;
+        let last = {
+            let mut index = self.shared.index();
+            index.cut_from(since);
+            index.lsns.last_key_value().map(|(&i, &l)| (i, l))
+        };
+        ticket
+            .reached(Level::Durable)
+            .await
+            .map_err(|e| StorageIOError::write_logs(&e))?;
+        let last_log_id = match last {
+            None => None,
+            Some((i, _)) => {
+                let entry = self.shared.entries(i..=i).await?;
+                entry.first().map(|e| e.get_log_id().clone())
+            }
+        };
+        self.shared.index().last_log_id = last_log_id;
+        Ok(())
+    }
+
+    /// Purge the entries up to `log_id.index`: record `log_id` as the last
+    /// purged in the metadata file (durably), drop them from the index,
+    /// then let ringwal remove the segments whose every record is at or
+    /// below the LSN of the last purged entry ([`Wal::checkpoint`]: whole
+    /// segments only, so some purged entries may stay on disk, unread).
+    ///
+    /// Cost: a rewrite of the metadata file; one unlink or rename per
+    /// removed segment and a directory fsync. Nothing for a purge no newer
+    /// than the last.
+    async fn purge(&mut self, log_id: LogId<C::NodeId>) -> Result<(), C> {
+        if self.meta.get().last_purged >= Some(log_id.clone()) {
+            return Ok(());
+        }
+        let purged = log_id.clone();
+        self.save_meta(|m| m.last_purged = Some(purged))?;
+        let cut = {
+            let mut index = self.shared.index();
+            let cut = index
+                .lsns
+                .range(..=log_id.index)
+                .next_back()
+                .map(|(_, &l)| l);
+            index.purge_to(log_id.index);
+            index.last_purged = Some(log_id);
+            cut
+        };
+        if let Some(lsn) = cut {
+            self.shared
+                .wal
+                .checkpoint(lsn)
+                .map_err(|e| StorageIOError::write_logs(&e))?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,36 @@
+//! openraft's storage conformance suite, run against `LogStore` over a
+//! real ringwal log, each store in a fresh temporary directory.
+
+use openraft::testing::{StoreBuilder, Suite};
+use openraft::StorageError;
+use ringwal_raft::{KvConfig, KvStateMachine, LogStore};
+use tempfile::TempDir;
+
+/// Small segments and records, so that creating a log (which zero-writes
+/// its first segment) costs little: the suite builds dozens of stores.
+fn config() -> ringwal::Config {
+    ringwal::Config::builder()
+        .segment_bytes(1 << 20)
+        .max_record_bytes(64 << 10)
+        .write_bytes(64 << 10)
+        .build()
+}
+
+struct Builder;
+
+impl StoreBuilder<KvConfig, LogStore<KvConfig>, KvStateMachine, TempDir> for Builder {
+    async fn build(
+        &self,
+    ) -> Result<(TempDir, LogStore<KvConfig>, KvStateMachine), StorageError<u64>> {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let store = LogStore::open(dir.path(), config())?;
+        Ok((dir, store, KvStateMachine::new()))
+    }
+}
+
+#[test]
+fn openraft_suite() {
+    if let Err(e) = Suite::test_all(Builder) {
+        panic!("openraft's storage suite failed: {e}");
+    }
+}
