@@ -22,7 +22,7 @@ use ringwal::channel::{AckResult, Channels, RecordSender};
 use ringwal::{Backend, Config, Durability, Level, Wal};
 
 use super::inspect::human_bytes;
-use super::{ApiArg, BenchArgs, CmdResult, Failure};
+use super::{ApiArg, BenchArgs, CmdResult, Failure, PayloadArg};
 
 /// Highest latency the histograms track exactly (one hour, in µs); larger
 /// values are recorded as this.
@@ -43,6 +43,7 @@ struct Results {
     elapsed: Duration,
     hist: Histogram<u64>,
     writes: u64,
+    write_bytes: u64,
     syncs: u64,
     rolls: u64,
     appended: u64,
@@ -77,7 +78,10 @@ pub(crate) fn run(a: BenchArgs) -> CmdResult {
         }
     };
 
-    let mut builder = Config::builder()
+    let mut builder = a
+        .key
+        .config(1)?
+        .compression(a.compress, 256)
         .backend(backend)
         .sync_method(a.sync_method)
         .max_inflight(a.inflight)
@@ -92,12 +96,15 @@ pub(crate) fn run(a: BenchArgs) -> CmdResult {
     let wal = Arc::new(wal);
 
     println!(
-        "ringwal bench: backend={} sync={} inflight={} producers={} size={} B level={} api={} window={} secs={} segment={} MiB checkpoint={} dir={}",
+        "ringwal bench: backend={} sync={} inflight={} producers={} size={} B payload={:?} compress={} encrypted={} level={} api={} window={} secs={} segment={} MiB checkpoint={} dir={}",
         backend.name(),
         a.sync_method.name(),
         a.inflight,
         a.producers,
         a.size,
+        a.payload,
+        a.compress,
+        a.key.key_file.is_some(),
         a.level.name(),
         a.api.name(),
         if a.api == ApiArg::Channel { a.window } else { 1 },
@@ -121,7 +128,10 @@ pub(crate) fn run(a: BenchArgs) -> CmdResult {
 /// Drive the producers for the configured time, with a progress line on
 /// stderr every second, and merge what they measured.
 fn load(wal: &Arc<Wal>, a: &BenchArgs, level: Level) -> Result<Results, Failure> {
-    let payload: Vec<u8> = (0..a.size).map(|i| (i % 251) as u8).collect();
+    let payload: Vec<u8> = match a.payload {
+        PayloadArg::Pattern => (0..a.size).map(|i| (i % 251) as u8).collect(),
+        PayloadArg::Telemetry => telemetry(a.size),
+    };
     let stop = AtomicBool::new(false);
     let done = AtomicU64::new(0);
     let before = wal.stats();
@@ -207,6 +217,7 @@ fn load(wal: &Arc<Wal>, a: &BenchArgs, level: Level) -> Result<Results, Failure>
         elapsed,
         hist,
         writes: after.writes - before.writes,
+        write_bytes: after.write_bytes - before.write_bytes,
         syncs: after.syncs - before.syncs,
         rolls: after.rolls - before.rolls,
         appended: after.next_lsn - before.next_lsn,
@@ -303,6 +314,11 @@ impl Results {
         self.records as f64 * size as f64 / 1e6 / self.secs()
     }
 
+    /// Bytes the log wrote per payload byte appended.
+    fn stored_ratio(&self, size: usize) -> f64 {
+        self.write_bytes as f64 / (self.appended.max(1) as f64 * size.max(1) as f64)
+    }
+
     fn records_per_write(&self) -> f64 {
         if self.writes == 0 {
             0.0
@@ -345,6 +361,41 @@ fn report(a: &BenchArgs, backend: Backend, r: &Results) {
         r.syncs,
         r.rolls
     );
+    println!(
+        "stored:      {:.3} bytes written per payload byte (frames, padding, tags and compression included)",
+        r.stored_ratio(a.size)
+    );
+}
+
+/// `size` bytes of JSON telemetry: one metric sample per line, hosts,
+/// metric names, values and timestamps varying as a collector's do.
+fn telemetry(size: usize) -> Vec<u8> {
+    const METRICS: [&str; 6] = [
+        "cpu.user",
+        "cpu.system",
+        "mem.used_bytes",
+        "net.rx_bytes",
+        "disk.io_ms",
+        "http.requests",
+    ];
+    let mut out = String::with_capacity(size + 160);
+    let mut i: u64 = 0;
+    while out.len() < size {
+        // A cheap mix so values do not repeat in a pattern LZ4 would
+        // find trivially.
+        let x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
+        out.push_str(&format!(
+            "{{\"ts\":{},\"host\":\"web-{:02}.eu-west-1\",\"metric\":\"{}\",\"value\":{}.{:03},\"tags\":{{\"env\":\"prod\",\"svc\":\"checkout\"}}}}\n",
+            1_764_547_200_000 + i * 137,
+            x % 40,
+            METRICS[(i % 6) as usize],
+            x % 10_000,
+            x % 1000
+        ));
+        i += 1;
+    }
+    out.truncate(size);
+    out.into_bytes()
 }
 
 fn write_json(path: &Path, a: &BenchArgs, backend: Backend, r: &Results) -> Result<(), Failure> {
@@ -364,6 +415,10 @@ fn write_json(path: &Path, a: &BenchArgs, backend: Backend, r: &Results) -> Resu
         "api": a.api.name(),
         "window": if a.api == ApiArg::Channel { a.window } else { 1 },
         "writes": r.writes,
+        "write_bytes": r.write_bytes,
+        "stored_per_payload_byte": r.stored_ratio(a.size),
+        "compress": a.compress.name(),
+        "encrypted": a.key.key_file.is_some(),
         "records_per_write": r.records_per_write(),
         "syncs": r.syncs,
         "rolls": r.rolls,

@@ -28,10 +28,12 @@ EXIT STATUS:
      or a read met corrupt data.
   2  Usage error: bad arguments, no log in DIR (or none of --node), a
      path that does not exist or is not a directory, a read below the
-     oldest LSN kept (gap); and any other error.
+     oldest LSN kept (gap), a missing or wrong --key-file; and any other
+     error.
   3  The log is locked by another writer (the message names its process
      id when it can be read): retry once that writer has closed.
-  4  I/O error, or the file system is full.";
+  4  I/O error, the file system is full, or the log is at its
+     --max-log-bytes limit and no checkpoint made room in time.";
 
 // Every status above is a distinct value.
 const _: () = assert!(OK != DAMAGED && DAMAGED != USAGE && USAGE != LOCKED && LOCKED != IO);

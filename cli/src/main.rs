@@ -362,6 +362,24 @@ pub(crate) struct BenchArgs {
     /// collector's setting: durability within this bound, off the ack path).
     #[arg(long)]
     pub sync_interval_ms: Option<u64>,
+    /// What each record holds: `pattern` (bytes 0..250 repeated) or
+    /// `telemetry` (JSON metric lines, as a collector writes them).
+    #[arg(long, value_enum, default_value_t = PayloadArg::Pattern)]
+    pub payload: PayloadArg,
+    /// Compress records of at least 256 bytes with this codec.
+    #[arg(long, default_value = "none", value_parser = named::<Codec>(Codec::NAMES))]
+    pub compress: Codec,
+    #[command(flatten)]
+    pub key: KeyArg,
+}
+
+/// `--payload` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum PayloadArg {
+    /// Bytes 0..250, repeated.
+    Pattern,
+    /// JSON telemetry lines (host, metric, value, timestamp).
+    Telemetry,
 }
 
 /// `--api` values.
