@@ -13,7 +13,7 @@ use crate::observer::{DurabilityObserver, ObserverSlot};
 use crate::packing::Cursor;
 
 /// Which I/O queue the ring thread drives.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[non_exhaustive]
 #[cfg_attr(
     feature = "serde",
@@ -21,7 +21,18 @@ use crate::packing::Cursor;
     serde(rename_all = "kebab-case")
 )]
 pub enum Backend {
-    /// io_uring with several writes in flight (Linux; the default there).
+    /// io_uring where the kernel allows it, else the threaded backend:
+    /// the default. Containers' default seccomp profiles, the
+    /// `kernel.io_uring_disabled` sysctl and old kernels refuse
+    /// `io_uring_setup`; then the log runs on the threaded backend, and
+    /// [`Stats::backend`](crate::Stats::backend) and
+    /// [`RecoveryReport::backend`](crate::RecoveryReport::backend) say
+    /// which one runs. Cost: one `io_uring_setup` attempt at open.
+    #[default]
+    Auto,
+    /// io_uring with several writes in flight (Linux only); an open where
+    /// the kernel refuses it fails with
+    /// [`Error::BackendUnavailable`](crate::Error::BackendUnavailable).
     Uring,
     /// One blocking I/O thread; the portable backend (the default
     /// elsewhere). `F_FULLFSYNC` on macOS.
@@ -118,7 +129,7 @@ macro_rules! named {
     };
 }
 
-named!(Backend, "backend", Uring => "uring", Threaded => "threaded");
+named!(Backend, "backend", Auto => "auto", Uring => "uring", Threaded => "threaded");
 named!(Level, "level", Accepted => "accepted", Written => "written", Durable => "durable");
 named!(SyncMethod, "sync method", Dsync => "dsync", WriteThenFdatasync => "write-then-fdatasync");
 named!(DirectIo, "O_DIRECT policy", Auto => "auto", On => "on", Off => "off");
@@ -226,11 +237,7 @@ impl Default for Config {
         Config {
             node: 1,
             segment_bytes: 64 << 20,
-            backend: if cfg!(target_os = "linux") {
-                Backend::Uring
-            } else {
-                Backend::Threaded
-            },
+            backend: Backend::Auto,
             durable: true,
             sync_method: SyncMethod::Dsync,
             max_record_bytes: 1 << 20,
@@ -256,7 +263,7 @@ impl Default for Config {
 
 impl Config {
     /// Start a builder from the defaults: node 1, 64 MiB segments, the
-    /// platform's preferred backend, durable writes with `RWF_DSYNC`,
+    /// `Auto` backend (io_uring where allowed), durable writes with `RWF_DSYNC`,
     /// records up to 1 MiB, 8 writes in flight of up to 1 MiB each,
     /// O_DIRECT where supported, strict recovery.
     pub fn builder() -> ConfigBuilder {
@@ -540,7 +547,8 @@ impl ConfigBuilder {
         self.cfg.segment_bytes = bytes;
         self
     }
-    /// I/O backend. Default: `Uring` on Linux, `Threaded` elsewhere.
+    /// I/O backend. Default: `Auto` (io_uring where the kernel allows it,
+    /// the threaded backend otherwise).
     pub fn backend(mut self, backend: Backend) -> Self {
         self.cfg.backend = backend;
         self

@@ -83,6 +83,22 @@ pub enum Error {
         /// How long the append waited.
         waited: std::time::Duration,
     },
+    /// The configured I/O backend cannot run here: the kernel refused
+    /// `io_uring_setup` (a container's seccomp profile, the
+    /// `kernel.io_uring_disabled` sysctl, an old kernel); the OS error is
+    /// the `source()`. `Backend::Auto` (the default) runs the threaded
+    /// backend instead. Nothing was modified but recovery's repairs.
+    #[error(
+        "the {backend} backend is unavailable here: the kernel refused io_uring_setup; \
+         Backend::Auto (the default) falls back to the threaded backend"
+    )]
+    BackendUnavailable {
+        /// The backend configured.
+        backend: crate::Backend,
+        /// The kernel's refusal.
+        #[source]
+        source: io::Error,
+    },
     /// LSNs that should exist do not: a missing segment, or a read from
     /// below the oldest LSN kept (checkpointed away). For a read,
     /// `expected` is the LSN asked for and `found` the oldest one kept.

@@ -79,6 +79,13 @@ pub struct RecoveryReport {
     pub last_checkpoint: Option<CheckpointMarker>,
     /// Wall time of the whole recovery.
     pub elapsed: Duration,
+    /// The I/O backend the opened log runs (`Uring` or `Threaded`: the
+    /// configured `Backend::Auto` resolved; `Auto` only in a report of no
+    /// open).
+    pub backend: crate::Backend,
+    /// Whether the log's segments are written with O_DIRECT
+    /// (`DirectIo::Auto` falls back where the file system refuses it).
+    pub direct_io: bool,
 }
 
 /// A checkpoint marker found in the log: a record of kind

@@ -60,10 +60,11 @@ struct Ring {
 /// write and the best p99 at 1 (see README, "Measurements").
 const PARTIAL_IN_FLIGHT: usize = 1;
 
-/// Start the ring thread (and its segment preparer). The io_uring is
-/// created on the ring thread itself (single issuer); a failure to create
-/// it is returned here.
-pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
+/// Start the ring thread (and its segment preparer) and say which backend
+/// it runs. The io_uring is created on the ring thread itself (single
+/// issuer); with `Backend::Auto` a refusal falls back to the threaded
+/// queue, with `Backend::Uring` it is returned here.
+pub(crate) fn spawn(start: RingStart) -> Result<(JoinHandle<()>, Backend)> {
     let sh = start.shared.clone();
     let dir_path = sh.dir.path().to_path_buf();
     let dir = sh
@@ -71,7 +72,7 @@ pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
         .vfs
         .open_dir(&dir_path)
         .map_err(|e| Error::io(&dir_path, e))?;
-    let (ready_tx, ready_rx) = crossbeam_channel::bounded::<std::io::Result<()>>(1);
+    let (ready_tx, ready_rx) = crossbeam_channel::bounded::<std::io::Result<QueueKind>>(1);
     let handle = std::thread::Builder::new()
         .name(format!("ringwal-ring-{}", sh.cfg.node))
         .spawn(move || {
@@ -82,13 +83,27 @@ pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
                 // unpinned ring thread is slower, not wrong.
                 let _ = ringwal_platform::cpu::pin_current(cpu);
             }
-            let kind = match start.shared.cfg.backend {
-                Backend::Uring => QueueKind::Uring,
-                Backend::Threaded => QueueKind::Threaded,
+            let cfg = &start.shared.cfg;
+            let (kind, fall_back) = match cfg.backend {
+                Backend::Uring => (QueueKind::Uring, false),
+                Backend::Threaded => (QueueKind::Threaded, false),
+                Backend::Auto if cfg!(target_os = "linux") && cfg.vfs.is_real() => {
+                    (QueueKind::Uring, true)
+                }
+                Backend::Auto => (QueueKind::Threaded, false),
             };
-            let depth = start.shared.cfg.max_inflight + 4;
-            let mut q = match new_queue(kind, depth, start.shared.notifier.clone()) {
-                Ok(q) => q,
+            let depth = cfg.max_inflight + 4;
+            let notifier = start.shared.notifier.clone();
+            let made = match new_queue(kind, depth, notifier.clone()) {
+                Err(e) if fall_back => {
+                    let _ = &e;
+                    crate::trace::event!(warn, error = %e, "io_uring refused: running the threaded backend");
+                    new_queue(QueueKind::Threaded, depth, notifier).map(|q| (q, QueueKind::Threaded))
+                }
+                made => made.map(|q| (q, kind)),
+            };
+            let (mut q, kind) = match made {
+                Ok(made) => made,
                 Err(e) => {
                     let _ = ready_tx.send(Err(e));
                     return;
@@ -109,7 +124,7 @@ pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
                     );
                 }
             }
-            let _ = ready_tx.send(Ok(()));
+            let _ = ready_tx.send(Ok(kind));
             let poison_on = start.shared.clone();
             let preparer = Preparer::spawn(
                 &start.shared.cfg,
@@ -160,10 +175,17 @@ pub(crate) fn spawn(start: RingStart) -> Result<JoinHandle<()>> {
         })
         .map_err(|e| Error::io(&dir_path, e))?;
     match ready_rx.recv() {
-        Ok(Ok(())) => Ok(handle),
+        Ok(Ok(QueueKind::Uring)) => Ok((handle, Backend::Uring)),
+        Ok(Ok(QueueKind::Threaded)) => Ok((handle, Backend::Threaded)),
         Ok(Err(e)) => {
             let _ = handle.join();
-            Err(Error::io(&dir_path, e))
+            Err(match sh.cfg.backend {
+                Backend::Uring => Error::BackendUnavailable {
+                    backend: Backend::Uring,
+                    source: e,
+                },
+                _ => Error::io(&dir_path, e),
+            })
         }
         Err(_) => {
             let _ = handle.join();

@@ -62,7 +62,8 @@ pub struct Stats {
     pub disk_bytes: u64,
     /// The oldest LSN kept (1 until a checkpoint removes a segment).
     pub oldest_lsn: Lsn,
-    /// The I/O backend the ring thread runs.
+    /// The I/O backend the ring thread runs: `Uring` or `Threaded`, the
+    /// configured `Backend::Auto` resolved.
     pub backend: Backend,
     /// Whether segments are written with O_DIRECT (the configured
     /// `DirectIo::Auto` falls back to buffered writes where the file
@@ -106,6 +107,8 @@ pub struct Wal {
     /// The newest checkpoint marker known: recovery's, then the newest
     /// (highest LSN) one appended through this handle.
     marker: Mutex<Option<CheckpointMarker>>,
+    /// The backend the ring thread runs (`Backend::Auto` resolved).
+    backend: Backend,
 }
 
 impl std::fmt::Debug for Wal {
@@ -295,18 +298,21 @@ impl Wal {
         shared.sync_method = sync_method;
         shared.direct_io = direct_io;
         let shared = Arc::new(shared);
-        let ring = ring::spawn(RingStart {
+        let (ring, backend) = ring::spawn(RingStart {
             shared: shared.clone(),
             file,
             header,
             write_at,
             lock,
         })?;
+        rec.report.backend = backend;
+        rec.report.direct_io = direct_io;
         Ok((
             Wal {
                 shared,
                 ring: Mutex::new(Some(ring)),
                 marker: Mutex::new(rec.report.last_checkpoint),
+                backend,
             },
             rec.report,
         ))
@@ -672,7 +678,7 @@ impl Wal {
             segments: files.len(),
             disk_bytes,
             oldest_lsn: files.first().map_or(1, |s| s.base),
-            backend: sh.cfg.backend,
+            backend: self.backend,
             direct_io: sh.direct_io,
             writes_in_flight: c.writes_in_flight.load(Ordering::Relaxed),
             backpressure_waits: c.backpressure_waits.load(Ordering::Relaxed),

@@ -55,6 +55,7 @@ pub(crate) fn run(args: AppendArgs) -> CmdResult {
         .key
         .config(args.node)?
         .create_if_missing(!args.no_create)
+        .backend(args.backend)
         .compression(args.compress, 256);
     if let Some(bytes) = args.segment_bytes {
         builder = builder.segment_bytes(bytes);

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Receiver;
 use hdrhistogram::Histogram;
 use ringwal::channel::{AckResult, Channels, RecordSender};
-use ringwal::{Backend, Config, Durability, Level, Wal};
+use ringwal::{Backend, Durability, Level, Wal};
 
 use super::inspect::human_bytes;
 use super::{ApiArg, BenchArgs, CmdResult, Failure, PayloadArg};
@@ -63,7 +63,7 @@ pub(crate) fn run(a: BenchArgs) -> CmdResult {
         return Err(Failure::msg("--window must be at least 1"));
     }
     let level = a.level;
-    let backend = a.backend.unwrap_or_else(|| Config::default().backend());
+    let configured = a.backend.unwrap_or_default();
 
     // Declared before the log so it is removed after the log is closed.
     let temp;
@@ -82,7 +82,7 @@ pub(crate) fn run(a: BenchArgs) -> CmdResult {
         .key
         .config(1)?
         .compression(a.compress, 256)
-        .backend(backend)
+        .backend(configured)
         .sync_method(a.sync_method)
         .max_inflight(a.inflight)
         .max_record_bytes(a.max_record)
@@ -92,7 +92,9 @@ pub(crate) fn run(a: BenchArgs) -> CmdResult {
             sync_interval: a.sync_interval_ms.map(Duration::from_millis),
         });
     }
-    let (wal, _report) = Wal::open(dir, builder.build())?;
+    let (wal, recovered) = Wal::open(dir, builder.build())?;
+    // What runs: `auto` resolved.
+    let backend = recovered.backend;
     let wal = Arc::new(wal);
 
     println!(

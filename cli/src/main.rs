@@ -103,6 +103,9 @@ pub(crate) struct AppendArgs {
     pub batch: u32,
     #[command(flatten)]
     pub key: KeyArg,
+    /// I/O backend (default: auto, io_uring where the kernel allows it).
+    #[arg(long, default_value = "auto", value_parser = named::<Backend>(Backend::NAMES))]
+    pub backend: Backend,
     /// Compress each record of at least 256 bytes with this codec when
     /// that makes it smaller (records are read back whatever the codec).
     #[arg(long, default_value = "none", value_parser = named::<Codec>(Codec::NAMES))]
@@ -333,7 +336,7 @@ pub(crate) struct BenchArgs {
     /// Also write the results as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// I/O backend (default: uring on Linux, threaded elsewhere).
+    /// I/O backend (default: auto, io_uring where the kernel allows it).
     #[arg(long, value_parser = named::<Backend>(Backend::NAMES))]
     pub backend: Option<Backend>,
     /// How durable writes are made durable.

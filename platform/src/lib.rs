@@ -28,6 +28,8 @@ pub mod file;
 mod notify;
 mod queue;
 #[cfg(feature = "sim")]
+pub mod sandbox;
+#[cfg(feature = "sim")]
 pub mod sim;
 pub mod threaded;
 #[cfg(target_os = "linux")]
