@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Receiver;
 use hdrhistogram::Histogram;
 use ringwal::channel::{AckResult, Channels, RecordSender};
-use ringwal::{Backend, Durability, Level, Wal};
+use ringwal::{Backend, Durability, Level, Lsn, Wal};
 
 use super::inspect::human_bytes;
 use super::{ApiArg, BenchArgs, CmdResult, Failure, PayloadArg};
@@ -35,6 +35,17 @@ const MAX_SECS: f64 = 86_400.0;
 struct Measured {
     hist: Histogram<u64>,
     records: u64,
+    /// With `--roll-stall`: (LSN, latency in µs) of every record.
+    samples: Vec<(Lsn, u64)>,
+}
+
+/// With `--roll-stall`: latency of the records right after a roll and of
+/// the rest, apart.
+struct RollStall {
+    after_roll: Histogram<u64>,
+    others: Histogram<u64>,
+    /// Segment bases seen (rolls measured).
+    bases: usize,
 }
 
 /// The results, ready to print or serialise.
@@ -47,6 +58,7 @@ struct Results {
     syncs: u64,
     rolls: u64,
     appended: u64,
+    roll_stall: Option<RollStall>,
 }
 
 /// Run `ringwal bench`.
@@ -136,6 +148,7 @@ fn load(wal: &Arc<Wal>, a: &BenchArgs, level: Level) -> Result<Results, Failure>
     };
     let stop = AtomicBool::new(false);
     let done = AtomicU64::new(0);
+    let bases = std::sync::Mutex::new(std::collections::BTreeSet::new());
     let before = wal.stats();
     let run_for = Duration::from_secs_f64(a.secs);
     let start = Instant::now();
@@ -150,7 +163,11 @@ fn load(wal: &Arc<Wal>, a: &BenchArgs, level: Level) -> Result<Results, Failure>
     let measured: Vec<Result<Measured, Failure>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..a.producers)
             .map(|_| match &channels {
-                None => s.spawn(|| produce(wal, &payload, level, &stop, &done)),
+                None => {
+                    let (payload, stop, done) = (&payload, &stop, &done);
+                    let keep = a.roll_stall;
+                    s.spawn(move || produce(wal, payload, level, stop, done, keep))
+                }
                 Some(ch) => {
                     let (tx, acks) = ch.sender(level);
                     let (payload, stop, done) = (&payload, &stop, &done);
@@ -168,6 +185,12 @@ fn load(wal: &Arc<Wal>, a: &BenchArgs, level: Level) -> Result<Results, Failure>
                 while !stop.load(Ordering::Relaxed) {
                     std::thread::sleep(Duration::from_millis(10));
                     let _ = wal.checkpoint(wal.durable_lsn());
+                    // Everything sealed and durable is gone: the oldest
+                    // LSN left is the base of the segment being written.
+                    bases
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(wal.oldest_lsn());
                 }
             });
         }
@@ -207,12 +230,36 @@ fn load(wal: &Arc<Wal>, a: &BenchArgs, level: Level) -> Result<Results, Failure>
 
     let mut hist = new_histogram()?;
     let mut records = 0;
+    let mut samples = Vec::new();
     for m in measured {
         let m = m?;
         records += m.records;
         hist.add(&m.hist)
             .map_err(|e| Failure::msg(format!("merging latency histograms: {e}")))?;
+        samples.extend(m.samples);
     }
+    let roll_stall = if a.roll_stall {
+        let bases = bases.into_inner().unwrap_or_else(|p| p.into_inner());
+        let first_base = before.next_lsn;
+        let mut stall = RollStall {
+            after_roll: new_histogram()?,
+            others: new_histogram()?,
+            bases: bases.range(first_base + 1..).count(),
+        };
+        for (lsn, us) in samples {
+            let base = bases.range(..=lsn).next_back().copied().unwrap_or(0);
+            let right_after = base > first_base && lsn < base + a.producers as u64;
+            let h = if right_after {
+                &mut stall.after_roll
+            } else {
+                &mut stall.others
+            };
+            h.saturating_record(us.max(1));
+        }
+        Some(stall)
+    } else {
+        None
+    };
     let after = wal.stats();
     Ok(Results {
         records,
@@ -223,6 +270,7 @@ fn load(wal: &Arc<Wal>, a: &BenchArgs, level: Level) -> Result<Results, Failure>
         syncs: after.syncs - before.syncs,
         rolls: after.rolls - before.rolls,
         appended: after.next_lsn - before.next_lsn,
+        roll_stall,
     })
 }
 
@@ -239,22 +287,36 @@ fn produce(
     level: Level,
     stop: &AtomicBool,
     done: &AtomicU64,
+    keep_samples: bool,
 ) -> Result<Measured, Failure> {
     let mut hist = new_histogram()?;
     let mut records = 0;
+    let mut samples = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         let t0 = Instant::now();
-        let acked = wal.append(0, payload).and_then(|t| t.wait(level));
-        if let Err(e) = acked {
-            stop.store(true, Ordering::Relaxed);
-            return Err(e.into());
-        }
+        let acked = wal
+            .append(0, payload)
+            .and_then(|t| t.wait(level).map(|()| t.lsn()));
+        let lsn = match acked {
+            Ok(lsn) => lsn,
+            Err(e) => {
+                stop.store(true, Ordering::Relaxed);
+                return Err(e.into());
+            }
+        };
         let us = u64::try_from(t0.elapsed().as_micros()).unwrap_or(u64::MAX);
         hist.saturating_record(us.max(1));
+        if keep_samples {
+            samples.push((lsn, us));
+        }
         records += 1;
         done.fetch_add(1, Ordering::Relaxed);
     }
-    Ok(Measured { hist, records })
+    Ok(Measured {
+        hist,
+        records,
+        samples,
+    })
 }
 
 /// One collector thread on the channel API: keep `window` records
@@ -282,7 +344,11 @@ fn produce_channel(
             token += 1;
         }
         let Some(t0) = sent.pop_front() else {
-            return Ok(Measured { hist, records });
+            return Ok(Measured {
+                hist,
+                records,
+                samples: Vec::new(),
+            });
         };
         match acks.recv() {
             Ok(Ok(_)) => {}
@@ -367,6 +433,22 @@ fn report(a: &BenchArgs, backend: Backend, r: &Results) {
         "stored:      {:.3} bytes written per payload byte (frames, padding, tags and compression included)",
         r.stored_ratio(a.size)
     );
+    if let Some(s) = &r.roll_stall {
+        let q = |h: &Histogram<u64>, q: f64| h.value_at_quantile(q);
+        println!(
+            "roll stall:  {} rolls; right after a roll: {} records, p50={} p99={} p99.9={} max={} µs; others: p50={} p99={} p99.9={} max={} µs",
+            s.bases,
+            s.after_roll.len(),
+            q(&s.after_roll, 0.5),
+            q(&s.after_roll, 0.99),
+            q(&s.after_roll, 0.999),
+            s.after_roll.max(),
+            q(&s.others, 0.5),
+            q(&s.others, 0.99),
+            q(&s.others, 0.999),
+            s.others.max()
+        );
+    }
 }
 
 /// `size` bytes of JSON telemetry: one metric sample per line, hosts,
@@ -425,6 +507,14 @@ fn write_json(path: &Path, a: &BenchArgs, backend: Backend, r: &Results) -> Resu
         "syncs": r.syncs,
         "rolls": r.rolls,
         "segment_mib": a.segment_mib,
+        "roll_stall": r.roll_stall.as_ref().map(|s| serde_json::json!({
+            "rolls": s.bases,
+            "after_roll_records": s.after_roll.len(),
+            "after_roll_p999_us": s.after_roll.value_at_quantile(0.999),
+            "after_roll_max_us": s.after_roll.max(),
+            "others_p999_us": s.others.value_at_quantile(0.999),
+            "others_max_us": s.others.max(),
+        })),
     });
     let mut text = serde_json::to_string_pretty(&obj)
         .map_err(|e| Failure::msg(format!("encoding JSON: {e}")))?;

@@ -374,6 +374,12 @@ pub(crate) struct BenchArgs {
     pub compress: Codec,
     #[command(flatten)]
     pub key: KeyArg,
+    /// Also report the latency of the records acknowledged right after
+    /// a segment roll (the first --producers LSNs of each new segment)
+    /// beside the others'. Keeps one 16-byte sample per record; needs the
+    /// default temporary directory (its checkpoints reveal the segments).
+    #[arg(long, conflicts_with_all = ["dir", "api"])]
+    pub roll_stall: bool,
 }
 
 /// `--payload` values.
