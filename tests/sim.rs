@@ -46,12 +46,23 @@ fn config(fs: &SimFs, rng: &mut StdRng) -> Config {
     } else {
         Level::Written
     };
+    let inflight = rng.gen_range(1..=4);
+    // Data at rest, drawn per life so lives mix them: a third of the
+    // lives encrypt (key 1, which every later life can read), a third
+    // compress with LZ4.
+    let keys = ringwal::StaticKeys::new();
+    keys.insert(1, ringwal::Key::new([0x51; 32]), rng.gen_bool(1.0 / 3.0));
+    let codec = if rng.gen_bool(1.0 / 3.0) {
+        ringwal::Codec::Lz4
+    } else {
+        ringwal::Codec::None
+    };
     Config::builder()
         .sim(fs)
         .segment_bytes(64 << 10)
         .max_record_bytes(MAX_RECORD)
         .write_bytes(16 << 10)
-        .max_inflight(rng.gen_range(1..=4))
+        .max_inflight(inflight)
         .durability(if level == Level::Durable {
             Durability::EveryWrite
         } else {
@@ -59,6 +70,8 @@ fn config(fs: &SimFs, rng: &mut StdRng) -> Config {
                 sync_interval: None,
             }
         })
+        .encryption(std::sync::Arc::new(keys))
+        .compression(codec, 64)
         .build()
 }
 
@@ -84,6 +97,12 @@ fn record(rng: &mut StdRng, lsn_hint: u64) -> Vec<u8> {
     };
     let mut p = vec![0u8; len];
     rng.fill(&mut p[..]);
+    // A third are text that compresses, so LZ4 lives store some packed.
+    if rng.gen_bool(1.0 / 3.0) {
+        for (i, b) in p.iter_mut().enumerate() {
+            *b = b"metric=cpu.user host=web-07 value="[i % 35];
+        }
+    }
     if len >= 8 {
         p[..8].copy_from_slice(&lsn_hint.to_le_bytes());
     }
