@@ -10,8 +10,9 @@
 //! ringwal-kv get  --node HOST:PORT KEY
 //! ```
 //!
-//! `node` prints `listening on HOST:PORT` once it serves (port 0 picks a
-//! free one) and runs until interrupted. `put` and `get` follow the leader
+//! `node` prints what its log store recovered (`recovered log up to index
+//! N` or `recovered an empty log`), then `listening on HOST:PORT` once it
+//! serves (port 0 picks a free one), and runs until interrupted. `put` and `get` follow the leader
 //! from whichever node they are given; `get` is linearizable. `demo`
 //! starts three `node` processes, initializes the cluster, writes and
 //! reads keys, kills the leader, writes more through the survivors,
@@ -85,6 +86,10 @@ async fn main() -> Result<(), BoxError> {
             let id: u64 = args.need("id").parse()?;
             let listener = tokio::net::TcpListener::bind(args.need("addr")).await?;
             let node = node::start(id, listener, Path::new(args.need("dir"))).await?;
+            match node.recovered {
+                Some(l) => println!("recovered log up to index {}", l.index),
+                None => println!("recovered an empty log"),
+            }
             println!("listening on {}", node.addr);
             tokio::signal::ctrl_c().await?;
             node.stop().await;
@@ -146,8 +151,13 @@ impl NodeProcess {
             .arg(dir.join(id.to_string()))
             .stdout(Stdio::piped())
             .spawn()?;
+        // `recovered ...`, then `listening on ADDR`.
+        let mut out = BufReader::new(child.stdout.take().expect("piped stdout"));
         let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("piped stdout")).read_line(&mut line)?;
+        for _ in 0..2 {
+            line.clear();
+            out.read_line(&mut line)?;
+        }
         let Some(addr) = line.trim().strip_prefix("listening on ") else {
             let _ = child.kill();
             let _ = child.wait();
