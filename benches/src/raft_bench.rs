@@ -25,6 +25,10 @@
 //! cd benches && cargo run --release --bin raft-bench -- [--secs 5] [--dir DIR]
 //! ```
 
+// openraft's traits return its `StorageError` and `RPCError`, and redb's
+// `Error` is as large: the helpers return those types as they are.
+#![allow(clippy::result_large_err)]
+
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::ops::RangeBounds;
@@ -431,9 +435,15 @@ fn raft_config() -> Arc<openraft::Config> {
 
 /// Start node `id` on `store` and register it with the router.
 async fn start<LS: RaftLogStorage<C>>(id: u64, store: LS, router: &Router) -> Raft {
-    let raft = Raft::new(id, raft_config(), router.clone(), store, KvStateMachine::new())
-        .await
-        .expect("raft starts");
+    let raft = Raft::new(
+        id,
+        raft_config(),
+        router.clone(),
+        store,
+        KvStateMachine::new(),
+    )
+    .await
+    .expect("raft starts");
     router.nodes.lock().unwrap().insert(id, raft.clone());
     raft
 }
@@ -498,8 +508,7 @@ async fn cell(store: &str, clients: usize, args: &Args, base: &Path) -> Cell {
         };
         rafts.push(raft);
     }
-    let members: BTreeMap<u64, BasicNode> =
-        (1..=3).map(|id| (id, BasicNode::default())).collect();
+    let members: BTreeMap<u64, BasicNode> = (1..=3).map(|id| (id, BasicNode::default())).collect();
     rafts[0].initialize(members).await.expect("initialize");
     let m = rafts[0]
         .wait(Some(Duration::from_secs(30)))
@@ -509,7 +518,13 @@ async fn cell(store: &str, clients: usize, args: &Args, base: &Path) -> Cell {
     let leader = rafts[(m.current_leader.unwrap() - 1) as usize].clone();
 
     let value = "x".repeat(args.value_bytes);
-    load(&leader, clients, &value, Instant::now() + Duration::from_secs(1)).await;
+    load(
+        &leader,
+        clients,
+        &value,
+        Instant::now() + Duration::from_secs(1),
+    )
+    .await;
     let t = Instant::now();
     let hist = load(
         &leader,
