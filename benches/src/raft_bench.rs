@@ -19,7 +19,9 @@
 //! start, initialize, a warm-up second, then `--secs` of closed-loop
 //! `client_write`s of `--value-bytes` values on 1024 keys, timing each
 //! from the call to its reply (committed on a quorum and applied on the
-//! leader). Prints a Markdown table.
+//! leader). Every cell runs `--rounds` times, interleaved with the others
+//! (the disk of a shared machine is noisy); prints a Markdown table of the
+//! median rate, its range, and the latencies of all rounds together.
 //!
 //! ```text
 //! cd benches && cargo run --release --bin raft-bench -- [--secs 5] [--dir DIR]
@@ -78,6 +80,11 @@ struct Args {
     /// Value size of each write, in bytes.
     #[arg(long, default_value_t = 1024)]
     value_bytes: usize,
+    /// Rounds: every cell runs once per round, the stores in a rotated
+    /// order each round; the table shows the median rate and the
+    /// latencies of all rounds together.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
 }
 
 // ---------------------------------------------------------------------
@@ -578,52 +585,93 @@ fn main() {
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    let mut cells = Vec::new();
-    for &clients in &args.clients {
-        for store in &args.stores {
-            eprintln!("raft-bench: {store}, {clients} clients ...");
-            let c = rt.block_on(cell(store, clients, &args, &base));
-            eprintln!(
-                "raft-bench: {store}, {clients} clients: {:.0} writes/s",
-                c.writes as f64 / c.secs
-            );
-            cells.push(c);
+    let mut runs: Vec<Cell> = Vec::new();
+    for round in 0..args.rounds.max(1) {
+        for &clients in &args.clients {
+            let n = args.stores.len();
+            for k in 0..n {
+                let store = &args.stores[(k + round) % n];
+                let c = rt.block_on(cell(store, clients, &args, &base));
+                eprintln!(
+                    "raft-bench: round {}, {store}, {clients} clients: {:.0} writes/s",
+                    round + 1,
+                    c.writes as f64 / c.secs
+                );
+                runs.push(c);
+            }
         }
     }
     let load_after = loadavg();
+    // One row per (store, clients): the median rate of its rounds, their
+    // range, and all their latencies.
+    let mut cells: Vec<Row> = Vec::new();
+    for &clients in &args.clients {
+        for store in &args.stores {
+            let mine: Vec<&Cell> = runs
+                .iter()
+                .filter(|c| &c.store == store && c.clients == clients)
+                .collect();
+            let mut rates: Vec<f64> = mine.iter().map(|c| c.writes as f64 / c.secs).collect();
+            rates.sort_by(f64::total_cmp);
+            let mut hist = Histogram::<u64>::new(3).unwrap();
+            for c in &mine {
+                hist.add(&c.hist).unwrap();
+            }
+            cells.push(Row {
+                store: store.clone(),
+                clients,
+                rate: rates[rates.len() / 2],
+                min: rates[0],
+                max: rates[rates.len() - 1],
+                hist,
+            });
+        }
+    }
 
     println!("`{command}`");
     println!();
     println!(
-        "{date}; nproc {nproc}; stores in {} ({fs}); {} B values, {} s per cell after 1 s \
-         warm-up; /proc/loadavg before: {load_before}, after: {load_after}",
+        "{date}; nproc {nproc}; stores in {} ({fs}); {} B values; {} rounds of {} s per \
+         cell after 1 s warm-up; /proc/loadavg before: {load_before}, after: {load_after}",
         base.display(),
         args.value_bytes,
+        args.rounds.max(1),
         args.secs
     );
     println!();
-    println!("| store | clients | writes/s | p50 | p99 | vs redb (writes/s) |");
-    println!("|---|---:|---:|---:|---:|---:|");
+    println!("| store | clients | writes/s (median) | range | p50 | p99 | vs redb (writes/s) |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
     for c in &cells {
-        let rate = c.writes as f64 / c.secs;
         let redb = cells
             .iter()
             .find(|r| r.store == "redb" && r.clients == c.clients)
-            .map(|r| r.writes as f64 / r.secs);
+            .map(|r| r.rate);
         let ratio = match redb {
-            Some(r) if r > 0.0 => format!("{:.2}x", rate / r),
+            Some(r) if r > 0.0 => format!("{:.2}x", c.rate / r),
             _ => "-".into(),
         };
         println!(
-            "| {} | {} | {:.0} | {} | {} | {} |",
+            "| {} | {} | {:.0} | {:.0}-{:.0} | {} | {} | {} |",
             c.store,
             c.clients,
-            rate,
+            c.rate,
+            c.min,
+            c.max,
             us(c.hist.value_at_quantile(0.5)),
             us(c.hist.value_at_quantile(0.99)),
             ratio
         );
     }
+}
+
+/// One row of the table: a store at a number of clients, over the rounds.
+struct Row {
+    store: String,
+    clients: usize,
+    rate: f64,
+    min: f64,
+    max: f64,
+    hist: Histogram<u64>,
 }
 
 /// Microseconds, printed in ms above 1 ms.
