@@ -9,7 +9,11 @@
 //! `RINGWAL_RAFT_KILLS` sets the number of kills (10 by default; half of
 //! them leaders); `scripts/raft-kill-loop.sh` runs this test in a loop.
 //! `RINGWAL_KV_BIN` names a prebuilt `ringwal-kv` binary; otherwise the
-//! test builds the example with cargo first (a no-op when it is fresh).
+//! test runs `cargo build -p ringwal-raft --example ringwal-kv` first: a
+//! no-op under `cargo test -p ringwal-raft`, which has just built it;
+//! under `cargo test --workspace` (whose feature set differs: ringwal with
+//! `zstd`) it compiles ringwal, this crate and the example once more, the
+//! first time in a target directory.
 //!
 //! How a double apply shows: every write is `KvRequest::Append` of a token
 //! `w{writer}.{attempt};` that is sent once and never again (a retry is a
