@@ -43,6 +43,15 @@ const WRITERS: u64 = 3;
 /// Tokens per key: a writer moves to a new key every this many attempts,
 /// so that values stay short.
 const TOKENS_PER_KEY: u64 = 50;
+/// The nodes' snapshot policy: a snapshot every this many entries, this
+/// many kept behind it. A node down long enough still needs a snapshot to
+/// catch up; but the log kept must outlast a snapshot's transfer, or a
+/// follower that needs one never catches up (the example's default, 50 and
+/// 20, sends the whole state every 50 writes, and the state grows with
+/// every write: after some 80 kills of a debug build, a transfer outlasted
+/// the 20-70 entries kept).
+const SNAPSHOT_EVERY: &str = "300";
+const SNAPSHOT_KEEP: &str = "300";
 /// How long any single wait (an election, a restart, a catch-up) may take
 /// before the test fails: generous, for a loaded 2-core machine.
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -146,6 +155,7 @@ impl Proc {
             .map_err(|e| e.to_string())?;
         let mut child = Command::new(bin)
             .args(["node", "--id", &self.id.to_string(), "--addr", &self.addr])
+            .args(["--snapshot-every", SNAPSHOT_EVERY, "--keep", SNAPSHOT_KEEP])
             .arg("--dir")
             .arg(&self.dir)
             .stdout(Stdio::piped())

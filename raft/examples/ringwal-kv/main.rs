@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! ringwal-kv demo [--dir DIR] [--keys N]      three nodes, end to end
-//! ringwal-kv node --id N --addr HOST:PORT --dir DIR
+//! ringwal-kv node --id N --addr HOST:PORT --dir DIR [--snapshot-every N] [--keep N]
 //! ringwal-kv init --node HOST:PORT ID=HOST:PORT...
 //! ringwal-kv put  --node HOST:PORT KEY VALUE
 //! ringwal-kv get  --node HOST:PORT KEY
@@ -12,7 +12,9 @@
 //!
 //! `node` prints what its log store recovered (`recovered log up to index
 //! N` or `recovered an empty log`), then `listening on HOST:PORT` once it
-//! serves (port 0 picks a free one), and runs until interrupted. `put` and `get` follow the leader
+//! serves (port 0 picks a free one), and runs until interrupted. It builds
+//! a snapshot every `--snapshot-every` applied entries (default 50) and
+//! keeps `--keep` entries of log behind it (default 20). `put` and `get` follow the leader
 //! from whichever node they are given; `get` is linearizable. `demo`
 //! starts three `node` processes, initializes the cluster, writes and
 //! reads keys, kills the leader, writes more through the survivors,
@@ -32,7 +34,7 @@ use openraft::BasicNode;
 fn usage() -> ! {
     eprintln!(
         "usage: ringwal-kv demo [--dir DIR] [--keys N]\n       \
-         ringwal-kv node --id N --addr HOST:PORT --dir DIR\n       \
+         ringwal-kv node --id N --addr HOST:PORT --dir DIR [--snapshot-every N] [--keep N]\n       \
          ringwal-kv init --node HOST:PORT ID=HOST:PORT...\n       \
          ringwal-kv put --node HOST:PORT KEY VALUE\n       \
          ringwal-kv get --node HOST:PORT KEY"
@@ -84,8 +86,16 @@ async fn main() -> Result<(), BoxError> {
     match cmd.as_str() {
         "node" => {
             let id: u64 = args.need("id").parse()?;
+            let mut snapshots = node::Snapshots::default();
+            if let Some(n) = args.get("snapshot-every") {
+                snapshots.every = n.parse()?;
+            }
+            if let Some(n) = args.get("keep") {
+                snapshots.keep = n.parse()?;
+            }
             let listener = tokio::net::TcpListener::bind(args.need("addr")).await?;
-            let node = node::start(id, listener, Path::new(args.need("dir"))).await?;
+            let node =
+                node::start_with(id, listener, Path::new(args.need("dir")), snapshots).await?;
             match node.recovered {
                 Some(l) => println!("recovered log up to index {}", l.index),
                 None => println!("recovered an empty log"),

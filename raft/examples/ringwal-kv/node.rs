@@ -63,17 +63,37 @@ impl Node {
     }
 }
 
+/// When a node builds a snapshot and how much log it keeps behind it.
+#[derive(Clone, Copy, Debug)]
+pub struct Snapshots {
+    /// Build a snapshot every this many applied entries.
+    pub every: u64,
+    /// Keep this many entries in the log behind the last snapshot (a
+    /// follower further behind is sent the snapshot).
+    pub keep: u64,
+}
+
+impl Default for Snapshots {
+    /// Every 50 entries, keeping 20: so that the log store's purge runs in
+    /// any real use.
+    fn default() -> Self {
+        Snapshots {
+            every: 50,
+            keep: 20,
+        }
+    }
+}
+
 /// Timings short enough for a test on loopback, long enough for a
-/// loaded 2-core machine. Snapshots every 50 entries and keeps 20 behind
-/// them, so that the log store's purge runs in any real use.
-fn raft_config() -> Result<Arc<openraft::Config>, BoxError> {
+/// loaded 2-core machine.
+fn raft_config(snapshots: Snapshots) -> Result<Arc<openraft::Config>, BoxError> {
     let cfg = openraft::Config {
         cluster_name: "ringwal-kv".into(),
         heartbeat_interval: 100,
         election_timeout_min: 400,
         election_timeout_max: 800,
-        snapshot_policy: SnapshotPolicy::LogsSinceLast(50),
-        max_in_snapshot_log_to_keep: 20,
+        snapshot_policy: SnapshotPolicy::LogsSinceLast(snapshots.every),
+        max_in_snapshot_log_to_keep: snapshots.keep,
         ..Default::default()
     };
     Ok(Arc::new(cfg.validate()?))
@@ -89,6 +109,16 @@ fn wal_config() -> ringwal::Config {
 
 /// Start node `id` serving on `listener`, its log store in `dir`.
 pub async fn start(id: u64, listener: TcpListener, dir: &Path) -> Result<Node, BoxError> {
+    start_with(id, listener, dir, Snapshots::default()).await
+}
+
+/// As [`start`], with its own snapshot policy.
+pub async fn start_with(
+    id: u64,
+    listener: TcpListener,
+    dir: &Path,
+    snapshots: Snapshots,
+) -> Result<Node, BoxError> {
     let addr = listener.local_addr()?;
     let mut store = open_store(dir).await?;
     let recovered = store.get_log_state().await?.last_log_id;
@@ -98,7 +128,7 @@ pub async fn start(id: u64, listener: TcpListener, dir: &Path) -> Result<Node, B
     let network = Network {
         client: reqwest::Client::new(),
     };
-    let raft = Raft::new(id, raft_config()?, network, store, sm.clone()).await?;
+    let raft = Raft::new(id, raft_config(snapshots)?, network, store, sm.clone()).await?;
     let app = Router::new()
         .route("/raft/append", post(append))
         .route("/raft/vote", post(vote))
