@@ -390,44 +390,67 @@ impl Cluster {
     }
 
     /// Wait until every node's state machine holds every write in `acked`;
-    /// fail at once on a duplicate or a misplaced token. Returns how many
-    /// acknowledged writes are missing on some node at the deadline (0 on
-    /// success) and how many unacknowledged writes were applied.
-    async fn verify(&self, acked: &[(u64, u64)]) -> Result<(usize, usize), String> {
+    /// fail at once on a duplicate or a misplaced token. Then (at the
+    /// deadline, if a node never got there) how many acknowledged writes
+    /// no node holds (lost), how many the furthest-behind node lacks
+    /// (lagging: 0 on success), and how many unacknowledged writes were
+    /// applied.
+    async fn verify(&self, acked: &[(u64, u64)]) -> Result<Verified, String> {
         let acked: HashSet<(u64, u64)> = acked.iter().copied().collect();
         let deadline = Instant::now() + PATIENCE;
-        let mut extra = 0;
-        let mut lost = 0;
+        let mut v = Verified::default();
+        let mut present: Vec<HashSet<(u64, u64)>> = Vec::new();
         for id in 1..=3 {
+            let mut seen = HashSet::new();
             loop {
                 let state = self.local(id).await;
-                let missing = match &state {
-                    Ok(s) => {
-                        let c = check(s, &acked);
-                        if !c.duplicates.is_empty() {
-                            return Err(format!("node {id} applied twice: {:?}", c.duplicates));
-                        }
-                        if !c.misplaced.is_empty() {
-                            return Err(format!("node {id} misplaced: {:?}", c.misplaced));
-                        }
-                        extra = extra.max(c.present.difference(&acked).count());
-                        acked.difference(&c.present).count()
+                let mut applied = None;
+                if let Ok(s) = &state {
+                    let c = check(s, &acked);
+                    if !c.duplicates.is_empty() {
+                        return Err(format!("node {id} applied twice: {:?}", c.duplicates));
                     }
-                    Err(_) => acked.len(),
-                };
+                    if !c.misplaced.is_empty() {
+                        return Err(format!("node {id} misplaced: {:?}", c.misplaced));
+                    }
+                    v.extra = v.extra.max(c.present.difference(&acked).count());
+                    seen = c.present;
+                    applied = s.last_applied;
+                }
+                let missing = acked.difference(&seen).count();
                 if missing == 0 {
                     break;
                 }
                 if Instant::now() > deadline {
-                    eprintln!("node {id}: {missing} acknowledged writes missing ({state:?})");
-                    lost = lost.max(missing);
+                    let err = state.err();
+                    eprintln!(
+                        "node {id}: {missing} acknowledged writes missing after {PATIENCE:?} \
+                         (applied up to {applied:?}; {err:?})"
+                    );
+                    v.lagging = v.lagging.max(missing);
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
+            present.push(seen);
         }
-        Ok((lost, extra))
+        v.lost = acked
+            .iter()
+            .filter(|w| !present.iter().any(|p| p.contains(w)))
+            .count();
+        Ok(v)
     }
+}
+
+/// What [`Cluster::verify`] found.
+#[derive(Debug, Default)]
+struct Verified {
+    /// Acknowledged writes on no node.
+    lost: usize,
+    /// Acknowledged writes missing on the node furthest behind.
+    lagging: usize,
+    /// Unacknowledged writes applied.
+    extra: usize,
 }
 
 /// The figures of a run.
@@ -439,6 +462,7 @@ struct Figures {
     attempts: u64,
     acked: usize,
     lost: usize,
+    lagging: usize,
     unacked_applied: usize,
     max_election: Duration,
     max_catch_up: Duration,
@@ -554,10 +578,20 @@ async fn run(dir: &Path, figures: &mut Figures) -> Result<(), String> {
         let restarted = Instant::now();
         let (_, lm) = c.leader(None, 0).await?;
         let acked = shared.acked();
-        let (lost, extra) = c.verify(&acked).await?;
-        if lost > 0 {
-            figures.lost = lost;
-            return Err(format!("kill {k}: {lost} acknowledged writes lost"));
+        let v = c.verify(&acked).await?;
+        let extra = v.extra;
+        if v.lost > 0 || v.lagging > 0 {
+            figures.lost = v.lost;
+            figures.lagging = v.lagging;
+            figures.acked = acked.len();
+            figures.attempts = shared.attempts.load(Ordering::Relaxed);
+            return Err(format!(
+                "kill {}: {} acknowledged writes on no node; {} missing on a node that did \
+                 not catch up",
+                k + 1,
+                v.lost,
+                v.lagging
+            ));
         }
         // The restarted node has applied what the leader had.
         let want = lm.last_applied.map(|l| l.index);
@@ -586,13 +620,18 @@ async fn run(dir: &Path, figures: &mut Figures) -> Result<(), String> {
         let _ = w.await;
     }
     let acked = shared.acked();
-    let (lost, extra) = c.verify(&acked).await?;
+    let v = c.verify(&acked).await?;
     figures.attempts = shared.attempts.load(Ordering::Relaxed);
     figures.acked = acked.len();
-    figures.lost = lost;
-    figures.unacked_applied = extra;
-    if lost > 0 {
-        return Err(format!("{lost} acknowledged writes lost"));
+    figures.lost = v.lost;
+    figures.lagging = v.lagging;
+    figures.unacked_applied = v.extra;
+    if v.lost > 0 || v.lagging > 0 {
+        return Err(format!(
+            "at the end: {} acknowledged writes on no node; {} missing on a node that did \
+             not catch up",
+            v.lost, v.lagging
+        ));
     }
     Ok(())
 }
@@ -608,7 +647,8 @@ async fn sigkill_leader_and_followers_loses_and_duplicates_nothing() {
     let res = run(tmp.path(), &mut figures).await;
     println!(
         "kills: {} ({} leaders, {} followers); writes sent: {}; acknowledged: {}; \
-         lost: {}; unacknowledged but applied: {}; longest election: {:?}; \
+         lost: {}; missing on a lagging node: {}; unacknowledged but applied: {}; \
+         longest election: {:?}; \
          longest catch-up: {:?}; {:?} in all",
         figures.kills,
         figures.leader_kills,
@@ -616,6 +656,7 @@ async fn sigkill_leader_and_followers_loses_and_duplicates_nothing() {
         figures.attempts,
         figures.acked,
         figures.lost,
+        figures.lagging,
         figures.unacked_applied,
         figures.max_election,
         figures.max_catch_up,
