@@ -85,7 +85,7 @@ impl Default for Snapshots {
 }
 
 /// Timings short enough for a test on loopback, long enough for a
-/// loaded 2-core machine.
+/// loaded 2-core machine; 10 s for a snapshot chunk.
 fn raft_config(snapshots: Snapshots) -> Result<Arc<openraft::Config>, BoxError> {
     let cfg = openraft::Config {
         cluster_name: "ringwal-kv".into(),
@@ -94,6 +94,12 @@ fn raft_config(snapshots: Snapshots) -> Result<Arc<openraft::Config>, BoxError> 
         election_timeout_max: 800,
         snapshot_policy: SnapshotPolicy::LogsSinceLast(snapshots.every),
         max_in_snapshot_log_to_keep: snapshots.keep,
+        // Each snapshot chunk is one HTTP request, as JSON (a byte array
+        // in JSON is a list of numbers): openraft's default of 200 ms is
+        // too short for a chunk of a state of a few MiB on a loaded
+        // machine, and a follower whose every chunk times out never
+        // catches up.
+        install_snapshot_timeout: 10_000,
         ..Default::default()
     };
     Ok(Arc::new(cfg.validate()?))
