@@ -18,6 +18,6 @@ mod log_store;
 mod meta;
 mod state_machine;
 
-pub use log_store::{LogReader, LogStore, ENTRY_STREAM, LOG_DIR, TRUNCATE_STREAM};
+pub use log_store::{LogReader, LogStore, COMMIT_STREAM, ENTRY_STREAM, LOG_DIR, TRUNCATE_STREAM};
 pub use meta::META_FILE;
 pub use state_machine::{KvConfig, KvRequest, KvResponse, KvStateMachine};

@@ -21,6 +21,9 @@ use crate::meta::{Meta, MetaFile};
 pub const ENTRY_STREAM: u16 = 1;
 /// The stream truncation records are appended to.
 pub const TRUNCATE_STREAM: u16 = 2;
+/// The stream committed log ids are appended to (`save_committed`): the
+/// log id as JSON. The last one in the log is the committed log id.
+pub const COMMIT_STREAM: u16 = 3;
 /// Name of the log's directory inside the store's directory.
 pub const LOG_DIR: &str = "log";
 
@@ -37,13 +40,41 @@ struct Index<C: RaftTypeConfig> {
     last_log_id: Option<LogId<C::NodeId>>,
     /// The newest purge, as the metadata file holds it.
     last_purged: Option<LogId<C::NodeId>>,
+    /// The record payloads of the newest entries appended since open
+    /// (raft index -> payload): always a suffix of `lsns`, so that the
+    /// replication and apply reads of recent entries decode them from
+    /// memory instead of reading the log. At most `CACHE_ENTRIES` entries
+    /// and `CACHE_BYTES` bytes.
+    cache: BTreeMap<u64, Vec<u8>>,
+    /// The bytes in `cache`.
+    cache_bytes: usize,
 }
+
+/// The most entries the read cache holds.
+const CACHE_ENTRIES: usize = 4096;
+/// The most payload bytes the read cache holds.
+const CACHE_BYTES: usize = 16 << 20;
 
 impl<C: RaftTypeConfig> Index<C> {
     /// Forget every entry at `since` or above (a truncation, or an entry
     /// appended over them).
     fn cut_from(&mut self, since: u64) {
         self.lsns.split_off(&since);
+        let cut = self.cache.split_off(&since);
+        self.cache_bytes -= cut.values().map(Vec::len).sum::<usize>();
+    }
+
+    /// Keep `payload`, the entry at `index` just appended (the newest), in
+    /// the read cache; drop the oldest beyond the bounds.
+    fn cache(&mut self, index: u64, payload: Vec<u8>) {
+        self.cache_bytes += payload.len();
+        self.cache.insert(index, payload);
+        while self.cache.len() > CACHE_ENTRIES || self.cache_bytes > CACHE_BYTES {
+            match self.cache.pop_first() {
+                Some((_, p)) => self.cache_bytes -= p.len(),
+                None => break,
+            }
+        }
     }
 
     /// Forget every entry at `upto` or below (a purge).
@@ -52,6 +83,12 @@ impl<C: RaftTypeConfig> Index<C> {
             Some(keep) => self.lsns.split_off(&keep),
             None => BTreeMap::new(),
         };
+        let kept = match upto.checked_add(1) {
+            Some(keep) => self.cache.split_off(&keep),
+            None => BTreeMap::new(),
+        };
+        self.cache = kept;
+        self.cache_bytes = self.cache.values().map(Vec::len).sum();
         if self.lsns.is_empty() {
             self.last_log_id = None;
         }
@@ -73,10 +110,19 @@ impl<C: RaftTypeConfig> Shared<C> {
     async fn entries<RB: RangeBounds<u64>>(&self, range: RB) -> Result<Vec<C::Entry>, C> {
         let wanted: Vec<(u64, Lsn)> = {
             let index = self.index();
-            match clamp(&range) {
+            let wanted: Vec<(u64, Lsn)> = match clamp(&range) {
                 Some(r) => index.lsns.range(r).map(|(&i, &l)| (i, l)).collect(),
                 None => Vec::new(),
+            };
+            // Recent entries: decoded from the cache, no read. (The cache
+            // is a suffix of the index: if it has the first, it has all.)
+            if wanted.iter().all(|(i, _)| index.cache.contains_key(i)) {
+                return wanted
+                    .iter()
+                    .map(|&(i, lsn)| decode_payload::<C>(i, lsn, &index.cache[&i]))
+                    .collect();
             }
+            wanted
         };
         let Some(&(_, last)) = wanted.last() else {
             return Ok(Vec::new());
@@ -161,19 +207,30 @@ fn entry_index(payload: &[u8]) -> Option<u64> {
 }
 
 fn decode_entry<C: RaftTypeConfig>(index: u64, rec: &Record) -> Result<C::Entry, C> {
+    if rec.stream != ENTRY_STREAM {
+        let msg = format!(
+            "LSN {} holds no raft log entry {index} (stream {})",
+            rec.lsn, rec.stream
+        );
+        return Err(
+            StorageIOError::read_log_at_index(index, openraft::AnyError::error(msg)).into(),
+        );
+    }
+    decode_payload::<C>(index, rec.lsn, &rec.payload)
+}
+
+/// The entry at `index` from its record payload (at `lsn`).
+fn decode_payload<C: RaftTypeConfig>(index: u64, lsn: Lsn, payload: &[u8]) -> Result<C::Entry, C> {
     let bad = |msg: String| -> StorageError<C::NodeId> {
         StorageIOError::read_log_at_index(index, openraft::AnyError::error(msg)).into()
     };
-    if rec.stream != ENTRY_STREAM || entry_index(&rec.payload) != Some(index) {
-        return Err(bad(format!(
-            "LSN {} holds no raft log entry {index} (stream {})",
-            rec.lsn, rec.stream
-        )));
+    if entry_index(payload) != Some(index) {
+        return Err(bad(format!("LSN {lsn} holds no raft log entry {index}")));
     }
-    let entry: C::Entry = serde_json::from_slice(&rec.payload[8..])
-        .map_err(|e| bad(format!("LSN {}: undecodable entry: {e}", rec.lsn)))?;
+    let entry: C::Entry = serde_json::from_slice(&payload[8..])
+        .map_err(|e| bad(format!("LSN {lsn}: undecodable entry: {e}")))?;
     if entry.get_log_id().index != index {
-        return Err(bad(format!("LSN {} holds a different entry", rec.lsn)));
+        return Err(bad(format!("LSN {lsn} holds a different entry")));
     }
     Ok(entry)
 }
@@ -197,9 +254,10 @@ fn flush_loop<C: RaftTypeConfig>(rx: Receiver<Pending<C>>) {
 /// openraft's log storage ([`RaftLogStorage`]) over a ringwal [`Wal`].
 ///
 /// Layout of its directory: the log in `log/` (a ringwal log, node and
-/// segment size as configured), and the metadata file `raft-meta` (vote,
-/// committed log id, last purged log id; JSON in a CRC-framed checkpoint
-/// file replaced atomically).
+/// segment size as configured: entries, truncations and committed log ids
+/// on three streams), and the metadata file `raft-meta` (vote and last
+/// purged log id; JSON in a CRC-framed checkpoint file replaced
+/// atomically).
 ///
 /// Guarantees:
 ///
@@ -211,8 +269,10 @@ fn flush_loop<C: RaftTypeConfig>(rx: Receiver<Pending<C>>) {
 ///   in-memory map raft index -> LSN is rebuilt on open by replaying the
 ///   log, to the same map (see the crate documentation for why that is
 ///   crash-safe).
-/// - Vote, committed log id and last purged log id are durable when
-///   `save_vote`, `save_committed` and `purge` return; `save_vote` first
+/// - The committed log id is a record on [`COMMIT_STREAM`], durable when
+///   `save_committed` returns.
+/// - Vote and last purged log id are durable when
+///   `save_vote` and `purge` return; `save_vote` first
 ///   waits for every earlier append to be durable, so the vote never gets
 ///   ahead of the log on disk.
 ///
@@ -222,6 +282,8 @@ fn flush_loop<C: RaftTypeConfig>(rx: Receiver<Pending<C>>) {
 pub struct LogStore<C: RaftTypeConfig> {
     shared: Arc<Shared<C>>,
     meta: MetaFile<C::NodeId>,
+    /// The committed log id last saved (or recovered).
+    committed: Option<LogId<C::NodeId>>,
     flush: Option<Sender<Pending<C>>>,
     flusher: Option<JoinHandle<()>>,
 }
@@ -264,7 +326,10 @@ impl<C: RaftTypeConfig> LogStore<C> {
         let meta = MetaFile::<C::NodeId>::load(dir)?;
         let (wal, _report) =
             Wal::open(dir.join(LOG_DIR), cfg).map_err(|e| StorageIOError::read(&e))?;
-        let index = replay::<C>(&wal, meta.get().last_purged.clone())?;
+        let (index, logged) = replay::<C>(&wal, meta.get().last_purged.clone())?;
+        // Stores written before COMMIT_STREAM kept it in the metadata
+        // file; it only ever grows, so the larger of the two.
+        let committed = logged.max(meta.get().committed.clone());
         let shared = Arc::new(Shared {
             wal,
             index: Mutex::new(index),
@@ -277,6 +342,7 @@ impl<C: RaftTypeConfig> LogStore<C> {
         Ok(LogStore {
             shared,
             meta,
+            committed,
             flush: Some(tx),
             flusher: Some(flusher),
         })
@@ -326,18 +392,23 @@ impl<C: RaftTypeConfig> Drop for LogStore<C> {
 /// The index the log holds: replay every record from the oldest kept, in
 /// LSN order, applying each entry record (which also drops any entry at
 /// or above its index) and each truncation record, then drop what
-/// `last_purged` covers.
+/// `last_purged` covers. Also the committed log id of the last commit
+/// record, if any.
+#[allow(clippy::type_complexity)]
 fn replay<C: RaftTypeConfig>(
     wal: &Wal,
     last_purged: Option<LogId<C::NodeId>>,
-) -> Result<Index<C>, C> {
+) -> Result<(Index<C>, Option<LogId<C::NodeId>>), C> {
     let mut index = Index::<C> {
+        cache: BTreeMap::new(),
+        cache_bytes: 0,
         lsns: BTreeMap::new(),
         last_log_id: None,
         last_purged,
     };
     let read =
         |e: &ringwal::Error| -> StorageError<C::NodeId> { StorageIOError::read_logs(e).into() };
+    let mut last_commit: Option<Record> = None;
     for rec in wal.reader_from(0).map_err(|e| read(&e))? {
         let rec = rec.map_err(|e| read(&e))?;
         if rec.kind != ringwal::Kind::Data {
@@ -358,6 +429,8 @@ fn replay<C: RaftTypeConfig>(
             TRUNCATE_STREAM => {
                 index.cut_from(index_of(&rec)?);
             }
+            // Decoded once, the last: committed only grows.
+            COMMIT_STREAM => last_commit = Some(rec),
             _ => {}
         }
     }
@@ -370,7 +443,14 @@ fn replay<C: RaftTypeConfig>(
             .map_err(|e| StorageIOError::read_log_at_index(i, &e))?;
         index.last_log_id = Some(decode_entry::<C>(i, &rec)?.get_log_id().clone());
     }
-    Ok(index)
+    let committed = match last_commit {
+        None => None,
+        Some(rec) => Some(serde_json::from_slice(&rec.payload).map_err(|e| {
+            let msg = format!("LSN {}: undecodable committed log id: {e}", rec.lsn);
+            StorageError::from(StorageIOError::read_logs(openraft::AnyError::error(msg)))
+        })?),
+    };
+    Ok((index, committed))
 }
 
 /// A reader of the raft log ([`RaftLogReader`]), for openraft's
@@ -402,11 +482,13 @@ impl<C: RaftTypeConfig> Debug for LogReader<C> {
 impl<C: RaftTypeConfig> RaftLogReader<C> for LogReader<C> {
     /// The entries whose index is in `range` (missing ones are left out).
     ///
-    /// Cost: one short lock to look the LSNs up; if the newest is not yet
-    /// written, an await until it is; then one point read
-    /// ([`Wal::read`]) for a single entry, or one sequential reader from
-    /// the first LSN for several. Blocking file reads on the calling task,
-    /// one allocation and one JSON decode per entry.
+    /// Cost: one short lock to look the LSNs up. Entries all in the read
+    /// cache (the newest appended since open, up to 4096 entries and
+    /// 16 MiB): one JSON decode each under that lock, no I/O. Otherwise, if
+    /// the newest is not yet written, an await until it is; then one point
+    /// read ([`Wal::read`]) for a single entry, or one sequential reader
+    /// from the first LSN for several: blocking file reads on the calling
+    /// task, one allocation and one JSON decode per entry.
     async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
         &mut self,
         range: RB,
@@ -466,32 +548,51 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for LogStore<C> {
         Ok(self.meta.get().vote.clone())
     }
 
-    /// Write the committed log id to the metadata file, durably. Cost: a
-    /// rewrite of the metadata file, as [`save_vote`](Self::save_vote).
+    /// Append the committed log id as a record on [`COMMIT_STREAM`] and
+    /// wait for it to be durable (with the appends before it: ringwal
+    /// makes a prefix durable). Nothing is written when it did not change
+    /// or is `None`.
+    ///
+    /// Cost: one small JSON encode and append, and a wait for it to be
+    /// durable: one group-committed write, shared with whatever else is in
+    /// flight (no file rewrite, no rename, no directory fsync).
     async fn save_committed(&mut self, committed: Option<LogId<C::NodeId>>) -> Result<(), C> {
-        if self.meta.get().committed == committed {
+        if self.committed == committed {
             return Ok(());
         }
-        self.save_meta(|m| m.committed = committed)
+        if let Some(c) = &committed {
+            let bytes = serde_json::to_vec(c).map_err(|e| StorageIOError::write(&e))?;
+            self.shared
+                .wal
+                .append(COMMIT_STREAM, &bytes)
+                .map_err(|e| StorageIOError::write(&e))?
+                .reached(Level::Durable)
+                .await
+                .map_err(|e| StorageIOError::write(&e))?;
+        }
+        self.committed = committed;
+        Ok(())
     }
 
-    /// The committed log id last saved. Cost: none (kept in memory).
+    /// The committed log id last saved (recovered on open from the last
+    /// record on [`COMMIT_STREAM`]). Cost: none (kept in memory).
     async fn read_committed(&mut self) -> Result<Option<LogId<C::NodeId>>, C> {
-        Ok(self.meta.get().committed.clone())
+        Ok(self.committed.clone())
     }
 
     /// Append `entries` as one atomic ringwal batch on [`ENTRY_STREAM`]
     /// and return at once; `callback` fires on the completion thread once
     /// the batch is durable (callbacks in append order). The entries are
-    /// readable when this returns (a read waits for their write).
+    /// readable when this returns (from the read cache, which keeps the
+    /// newest entries' payloads; past it, a read waits for their write).
     ///
     /// An entry at an index the log already holds replaces it and every
     /// entry after it (as a truncation would; openraft truncates first).
     ///
-    /// Cost: one JSON encode and one allocation per entry, one
-    /// `append_batch` (one lock, one copy per entry; blocks only under
-    /// backpressure from the device), one short lock on the index and one
-    /// channel send. No syscall of its own.
+    /// Cost: one JSON encode and one allocation per entry (the encoded
+    /// payload, kept in the read cache), one `append_batch` (one lock, one
+    /// copy per entry; blocks only under backpressure from the device), one
+    /// short lock on the index and one channel send. No syscall of its own.
     ///
     /// # Errors
     ///
@@ -525,10 +626,12 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for LogStore<C> {
             .map_err(|e| StorageIOError::write_logs(&e))?;
         {
             let first_lsn = ticket.lsn() + 1 - ids.len() as u64;
+            drop(records);
             let mut index = self.shared.index();
             index.cut_from(first.index);
-            for (n, id) in ids.iter().enumerate() {
+            for (n, (id, payload)) in ids.iter().zip(payloads).enumerate() {
                 index.lsns.insert(id.index, first_lsn + n as u64);
+                index.cache(id.index, payload);
             }
             index.last_log_id = Some(last.clone());
         }

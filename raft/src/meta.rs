@@ -1,5 +1,6 @@
-//! The small durable metadata file beside the log: vote, committed log id
-//! and last purged log id, rewritten whole on every change.
+//! The small durable metadata file beside the log: vote and last purged
+//! log id (and, in stores written before `COMMIT_STREAM`, the committed
+//! log id), rewritten whole on every change.
 
 use std::path::{Path, PathBuf};
 
@@ -17,6 +18,8 @@ pub const META_FILE: &str = "raft-meta";
 #[serde(bound = "")]
 pub(crate) struct Meta<NID: NodeId> {
     pub vote: Option<Vote<NID>>,
+    /// No longer written (the committed log id is a record on
+    /// `COMMIT_STREAM`); read from stores written before.
     pub committed: Option<LogId<NID>>,
     pub last_purged: Option<LogId<NID>>,
 }

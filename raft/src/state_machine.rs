@@ -42,13 +42,24 @@ pub enum KvRequest {
         /// The key.
         key: String,
     },
+    /// Append `value` to the value of `key` (a key that is not set counts
+    /// as empty). Applying the same entry twice would show as `value`
+    /// twice, which is what the kill test (`tests/kill.rs`) looks for.
+    /// The reply's `previous` is always `None` (the value can be long).
+    Append {
+        /// The key.
+        key: String,
+        /// What to add at the end of its value.
+        value: String,
+    },
 }
 
 /// The state machine's reply to one applied entry.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KvResponse {
     /// The key's value before the command (`None` for a blank or
-    /// membership entry, or a key that was not set).
+    /// membership entry, an [`Append`](KvRequest::Append), or a key that
+    /// was not set).
     pub previous: Option<String>,
 }
 
@@ -138,6 +149,14 @@ impl KvStateMachine {
     pub fn get(&self, key: &str) -> Option<String> {
         self.lock().data.kv.get(key).cloned()
     }
+
+    /// Every key and value in the applied state, and the id of the last
+    /// entry applied, read together (a local read: it can lag the leader).
+    /// Cost: one lock held while the whole map is cloned.
+    pub fn read_all(&self) -> (Option<LogId<u64>>, BTreeMap<String, String>) {
+        let inner = self.lock();
+        (inner.data.last_applied, inner.data.kv.clone())
+    }
 }
 
 impl Inner {
@@ -219,6 +238,10 @@ impl RaftStateMachine<KvConfig> for KvStateMachine {
                     inner.data.kv.insert(key, value)
                 }
                 EntryPayload::Normal(KvRequest::Delete { key }) => inner.data.kv.remove(&key),
+                EntryPayload::Normal(KvRequest::Append { key, value }) => {
+                    inner.data.kv.entry(key).or_default().push_str(&value);
+                    None
+                }
                 EntryPayload::Membership(m) => {
                     inner.data.last_membership = StoredMembership::new(Some(entry.log_id), m);
                     None

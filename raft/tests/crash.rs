@@ -1,5 +1,5 @@
 //! Power loss at a random point of a random sequence of appends,
-//! truncations, purges and votes, with the log on ringwal's simulated disk
+//! truncations, purges, votes and commits, with the log on ringwal's simulated disk
 //! (the metadata file stays on the real one, where every write is durable
 //! when it returns). After the crash the store must reopen to exactly the
 //! state after the last operation that succeeded, or after the one that
@@ -36,6 +36,7 @@ struct Model {
     entries: BTreeMap<u64, LogId<u64>>,
     last_purged: Option<LogId<u64>>,
     vote: Option<Vote<u64>>,
+    committed: Option<LogId<u64>>,
 }
 
 #[derive(Clone, Debug)]
@@ -44,6 +45,7 @@ enum Op {
     Truncate(u64),
     Purge(LogId<u64>),
     Vote(Vote<u64>),
+    Commit(LogId<u64>),
 }
 
 impl Model {
@@ -69,26 +71,34 @@ impl Model {
                 self.last_purged = Some(*upto);
             }
             Op::Vote(v) => self.vote = Some(*v),
+            Op::Commit(c) => self.committed = Some(*c),
         }
     }
 
-    /// A random next operation that openraft could ask for.
+    /// A random next operation that openraft could ask for: it never
+    /// truncates a committed entry, purges only committed ones, and
+    /// commits only forward.
     fn next_op(&self, rng: &mut StdRng, term: &mut u64) -> Op {
         let last = self.last().map_or(0, |l| l.index);
         let first = self.last_purged.map_or(0, |p| p.index) + 1;
-        match rng.gen_range(0..10) {
-            0 | 1 if last >= first => {
+        let uncommitted = self.committed.map_or(0, |c| c.index + 1).max(first);
+        let purgeable = self.committed.map(|c| c.index.min(last));
+        match rng.gen_range(0..12) {
+            0 | 1 if last >= uncommitted => {
                 // A conflicting suffix: truncated, then (as its own
                 // operation) rewritten in a newer term.
                 *term += 1;
-                Op::Truncate(rng.gen_range(first..=last))
+                Op::Truncate(rng.gen_range(uncommitted..=last))
             }
-            2 if last >= first => {
-                let upto = rng.gen_range(first - 1..=last);
-                match self.entries.get(&upto) {
-                    Some(id) => Op::Purge(*id),
-                    None => Op::Purge(log_id(*term, upto)),
-                }
+            10 | 11 if self.entries.range(uncommitted..).next().is_some() => {
+                let ids: Vec<_> = self.entries.range(uncommitted..).collect();
+                Op::Commit(*ids[rng.gen_range(0..ids.len())].1)
+            }
+            // Purge a committed entry (a real log id: its term is never
+            // above a later entry's).
+            2 if purgeable.is_some_and(|p| self.entries.range(..=p).next().is_some()) => {
+                let ids: Vec<_> = self.entries.range(..=purgeable.unwrap()).collect();
+                Op::Purge(*ids[rng.gen_range(0..ids.len())].1)
             }
             3 => {
                 *term += 1;
@@ -127,6 +137,7 @@ async fn run(store: &mut LogStore<KvConfig>, op: &Op) -> Result<(), openraft::St
         Op::Truncate(since) => store.truncate(log_id(0, *since)).await,
         Op::Purge(upto) => store.purge(*upto).await,
         Op::Vote(v) => store.save_vote(v).await,
+        Op::Commit(c) => store.save_committed(Some(*c)).await,
     }
 }
 
@@ -138,6 +149,7 @@ async fn recovered(dir: &Path, disk: &SimFs) -> Model {
         entries: entries.iter().map(|e| (e.log_id.index, e.log_id)).collect(),
         last_purged: state.last_purged_log_id,
         vote: store.read_vote().await.unwrap(),
+        committed: store.read_committed().await.unwrap(),
     };
     assert_eq!(state.last_log_id, model.last(), "last log id");
     model

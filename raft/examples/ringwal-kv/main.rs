@@ -4,14 +4,17 @@
 //!
 //! ```text
 //! ringwal-kv demo [--dir DIR] [--keys N]      three nodes, end to end
-//! ringwal-kv node --id N --addr HOST:PORT --dir DIR
+//! ringwal-kv node --id N --addr HOST:PORT --dir DIR [--snapshot-every N] [--keep N]
 //! ringwal-kv init --node HOST:PORT ID=HOST:PORT...
 //! ringwal-kv put  --node HOST:PORT KEY VALUE
 //! ringwal-kv get  --node HOST:PORT KEY
 //! ```
 //!
-//! `node` prints `listening on HOST:PORT` once it serves (port 0 picks a
-//! free one) and runs until interrupted. `put` and `get` follow the leader
+//! `node` prints what its log store recovered (`recovered log up to index
+//! N` or `recovered an empty log`), then `listening on HOST:PORT` once it
+//! serves (port 0 picks a free one), and runs until interrupted. It builds
+//! a snapshot every `--snapshot-every` applied entries (default 50) and
+//! keeps `--keep` entries of log behind it (default 20). `put` and `get` follow the leader
 //! from whichever node they are given; `get` is linearizable. `demo`
 //! starts three `node` processes, initializes the cluster, writes and
 //! reads keys, kills the leader, writes more through the survivors,
@@ -31,7 +34,7 @@ use openraft::BasicNode;
 fn usage() -> ! {
     eprintln!(
         "usage: ringwal-kv demo [--dir DIR] [--keys N]\n       \
-         ringwal-kv node --id N --addr HOST:PORT --dir DIR\n       \
+         ringwal-kv node --id N --addr HOST:PORT --dir DIR [--snapshot-every N] [--keep N]\n       \
          ringwal-kv init --node HOST:PORT ID=HOST:PORT...\n       \
          ringwal-kv put --node HOST:PORT KEY VALUE\n       \
          ringwal-kv get --node HOST:PORT KEY"
@@ -83,8 +86,20 @@ async fn main() -> Result<(), BoxError> {
     match cmd.as_str() {
         "node" => {
             let id: u64 = args.need("id").parse()?;
+            let mut snapshots = node::Snapshots::default();
+            if let Some(n) = args.get("snapshot-every") {
+                snapshots.every = n.parse()?;
+            }
+            if let Some(n) = args.get("keep") {
+                snapshots.keep = n.parse()?;
+            }
             let listener = tokio::net::TcpListener::bind(args.need("addr")).await?;
-            let node = node::start(id, listener, Path::new(args.need("dir"))).await?;
+            let node =
+                node::start_with(id, listener, Path::new(args.need("dir")), snapshots).await?;
+            match node.recovered {
+                Some(l) => println!("recovered log up to index {}", l.index),
+                None => println!("recovered an empty log"),
+            }
             println!("listening on {}", node.addr);
             tokio::signal::ctrl_c().await?;
             node.stop().await;
@@ -146,8 +161,13 @@ impl NodeProcess {
             .arg(dir.join(id.to_string()))
             .stdout(Stdio::piped())
             .spawn()?;
+        // `recovered ...`, then `listening on ADDR`.
+        let mut out = BufReader::new(child.stdout.take().expect("piped stdout"));
         let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("piped stdout")).read_line(&mut line)?;
+        for _ in 0..2 {
+            line.clear();
+            out.read_line(&mut line)?;
+        }
         let Some(addr) = line.trim().strip_prefix("listening on ") else {
             let _ = child.kill();
             let _ = child.wait();

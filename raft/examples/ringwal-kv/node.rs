@@ -26,7 +26,8 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, ClientWriteResponse, InstallSnapshotRequest,
     InstallSnapshotResponse, VoteRequest, VoteResponse,
 };
-use openraft::{BasicNode, RaftMetrics, SnapshotPolicy};
+use openraft::storage::RaftLogStorage;
+use openraft::{BasicNode, LogId, RaftMetrics, SnapshotPolicy};
 use ringwal_raft::{KvConfig, KvRequest, KvStateMachine, LogStore};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -40,12 +41,15 @@ pub type BoxError = Box<dyn Error + Send + Sync>;
 pub type Raft = openraft::Raft<KvConfig>;
 
 /// A running node: its raft, a handle on its state machine, where it
-/// listens, and the HTTP server task.
+/// listens, what its log store recovered, and the HTTP server task.
 pub struct Node {
     pub id: u64,
     pub raft: Raft,
     pub sm: KvStateMachine,
     pub addr: SocketAddr,
+    /// The last log id the log store held when it was opened, before
+    /// openraft or any other node touched it (purged entries count).
+    pub recovered: Option<LogId<u64>>,
     server: JoinHandle<()>,
 }
 
@@ -59,17 +63,43 @@ impl Node {
     }
 }
 
+/// When a node builds a snapshot and how much log it keeps behind it.
+#[derive(Clone, Copy, Debug)]
+pub struct Snapshots {
+    /// Build a snapshot every this many applied entries.
+    pub every: u64,
+    /// Keep this many entries in the log behind the last snapshot (a
+    /// follower further behind is sent the snapshot).
+    pub keep: u64,
+}
+
+impl Default for Snapshots {
+    /// Every 50 entries, keeping 20: so that the log store's purge runs in
+    /// any real use.
+    fn default() -> Self {
+        Snapshots {
+            every: 50,
+            keep: 20,
+        }
+    }
+}
+
 /// Timings short enough for a test on loopback, long enough for a
-/// loaded 2-core machine. Snapshots every 50 entries and keeps 20 behind
-/// them, so that the log store's purge runs in any real use.
-fn raft_config() -> Result<Arc<openraft::Config>, BoxError> {
+/// loaded 2-core machine; 10 s for a snapshot chunk.
+fn raft_config(snapshots: Snapshots) -> Result<Arc<openraft::Config>, BoxError> {
     let cfg = openraft::Config {
         cluster_name: "ringwal-kv".into(),
         heartbeat_interval: 100,
         election_timeout_min: 400,
         election_timeout_max: 800,
-        snapshot_policy: SnapshotPolicy::LogsSinceLast(50),
-        max_in_snapshot_log_to_keep: 20,
+        snapshot_policy: SnapshotPolicy::LogsSinceLast(snapshots.every),
+        max_in_snapshot_log_to_keep: snapshots.keep,
+        // Each snapshot chunk is one HTTP request, as JSON (a byte array
+        // in JSON is a list of numbers): openraft's default of 200 ms is
+        // too short for a chunk of a state of a few MiB on a loaded
+        // machine, and a follower whose every chunk times out never
+        // catches up.
+        install_snapshot_timeout: 10_000,
         ..Default::default()
     };
     Ok(Arc::new(cfg.validate()?))
@@ -85,15 +115,26 @@ fn wal_config() -> ringwal::Config {
 
 /// Start node `id` serving on `listener`, its log store in `dir`.
 pub async fn start(id: u64, listener: TcpListener, dir: &Path) -> Result<Node, BoxError> {
+    start_with(id, listener, dir, Snapshots::default()).await
+}
+
+/// As [`start`], with its own snapshot policy.
+pub async fn start_with(
+    id: u64,
+    listener: TcpListener,
+    dir: &Path,
+    snapshots: Snapshots,
+) -> Result<Node, BoxError> {
     let addr = listener.local_addr()?;
-    let store = open_store(dir).await?;
+    let mut store = open_store(dir).await?;
+    let recovered = store.get_log_state().await?.last_log_id;
     // Snapshots are kept durably beside the log: once the log is purged,
     // a restart starts from the last snapshot, not from an empty state.
     let sm = KvStateMachine::open(dir.join("snapshot"))?;
     let network = Network {
         client: reqwest::Client::new(),
     };
-    let raft = Raft::new(id, raft_config()?, network, store, sm.clone()).await?;
+    let raft = Raft::new(id, raft_config(snapshots)?, network, store, sm.clone()).await?;
     let app = Router::new()
         .route("/raft/append", post(append))
         .route("/raft/vote", post(vote))
@@ -101,6 +142,7 @@ pub async fn start(id: u64, listener: TcpListener, dir: &Path) -> Result<Node, B
         .route("/init", post(init))
         .route("/kv/put", post(put))
         .route("/kv/get", get(read))
+        .route("/kv/local", get(local))
         .route("/metrics", get(metrics))
         .with_state(Api {
             raft: raft.clone(),
@@ -114,6 +156,7 @@ pub async fn start(id: u64, listener: TcpListener, dir: &Path) -> Result<Node, B
         raft,
         sm,
         addr,
+        recovered,
         server,
     })
 }
@@ -171,7 +214,9 @@ async fn init(
     Json(api.raft.initialize(members).await)
 }
 
-type PutResult =
+/// What `/kv/put` answers: the leader's reply once the entry is applied,
+/// or why not (`ForwardToLeader` names the leader when it is known).
+pub type PutResult =
     Result<ClientWriteResponse<KvConfig>, RaftError<u64, ClientWriteError<u64, BasicNode>>>;
 
 async fn put(State(api): State<Api>, Json(req): Json<KvRequest>) -> Json<PutResult> {
@@ -194,6 +239,22 @@ async fn read(State(api): State<Api>, Query(key): Query<Key>) -> Json<GetResult>
             .await
             .map(|_| api.sm.get(&key.key)),
     )
+}
+
+/// What `/kv/local` answers: this node's applied state.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct LocalState {
+    /// The last entry applied.
+    pub last_applied: Option<LogId<u64>>,
+    /// Every key and its value.
+    pub kv: BTreeMap<String, String>,
+}
+
+/// A local read of the whole applied state: no leader involved, so it
+/// shows exactly what this node's state machine holds (it can lag).
+async fn local(State(api): State<Api>) -> Json<LocalState> {
+    let (last_applied, kv) = api.sm.read_all();
+    Json(LocalState { last_applied, kv })
 }
 
 async fn metrics(State(api): State<Api>) -> Json<RaftMetrics<u64, BasicNode>> {
