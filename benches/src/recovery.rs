@@ -43,7 +43,9 @@ pub struct Filled {
 /// not what is measured.
 pub fn fill(dir: &Path, target: u64, size: usize) -> io::Result<Filled> {
     let cfg = ringwal::Config::builder()
-        .durability(Durability::Deferred { sync_interval: None })
+        .durability(ringwal::Durability::Deferred {
+            sync_interval: None,
+        })
         .build();
     let (wal, _) = ringwal::Wal::open(dir, cfg).map_err(rw_err)?;
     let payload = {
