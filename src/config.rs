@@ -673,13 +673,15 @@ mod tests {
 
 /// `Config` as a configuration file holds it: every plain setting, by the
 /// names the enums print; what cannot be written down (the observer, the
-/// simulated disk) is left out and takes its default when read back.
+/// simulated disk, the key provider) is left out and takes its default when read back.
 /// Missing fields take their defaults; unknown ones are refused.
 #[cfg(feature = "serde")]
 mod serde_impl {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-    use super::{Backend, Config, DirectIo, Durability, RecoveryMode, SyncMethod};
+    use super::{
+        Backend, Compression, Config, DirectIo, Durability, RecoveryMode, SyncMethod, WhenFull,
+    };
 
     /// The plain settings, borrowed from or built into a `Config`.
     #[derive(Serialize, Deserialize)]
@@ -697,6 +699,10 @@ mod serde_impl {
         direct_io: DirectIo,
         recovery: RecoveryMode,
         create_if_missing: bool,
+        soft_log_bytes: Option<u64>,
+        compression: Compression,
+        max_log_bytes: Option<u64>,
+        when_full: WhenFull,
     }
 
     impl Default for Settings {
@@ -720,6 +726,10 @@ mod serde_impl {
                 direct_io: c.direct_io,
                 recovery: c.recovery,
                 create_if_missing: c.create_if_missing,
+                soft_log_bytes: c.soft_log_bytes,
+                compression: c.compression,
+                max_log_bytes: c.max_log_bytes,
+                when_full: c.when_full,
             }
         }
     }
@@ -747,6 +757,9 @@ mod serde_impl {
                 .direct_io(s.direct_io)
                 .recovery(s.recovery)
                 .create_if_missing(s.create_if_missing)
+                .soft_log_bytes(s.soft_log_bytes)
+                .compression(s.compression.codec, s.compression.min_bytes)
+                .max_log_bytes(s.max_log_bytes, s.when_full)
                 .build())
         }
     }

@@ -6,7 +6,9 @@
 
 use std::time::Duration;
 
-use ringwal::{Backend, Config, DirectIo, Durability, Level, RecoveryMode, SyncMethod};
+use ringwal::{
+    Backend, Codec, Config, DirectIo, Durability, Level, RecoveryMode, SyncMethod, WhenFull,
+};
 
 #[test]
 fn a_config_round_trips_and_a_file_names_settings_as_the_library_does() {
@@ -21,6 +23,14 @@ fn a_config_round_trips_and_a_file_names_settings_as_the_library_does() {
         .direct_io(DirectIo::Off)
         .recovery(RecoveryMode::PointInTime)
         .create_if_missing(false)
+        .compression(Codec::Lz4, 512)
+        .soft_log_bytes(Some(256 << 20))
+        .max_log_bytes(
+            Some(1 << 30),
+            WhenFull::Block {
+                timeout: Duration::from_millis(250),
+            },
+        )
         .build();
     let text = serde_json::to_string(&cfg).unwrap();
     assert!(text.contains("\"backend\":\"threaded\""), "{text}");
@@ -34,6 +44,10 @@ fn a_config_round_trips_and_a_file_names_settings_as_the_library_does() {
     assert_eq!(back.node(), 7);
     assert_eq!(back.default_level(), Level::Written);
     assert_eq!(back.durability(), cfg.durability());
+    assert_eq!(back.compression(), cfg.compression());
+    assert_eq!(back.compression().codec, Codec::Lz4);
+    assert_eq!(back.max_log_bytes(), cfg.max_log_bytes());
+    assert_eq!(back.soft_log_bytes(), Some(256 << 20));
 
     // A file with one setting: the rest are the defaults.
     let partial: Config =

@@ -153,6 +153,11 @@ const CODEC_BITS: u8 = FLAG_LZ4 | FLAG_ZSTD;
 /// the original length as a `u32` followed by the codec's block. Only
 /// [`Kind::Data`] frames may be compressed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "kebab-case")
+)]
 pub enum Codec {
     /// Stored as given (flag bits 0).
     #[default]
