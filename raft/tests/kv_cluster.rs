@@ -89,3 +89,72 @@ async fn three_nodes_replicate_fail_over_and_restart_from_the_log() {
         n.stop().await;
     }
 }
+
+/// A follower that missed more than the leader keeps of its log is sent a
+/// snapshot; here the state is several MiB, so the snapshot travels in
+/// several chunks, each a JSON body of about 4 MiB (over the 2 MiB an
+/// HTTP server accepts by default: before the limit was raised, every
+/// chunk was refused and the follower never caught up).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_follower_behind_a_multi_mib_snapshot_catches_up() {
+    let tmp = tempfile::tempdir().unwrap();
+    let client = Client::default();
+    let mut nodes = Vec::new();
+    for id in 1..=3 {
+        nodes.push(start(id, tmp.path(), None).await);
+    }
+    let members: Members = nodes
+        .iter()
+        .map(|n| (n.id, BasicNode::new(n.addr.to_string())))
+        .collect();
+    client
+        .init(&nodes[0].addr.to_string(), &members)
+        .await
+        .unwrap();
+    let leader = nodes[0]
+        .raft
+        .wait(Some(Duration::from_secs(30)))
+        .metrics(|m| m.current_leader.is_some(), "a leader is elected")
+        .await
+        .unwrap()
+        .current_leader
+        .unwrap();
+    let at = nodes.iter().position(|n| n.id != leader).unwrap();
+    let follower = nodes.remove(at);
+    let (id, addr) = (follower.id, follower.addr);
+    follower.stop().await;
+
+    // 120 values of 40 KiB: a 4.7 MiB state, five snapshot chunks, and
+    // more entries than a snapshot (every 50) plus what is kept (20).
+    let value = |k: usize| format!("{k:08}").repeat(5 << 10);
+    let keys = 120;
+    for k in 0..keys {
+        client
+            .put(&nodes[0].addr.to_string(), &format!("k{k}"), &value(k))
+            .await
+            .unwrap();
+    }
+    let m = nodes[0].raft.metrics().borrow().clone();
+    let last = m.last_applied.unwrap().index;
+    let purged = m.purged.map(|p| p.index).unwrap_or(0);
+    assert!(purged > 2, "the leader purged nothing: {m:?}");
+
+    let back = start(id, tmp.path(), Some(addr)).await;
+    back.raft
+        .wait(Some(Duration::from_secs(60)))
+        .applied_index_at_least(Some(last), "the follower installs the snapshot")
+        .await
+        .unwrap();
+    let snap = back.raft.metrics().borrow().snapshot;
+    assert!(
+        snap.is_some_and(|s| s.index > 2),
+        "caught up without a snapshot: {snap:?}"
+    );
+    for k in 0..keys {
+        assert_eq!(back.sm.get(&format!("k{k}")).as_deref(), Some(&*value(k)));
+    }
+    nodes.push(back);
+    for n in nodes {
+        n.stop().await;
+    }
+}

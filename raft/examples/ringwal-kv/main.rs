@@ -20,6 +20,9 @@
 //! reads keys, kills the leader, writes more through the survivors,
 //! restarts the killed node from its ringwal log and waits for it to
 //! catch up, then stops them all.
+//!
+//! `RUST_LOG` (e.g. `RUST_LOG=openraft=info`) sends openraft's and the
+//! node's diagnostics to stderr; without it nothing is logged.
 
 mod node;
 
@@ -85,6 +88,15 @@ async fn main() -> Result<(), BoxError> {
     let client = Client::default();
     match cmd.as_str() {
         "node" => {
+            // Off unless asked for: a node under a test writes its stderr
+            // to a file kept on failure, and that is what RUST_LOG fills.
+            if std::env::var_os("RUST_LOG").is_some() {
+                tracing_subscriber::fmt()
+                    .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+                    .with_writer(std::io::stderr)
+                    .with_ansi(false)
+                    .init();
+            }
             let id: u64 = args.need("id").parse()?;
             let mut snapshots = node::Snapshots::default();
             if let Some(n) = args.get("snapshot-every") {

@@ -14,12 +14,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Query, State};
+use axum::extract::{DefaultBodyLimit, Query, State};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use openraft::error::{
     CheckIsLeaderError, ClientWriteError, InitializeError, InstallSnapshotError, NetworkError,
-    RPCError, RaftError, RemoteError, Unreachable,
+    PayloadTooLarge, RPCError, RaftError, RemoteError, Unreachable,
 };
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
@@ -84,6 +84,23 @@ impl Default for Snapshots {
     }
 }
 
+/// The largest request body a node accepts. Raft messages are JSON, and
+/// JSON writes a byte array as a list of numbers (up to 4 characters a
+/// byte): a snapshot chunk of [`SNAPSHOT_CHUNK`] bytes is at most about
+/// 4 MiB on the wire, an append of openraft's default 300 entries of the
+/// log's largest record (256 KiB) about 300 MiB. axum's default of 2 MiB
+/// refused every snapshot chunk of a state past about 600 KiB, so a node
+/// that needed a snapshot never caught up; an append too large for this
+/// limit is answered 413, which the sender turns into openraft's
+/// `PayloadTooLarge`, and openraft sends fewer entries.
+pub const RPC_BODY_LIMIT: usize = 64 << 20;
+
+/// How many snapshot bytes one `install_snapshot` request carries: small
+/// enough that its JSON stays far below [`RPC_BODY_LIMIT`].
+pub const SNAPSHOT_CHUNK: u64 = 1 << 20;
+
+const _: () = assert!(4 * SNAPSHOT_CHUNK as usize + (64 << 10) < RPC_BODY_LIMIT);
+
 /// Timings short enough for a test on loopback, long enough for a
 /// loaded 2-core machine; 10 s for a snapshot chunk.
 fn raft_config(snapshots: Snapshots) -> Result<Arc<openraft::Config>, BoxError> {
@@ -100,6 +117,7 @@ fn raft_config(snapshots: Snapshots) -> Result<Arc<openraft::Config>, BoxError> 
         // machine, and a follower whose every chunk times out never
         // catches up.
         install_snapshot_timeout: 10_000,
+        snapshot_max_chunk_size: SNAPSHOT_CHUNK,
         ..Default::default()
     };
     Ok(Arc::new(cfg.validate()?))
@@ -144,6 +162,7 @@ pub async fn start_with(
         .route("/kv/get", get(read))
         .route("/kv/local", get(local))
         .route("/metrics", get(metrics))
+        .layer(DefaultBodyLimit::max(RPC_BODY_LIMIT))
         .with_state(Api {
             raft: raft.clone(),
             sm: sm.clone(),
@@ -291,6 +310,7 @@ impl Conn {
         path: &str,
         req: &Req,
         option: &RPCOption,
+        entries_hint: u64,
     ) -> Result<Resp, RPCError<u64, BasicNode, RaftError<u64, E>>>
     where
         Req: Serialize,
@@ -312,6 +332,23 @@ impl Conn {
                     RPCError::Network(NetworkError::new(&e))
                 }
             })?;
+        // A refusal before the handler (a body over the limit, a bad
+        // request) is not a raft reply: say what the node answered, so
+        // that openraft and whoever reads its log see the cause, not a
+        // JSON decoding error.
+        let status = resp.status();
+        if status == reqwest::StatusCode::PAYLOAD_TOO_LARGE {
+            // An append: openraft retries with at most `entries_hint`
+            // entries. A snapshot chunk: it gives up on this attempt.
+            return Err(RPCError::PayloadTooLarge(
+                PayloadTooLarge::new_entries_hint(entries_hint),
+            ));
+        }
+        if !status.is_success() {
+            let body = resp.text().await.unwrap_or_default();
+            let e = std::io::Error::other(format!("{} answered {status}: {body}", self.addr));
+            return Err(RPCError::Network(NetworkError::new(&e)));
+        }
         let res: Result<Resp, RaftError<u64, E>> = resp
             .json()
             .await
@@ -326,7 +363,9 @@ impl RaftNetwork<KvConfig> for Conn {
         rpc: AppendEntriesRequest<KvConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<u64>, RPCError<u64, BasicNode, RaftError<u64>>> {
-        self.call("raft/append", &rpc, &option).await
+        // Refused as too large: half as many entries next time.
+        let hint = (rpc.entries.len() as u64 / 2).max(1);
+        self.call("raft/append", &rpc, &option, hint).await
     }
 
     async fn install_snapshot(
@@ -337,7 +376,7 @@ impl RaftNetwork<KvConfig> for Conn {
         InstallSnapshotResponse<u64>,
         RPCError<u64, BasicNode, RaftError<u64, InstallSnapshotError>>,
     > {
-        self.call("raft/snapshot", &rpc, &option).await
+        self.call("raft/snapshot", &rpc, &option, 1).await
     }
 
     async fn vote(
@@ -345,7 +384,7 @@ impl RaftNetwork<KvConfig> for Conn {
         rpc: VoteRequest<u64>,
         option: RPCOption,
     ) -> Result<VoteResponse<u64>, RPCError<u64, BasicNode, RaftError<u64>>> {
-        self.call("raft/vote", &rpc, &option).await
+        self.call("raft/vote", &rpc, &option, 1).await
     }
 }
 
