@@ -118,7 +118,8 @@ pub(crate) fn sync_method_for(configured: SyncMethod, file: &dyn FileIo) -> Sync
 pub(crate) fn durable_sync(method: SyncMethod) -> WriteSync {
     match method {
         SyncMethod::Dsync => WriteSync::Dsync,
-        SyncMethod::WriteThenFdatasync => WriteSync::ThenSync,
+        // A header or a seal is durable by itself in every method.
+        SyncMethod::WriteThenFdatasync | SyncMethod::Grouped => WriteSync::ThenSync,
     }
 }
 
@@ -133,7 +134,7 @@ fn write_durably(
 ) -> std::io::Result<()> {
     match method {
         SyncMethod::Dsync => file.write_at(data, offset, true),
-        SyncMethod::WriteThenFdatasync => {
+        SyncMethod::WriteThenFdatasync | SyncMethod::Grouped => {
             file.write_at(data, offset, false)?;
             file.sync_data()
         }
@@ -356,7 +357,7 @@ impl ActiveSegment {
             .min(self.size);
         match method {
             SyncMethod::Dsync => write_zeros(&*self.file, self.end, to, true),
-            SyncMethod::WriteThenFdatasync => {
+            SyncMethod::WriteThenFdatasync | SyncMethod::Grouped => {
                 write_zeros(&*self.file, self.end, to, false)?;
                 self.file.sync_data()
             }

@@ -137,7 +137,7 @@ pub(crate) fn spawn(start: RingStart) -> Result<(JoinHandle<()>, Backend)> {
                 start.shared.sync_method,
             );
             let last = start.shared.acks.written();
-            let budget = SyncBudget::new(&start.shared.cfg, last);
+            let budget = SyncBudget::new(&start.shared.cfg, start.shared.sync_method, last);
             let observer = start.shared.cfg.observer.0.clone();
             let mut ring = Ring {
                 sh: start.shared,
@@ -316,9 +316,11 @@ impl Ring {
             return false;
         }
         drop(r);
-        // Close drains to durable: in written mode one last sync, unless
-        // the last one already covered everything.
-        self.sh.cfg.durable || !self.seg.dirty || !self.budget.useful(self.ledger.written())
+        // Close drains to durable: in written mode and with grouped syncs
+        // one last sync, unless the last one already covered everything.
+        (self.sh.cfg.durable && self.sh.sync_method.per_write())
+            || !self.seg.dirty
+            || !self.budget.useful(self.ledger.written())
     }
 
     /// Decide how to sleep: announce it so producers wake us, then re-check
@@ -501,11 +503,14 @@ impl Ring {
             batch.salt,
             self.ledger.durable(),
         );
-        let durable = self.sh.cfg.durable;
+        // Durable when it completes, or (written mode, `Grouped`) once a
+        // later sync covers it.
+        let durable = self.sh.cfg.durable && self.sh.sync_method.per_write();
         let sync = match (durable, self.sh.sync_method) {
             (false, _) => WriteSync::None,
             (true, SyncMethod::Dsync) => WriteSync::Dsync,
             (true, SyncMethod::WriteThenFdatasync) => WriteSync::ThenSync,
+            (true, SyncMethod::Grouped) => unreachable!("a grouped write is never durable alone"),
         };
         self.seg.dirty |= !durable;
         self.budget.wrote(batch.len);

@@ -2,12 +2,16 @@
 //! yet synced, so that a power loss can tear no more than the torn window
 //! that recovery is allowed to cut (ARCHITECTURE invariant 5).
 //!
-//! In durable mode every write is its own sync; the budget then only
-//! counts bytes in flight and never asks for a sync.
+//! In durable mode every write is its own sync (`Dsync`,
+//! `WriteThenFdatasync`); the budget then only counts bytes in flight and
+//! never asks for a sync. With `SyncMethod::Grouped` the writes are plain,
+//! as in written mode, and everything written is wanted durable at once:
+//! the budget asks for a sync whenever one would make anything durable
+//! and none is in flight.
 
 use std::time::{Duration, Instant};
 
-use crate::config::Config;
+use crate::config::{Config, SyncMethod};
 use crate::error::Lsn;
 
 /// What the ring knows when it asks whether to sync.
@@ -27,7 +31,11 @@ pub(crate) struct Demand {
 
 /// Bytes written since the last completed sync, and the sync in flight.
 pub(crate) struct SyncBudget {
+    /// Every write is durable by itself: a sync is never needed.
     durable: bool,
+    /// Durable mode with grouped syncs: everything written is wanted
+    /// durable without a waiter asking.
+    eager: bool,
     /// Background sync interval (written mode).
     interval: Option<Duration>,
     /// The most one more write adds (one staging buffer), and the window
@@ -48,9 +56,11 @@ pub(crate) struct SyncBudget {
 
 impl SyncBudget {
     /// Nothing unsynced; everything up to `last` counts as covered.
-    pub fn new(cfg: &Config, last: Lsn) -> SyncBudget {
+    /// `method` is the one in use (as resolved for the file system).
+    pub fn new(cfg: &Config, method: SyncMethod, last: Lsn) -> SyncBudget {
         SyncBudget {
-            durable: cfg.durable,
+            durable: cfg.durable && method.per_write(),
+            eager: cfg.durable && !method.per_write(),
             interval: cfg.sync_interval,
             write_bytes: cfg.buffer_bytes() as u64,
             torn_window: cfg.torn_window(),
@@ -148,7 +158,7 @@ impl SyncBudget {
             || d.closing_drained
             || self.over_budget();
         let mut want = d.wanted;
-        if due {
+        if due || self.eager {
             want = want.max(d.written.max(self.covers + 1));
         }
         if want <= self.covers {
@@ -202,7 +212,53 @@ mod tests {
                 sync_interval: interval,
             })
             .build();
-        SyncBudget::new(&cfg, 0)
+        SyncBudget::new(&cfg, cfg.sync_method(), 0)
+    }
+
+    /// Durable mode: per-write methods never ask for a sync; `Grouped`
+    /// asks for one as soon as anything written is not covered, one at a
+    /// time, each covering everything written when it is issued, and
+    /// holds a sync back while the write it would serve is in flight.
+    #[test]
+    fn grouped_syncs_everything_written_one_sync_at_a_time() {
+        let dsync = SyncBudget::new(&Config::default(), SyncMethod::Dsync, 0);
+        let written = Demand {
+            written: 5,
+            dirty: true,
+            ..Demand::default()
+        };
+        assert_eq!(dsync.target(written), None);
+        assert!(!dsync.over_budget());
+
+        let mut g = SyncBudget::new(&Config::default(), SyncMethod::Grouped, 0);
+        g.wrote(4096);
+        let in_flight = Demand {
+            written: 0,
+            writes: 1,
+            dirty: true,
+            ..Demand::default()
+        };
+        assert_eq!(g.target(in_flight), None, "nothing completed yet");
+        g.write_done(4096);
+        assert_eq!(g.target(written), Some(5), "no waiter needs to ask");
+        g.issued(5);
+        g.wrote(4096);
+        g.write_done(4096);
+        let more = Demand {
+            written: 9,
+            ..written
+        };
+        assert_eq!(g.target(more), None, "one sync at a time");
+        g.sync_done(true);
+        assert_eq!(g.target(more), Some(9));
+        g.issued(9);
+        g.sync_done(true);
+        let clean = Demand {
+            written: 9,
+            dirty: false,
+            ..Demand::default()
+        };
+        assert_eq!(g.target(clean), None, "everything is covered");
     }
 
     /// A front operation (a segment install, say) that never completes:

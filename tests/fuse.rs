@@ -54,6 +54,15 @@ fn mount_or_skip(dir: &Path) -> Option<Mounted> {
 /// kept (more than 1 when `work` checkpointed), or `None` when this
 /// machine cannot mount FUSE.
 fn power_cut_on_fuse(backend: Backend, work: impl FnOnce(&Wal) -> Vec<Vec<u8>>) -> Option<u64> {
+    power_cut_on_fuse_with(backend, SyncMethod::Dsync, work)
+}
+
+/// As [`power_cut_on_fuse`], with the log configured for `method`.
+fn power_cut_on_fuse_with(
+    backend: Backend,
+    method: SyncMethod,
+    work: impl FnOnce(&Wal) -> Vec<Vec<u8>>,
+) -> Option<u64> {
     let root = tempfile::tempdir().unwrap();
     let mnt = root.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
@@ -64,11 +73,15 @@ fn power_cut_on_fuse(backend: Backend, work: impl FnOnce(&Wal) -> Vec<Vec<u8>>) 
     std::fs::create_dir(&dir).unwrap();
     std::fs::File::open(&mnt).unwrap().sync_all().unwrap();
 
-    let cfg = common::small(backend).build();
+    let cfg = common::small(backend).sync_method(method).build();
     let (wal, _) = Wal::open(&dir, cfg.clone()).expect("open on FUSE");
+    let expected = match method {
+        SyncMethod::Dsync => SyncMethod::WriteThenFdatasync,
+        other => other,
+    };
     assert_eq!(
         wal.stats().sync_method,
-        SyncMethod::WriteThenFdatasync,
+        expected,
         "FUSE may drop RWF_DSYNC: the log must sync explicitly there"
     );
     let acked = work(&wal);
@@ -123,30 +136,47 @@ fn append_durable(wal: &Wal, p: &[u8]) {
 #[test]
 fn acknowledged_records_survive_a_power_cut_on_fuse() {
     for_each_backend(|backend| {
-        let first = power_cut_on_fuse(backend, |wal| {
-            let mut rng = seeded_rng(&format!("fuse power cut, {backend:?}"));
-            let mut acked = Vec::new();
-            for _ in 0..4 {
-                for _ in 0..40 {
-                    let p = payload(&mut rng, acked.len() as u64);
-                    append_durable(wal, &p);
-                    acked.push(p);
-                }
-                let burst: Vec<_> = (0..80)
-                    .map(|_| {
-                        let p = payload(&mut rng, acked.len() as u64);
-                        acked.push(p.clone());
-                        wal.append(1, &p).unwrap()
-                    })
-                    .collect();
-                for ticket in burst {
-                    ticket.wait(Level::Durable).expect("durable on FUSE");
-                }
-            }
-            acked
+        let first = power_cut_on_fuse(backend, |wal| singles_and_bursts(wal, backend));
+        assert!(first.is_none_or(|f| f == 1), "nothing was checkpointed");
+    });
+}
+
+/// The same with grouped syncs: a record is acknowledged durable only by
+/// an fdatasync issued after its write completed, and the FUSE file
+/// system keeps nothing else across the cut.
+#[test]
+fn grouped_syncs_keep_acknowledged_records_across_a_power_cut_on_fuse() {
+    for_each_backend(|backend| {
+        let first = power_cut_on_fuse_with(backend, SyncMethod::Grouped, |wal| {
+            singles_and_bursts(wal, backend)
         });
         assert!(first.is_none_or(|f| f == 1), "nothing was checkpointed");
     });
+}
+
+/// Four rounds of 40 records waited for one by one, then a burst of 80
+/// waited for together; returns the payloads, all acknowledged durable.
+fn singles_and_bursts(wal: &Wal, backend: Backend) -> Vec<Vec<u8>> {
+    let mut rng = seeded_rng(&format!("fuse power cut, {backend:?}"));
+    let mut acked = Vec::new();
+    for _ in 0..4 {
+        for _ in 0..40 {
+            let p = payload(&mut rng, acked.len() as u64);
+            append_durable(wal, &p);
+            acked.push(p);
+        }
+        let burst: Vec<_> = (0..80)
+            .map(|_| {
+                let p = payload(&mut rng, acked.len() as u64);
+                acked.push(p.clone());
+                wal.append(1, &p).unwrap()
+            })
+            .collect();
+        for ticket in burst {
+            ticket.wait(Level::Durable).expect("durable on FUSE");
+        }
+    }
+    acked
 }
 
 /// Checkpointed segments are recycled, and a recycled file keeps its

@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use ringwal::{format, Config, Durability, Error, Level, Lsn, Wal};
+use ringwal::{format, Config, Durability, Error, Level, Lsn, SyncMethod, Wal};
 use ringwal_platform::sim::{Faults, SimFs};
 
 const DIR: &str = "/sim/log";
@@ -70,6 +70,15 @@ fn config(fs: &SimFs, rng: &mut StdRng) -> Config {
                 sync_interval: None,
             }
         })
+        // Every way a durable write is made durable: by itself, linked
+        // to an fdatasync, or by a later fdatasync shared with others.
+        .sync_method(
+            [
+                SyncMethod::Dsync,
+                SyncMethod::WriteThenFdatasync,
+                SyncMethod::Grouped,
+            ][rng.gen_range(0..3)],
+        )
         .encryption(std::sync::Arc::new(keys))
         .compression(codec, 64)
         .build()
