@@ -135,6 +135,12 @@ impl Reservation {
         self.ready.pop_front()
     }
 
+    /// Bytes of frames waiting for the ring: closed batches and the one
+    /// being filled. Cost: a walk over the closed ones (a few at most).
+    pub fn waiting_bytes(&self) -> usize {
+        self.ready.iter().map(|b| b.len).sum::<usize>() + self.active.as_ref().map_or(0, |b| b.len)
+    }
+
     pub fn has_batch(&self, take_partial: bool) -> bool {
         !self.ready.is_empty()
             || take_partial && self.active.as_ref().is_some_and(|b| b.last_lsn > 0)
