@@ -3,7 +3,8 @@
 //!
 //! ## Where to start in the API
 //!
-//! - [`LogStore::open`] opens or creates a store; [`LogStore`] implements
+//! - [`LogStore::open`] opens or creates a store ([`LogStore::try_open`]
+//!   keeps ringwal's error typed, e.g. a held lock); [`LogStore`] implements
 //!   openraft's `RaftLogStorage`, [`LogReader`] its `RaftLogReader`.
 //! - [`KvStateMachine`] and [`KvConfig`]: the in-memory state machine and
 //!   the type configuration it works with.
@@ -18,6 +19,8 @@ mod log_store;
 mod meta;
 mod state_machine;
 
-pub use log_store::{LogReader, LogStore, COMMIT_STREAM, ENTRY_STREAM, LOG_DIR, TRUNCATE_STREAM};
+pub use log_store::{
+    LogReader, LogStore, OpenError, COMMIT_STREAM, ENTRY_STREAM, LOG_DIR, TRUNCATE_STREAM,
+};
 pub use meta::META_FILE;
 pub use state_machine::{KvConfig, KvRequest, KvResponse, KvStateMachine};

@@ -30,6 +30,27 @@ pub const LOG_DIR: &str = "log";
 type NodeIdOf<C> = <C as RaftTypeConfig>::NodeId;
 type Result<T, C> = std::result::Result<T, StorageError<NodeIdOf<C>>>;
 
+/// Why [`LogStore::try_open`] failed. The ringwal log's own error stays
+/// typed, so that a caller can act on it: wait for another process's
+/// store to close (`ringwal::Error::Locked`), or report damage with its
+/// file and offset (`Corrupt`, `Gap`).
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError<NID: openraft::NodeId> {
+    /// Opening (and recovering) the ringwal log in `dir/log` failed.
+    #[error("opening the raft log: {0}")]
+    Wal(#[source] ringwal::Error),
+    /// The store around the log: its directory, its metadata file, the
+    /// replay, the completion thread.
+    #[error(transparent)]
+    Storage(#[from] StorageError<NID>),
+}
+
+impl<NID: openraft::NodeId> From<StorageIOError<NID>> for OpenError<NID> {
+    fn from(e: StorageIOError<NID>) -> Self {
+        OpenError::Storage(e.into())
+    }
+}
+
 /// The in-memory view of the raft log: which LSN holds each raft index.
 #[derive(Debug)]
 struct Index<C: RaftTypeConfig> {
@@ -311,8 +332,23 @@ impl<C: RaftTypeConfig> LogStore<C> {
     /// # Errors
     ///
     /// `StorageError` (a read error) if the log cannot be opened or holds
-    /// damage recovery refuses, or the metadata file is damaged.
+    /// damage recovery refuses, or the metadata file is damaged. The same
+    /// failures, with ringwal's error kept typed: [`try_open`](Self::try_open).
     pub fn open(dir: impl AsRef<Path>, cfg: Config) -> Result<Self, C> {
+        Self::try_open(dir, cfg).map_err(|e| match e {
+            OpenError::Wal(e) => StorageIOError::read(&e).into(),
+            OpenError::Storage(e) => e,
+        })
+    }
+
+    /// As [`open`](Self::open), but a failure of the ringwal log itself is
+    /// [`OpenError::Wal`] with ringwal's typed error (e.g.
+    /// `ringwal::Error::Locked` while another process holds the store).
+    /// Cost: as `open`.
+    pub fn try_open(
+        dir: impl AsRef<Path>,
+        cfg: Config,
+    ) -> std::result::Result<Self, OpenError<NodeIdOf<C>>> {
         let dir = dir.as_ref();
         if !dir.exists() {
             // Durably: a store whose directory entry a power loss can take
@@ -324,8 +360,7 @@ impl<C: RaftTypeConfig> LogStore<C> {
             }
         }
         let meta = MetaFile::<C::NodeId>::load(dir)?;
-        let (wal, _report) =
-            Wal::open(dir.join(LOG_DIR), cfg).map_err(|e| StorageIOError::read(&e))?;
+        let (wal, _report) = Wal::open(dir.join(LOG_DIR), cfg).map_err(OpenError::Wal)?;
         let (index, logged) = replay::<C>(&wal, meta.get().last_purged.clone())?;
         // Stores written before COMMIT_STREAM kept it in the metadata
         // file; it only ever grows, so the larger of the two.

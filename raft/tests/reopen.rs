@@ -168,3 +168,25 @@ async fn overwrite_without_truncate_replays_the_same() {
     let mut store = open(tmp.path());
     assert_eq!(seen(&mut store).await, before);
 }
+
+/// A store another holder has open is refused with ringwal's typed
+/// `Locked` (what a restarting process waits on), and opens once the
+/// holder is gone; `open` reports the same failure as a `StorageError`.
+#[test]
+fn a_held_store_is_refused_as_locked_and_opens_once_released() {
+    let tmp = tempfile::tempdir().unwrap();
+    let holder = LogStore::<KvConfig>::open(tmp.path(), config()).unwrap();
+    match LogStore::<KvConfig>::try_open(tmp.path(), config()) {
+        Err(ringwal_raft::OpenError::Wal(ringwal::Error::Locked { path, .. })) => {
+            assert!(path.starts_with(tmp.path()), "{}", path.display());
+        }
+        Err(e) => panic!("expected Locked, got {e}"),
+        Ok(_) => panic!("a second store opened the same log"),
+    }
+    let e = LogStore::<KvConfig>::open(tmp.path(), config())
+        .err()
+        .expect("refused");
+    assert!(e.to_string().contains("locked"), "{e}");
+    drop(holder);
+    LogStore::<KvConfig>::try_open(tmp.path(), config()).expect("opens once released");
+}

@@ -28,7 +28,7 @@ use openraft::raft::{
 };
 use openraft::storage::RaftLogStorage;
 use openraft::{BasicNode, LogId, RaftMetrics, SnapshotPolicy};
-use ringwal_raft::{KvConfig, KvRequest, KvStateMachine, LogStore};
+use ringwal_raft::{KvConfig, KvRequest, KvStateMachine, LogStore, OpenError};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
@@ -185,9 +185,9 @@ pub async fn start_with(
 async fn open_store(dir: &Path) -> Result<LogStore<KvConfig>, BoxError> {
     let mut tries = 0;
     loop {
-        match LogStore::<KvConfig>::open(dir, wal_config()) {
+        match LogStore::<KvConfig>::try_open(dir, wal_config()) {
             Ok(store) => return Ok(store),
-            Err(e) if tries < 50 && e.to_string().contains("lock") => {
+            Err(OpenError::Wal(ringwal::Error::Locked { .. })) if tries < 50 => {
                 tries += 1;
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
