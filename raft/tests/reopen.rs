@@ -183,9 +183,9 @@ fn a_held_store_is_refused_as_locked_and_opens_once_released() {
         Err(e) => panic!("expected Locked, got {e}"),
         Ok(_) => panic!("a second store opened the same log"),
     }
-    let e = LogStore::<KvConfig>::open(tmp.path(), config())
-        .err()
-        .expect("refused");
+    let Err(e) = LogStore::<KvConfig>::open(tmp.path(), config()) else {
+        panic!("a second store opened the same log");
+    };
     assert!(e.to_string().contains("locked"), "{e}");
     drop(holder);
     LogStore::<KvConfig>::try_open(tmp.path(), config()).expect("opens once released");
