@@ -7,8 +7,9 @@
 #
 #   scripts/sync-methods.sh [ROUNDS] [SECS]         # 1 KiB x 1 and 64 producers,
 #                                                   # 64 KiB x 8, 1 MiB x 4
-#   BUSY=2 scripts/sync-methods.sh [ROUNDS] [SECS]  # 1 KiB x 4 producers, with two
-#                                                   # busy loops beside the writer
+#   BUSY=2 scripts/sync-methods.sh [ROUNDS] [SECS]  # 1 KiB x 4 producers, 8 MiB
+#                                                   # segments, with two busy loops
+#                                                   # beside the writer (CPU contention)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-3}"
@@ -25,7 +26,7 @@ cleanup() {
 trap cleanup EXIT
 segment_mib=64
 if [ "$busy" -gt 0 ]; then
-    # As scripts/contention.sh: small segments, so rolls are in the run.
+    # Small segments, so that rolls are part of the run.
     cases=("1024 4")
     segment_mib=8
     for _ in $(seq 1 "$busy"); do

@@ -20,13 +20,11 @@ async fn start(id: u64, dir: &std::path::Path, addr: Option<std::net::SocketAddr
         .unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn three_nodes_replicate_fail_over_and_restart_from_the_log() {
-    let tmp = tempfile::tempdir().unwrap();
-    let client = Client::default();
+/// Three nodes in `dir`, their membership initialized through the first.
+async fn cluster(dir: &std::path::Path, client: &Client) -> Vec<Node> {
     let mut nodes = Vec::new();
     for id in 1..=3 {
-        nodes.push(start(id, tmp.path(), None).await);
+        nodes.push(start(id, dir, None).await);
     }
     let members: Members = nodes
         .iter()
@@ -36,6 +34,14 @@ async fn three_nodes_replicate_fail_over_and_restart_from_the_log() {
         .init(&nodes[0].addr.to_string(), &members)
         .await
         .unwrap();
+    nodes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_nodes_replicate_fail_over_and_restart_from_the_log() {
+    let tmp = tempfile::tempdir().unwrap();
+    let client = Client::default();
+    let mut nodes = cluster(tmp.path(), &client).await;
 
     // Enough entries for two snapshots and purges (every 50 entries).
     let keys = 120;
@@ -99,18 +105,7 @@ async fn three_nodes_replicate_fail_over_and_restart_from_the_log() {
 async fn a_follower_behind_a_multi_mib_snapshot_catches_up() {
     let tmp = tempfile::tempdir().unwrap();
     let client = Client::default();
-    let mut nodes = Vec::new();
-    for id in 1..=3 {
-        nodes.push(start(id, tmp.path(), None).await);
-    }
-    let members: Members = nodes
-        .iter()
-        .map(|n| (n.id, BasicNode::new(n.addr.to_string())))
-        .collect();
-    client
-        .init(&nodes[0].addr.to_string(), &members)
-        .await
-        .unwrap();
+    let mut nodes = cluster(tmp.path(), &client).await;
     let leader = nodes[0]
         .raft
         .wait(Some(Duration::from_secs(30)))
