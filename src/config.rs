@@ -404,6 +404,14 @@ impl Config {
         (self.max_inflight as u64) * (self.buffer_bytes() as u64)
     }
 
+    /// Whether a batch write is durable by itself when it completes (the
+    /// durable watermark moves with writes), with `method` the sync method
+    /// in use; otherwise a later sync makes it durable (written mode,
+    /// `SyncMethod::Grouped`). The one place this is decided. Cost: none.
+    pub(crate) fn write_is_durable_alone(&self, method: SyncMethod) -> bool {
+        self.durable && method.per_write()
+    }
+
     /// Bytes in one staging buffer: a full write plus room for the largest
     /// record and its padding, so any record fits in an empty buffer.
     pub(crate) fn buffer_bytes(&self) -> usize {

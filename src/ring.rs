@@ -10,7 +10,7 @@ use ringwal_platform::{
     new_queue, AlignedBuf, Completion, IoQueue, Op, QueueKind, VFile, Wait, WriteSync,
 };
 
-use crate::config::{Backend, SyncMethod};
+use crate::config::Backend;
 use crate::error::{Error, Lsn, Poison, Result};
 use crate::format::{self, Manifest, SegmentHeader};
 use crate::latency::Started;
@@ -334,7 +334,7 @@ impl Ring {
         drop(r);
         // Close drains to durable: in written mode and with grouped syncs
         // one last sync, unless the last one already covered everything.
-        (self.sh.cfg.durable && self.sh.sync_method.per_write())
+        self.sh.writes_durable_alone()
             || !self.seg.dirty
             || !self.budget.useful(self.ledger.written())
     }
@@ -472,13 +472,12 @@ impl Ring {
     }
 
     /// Whether the batches waiting for the ring hold at least
-    /// [`SUBMIT_FIRST_BYTES`]. Cost: the reservation lock, briefly.
+    /// [`SUBMIT_FIRST_BYTES`].
+    /// Cost: the reservation lock, briefly, unless the held batch alone
+    /// decides.
     fn big_batch_waiting(&self) -> bool {
-        self.held
-            .as_ref()
-            .map_or(0, |b| b.len)
-            .saturating_add(self.sh.lock().waiting_bytes())
-            >= SUBMIT_FIRST_BYTES
+        let held = self.held.as_ref().map_or(0, |b| b.len);
+        held >= SUBMIT_FIRST_BYTES || held + self.sh.lock().waiting_bytes() >= SUBMIT_FIRST_BYTES
     }
 
     /// Whether a partly filled batch may be submitted now. Full batches go
@@ -531,12 +530,11 @@ impl Ring {
         );
         // Durable when it completes, or (written mode, `Grouped`) once a
         // later sync covers it.
-        let durable = self.sh.cfg.durable && self.sh.sync_method.per_write();
-        let sync = match (durable, self.sh.sync_method) {
-            (false, _) => WriteSync::None,
-            (true, SyncMethod::Dsync) => WriteSync::Dsync,
-            (true, SyncMethod::WriteThenFdatasync) => WriteSync::ThenSync,
-            (true, SyncMethod::Grouped) => unreachable!("a grouped write is never durable alone"),
+        let durable = self.sh.writes_durable_alone();
+        let sync = if durable {
+            lifecycle::durable_sync(self.sh.sync_method)
+        } else {
+            WriteSync::None
         };
         self.seg.dirty |= !durable;
         self.budget.wrote(batch.len);

@@ -348,6 +348,13 @@ impl Shared {
         self.index.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Whether a batch write is durable when it completes, with the sync
+    /// method this log resolved ([`Config::write_is_durable_alone`]).
+    /// Cost: none.
+    pub fn writes_durable_alone(&self) -> bool {
+        self.cfg.write_is_durable_alone(self.sync_method)
+    }
+
     /// Wake the ring thread if it sleeps. Cost: one syscall only when it
     /// actually sleeps; an atomic load otherwise.
     pub fn kick(&self) {

@@ -59,8 +59,8 @@ impl SyncBudget {
     /// `method` is the one in use (as resolved for the file system).
     pub fn new(cfg: &Config, method: SyncMethod, last: Lsn) -> SyncBudget {
         SyncBudget {
-            durable: cfg.durable && method.per_write(),
-            eager: cfg.durable && !method.per_write(),
+            durable: cfg.write_is_durable_alone(method),
+            eager: cfg.durable && !cfg.write_is_durable_alone(method),
             interval: cfg.sync_interval,
             write_bytes: cfg.buffer_bytes() as u64,
             torn_window: cfg.torn_window(),

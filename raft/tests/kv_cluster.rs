@@ -37,6 +37,24 @@ async fn cluster(dir: &std::path::Path, client: &Client) -> Vec<Node> {
     nodes
 }
 
+/// Start node `id` again from its directory at `addr` and wait, up to
+/// `secs`, until it has applied up to index `last`.
+async fn restart_until_applied(
+    id: u64,
+    dir: &std::path::Path,
+    addr: std::net::SocketAddr,
+    last: u64,
+    secs: u64,
+) -> Node {
+    let back = start(id, dir, Some(addr)).await;
+    back.raft
+        .wait(Some(Duration::from_secs(secs)))
+        .applied_index_at_least(Some(last), "the restarted node catches up")
+        .await
+        .unwrap();
+    back
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_nodes_replicate_fail_over_and_restart_from_the_log() {
     let tmp = tempfile::tempdir().unwrap();
@@ -79,12 +97,7 @@ async fn three_nodes_replicate_fail_over_and_restart_from_the_log() {
     let last = nodes[0].raft.metrics().borrow().last_applied.unwrap().index;
 
     // Restart it from its ringwal log and snapshot: it catches up.
-    let back = start(id, tmp.path(), Some(addr)).await;
-    back.raft
-        .wait(Some(Duration::from_secs(30)))
-        .applied_index_at_least(Some(last), "restarted node catches up")
-        .await
-        .unwrap();
+    let back = restart_until_applied(id, tmp.path(), addr, last, 30).await;
     for k in 0..keys + 20 {
         assert_eq!(back.sm.get(&format!("k{k}")), Some(format!("v{k}")));
     }
@@ -134,12 +147,7 @@ async fn a_follower_behind_a_multi_mib_snapshot_catches_up() {
     let purged = m.purged.map(|p| p.index).unwrap_or(0);
     assert!(purged > 2, "the leader purged nothing: {m:?}");
 
-    let back = start(id, tmp.path(), Some(addr)).await;
-    back.raft
-        .wait(Some(Duration::from_secs(60)))
-        .applied_index_at_least(Some(last), "the follower installs the snapshot")
-        .await
-        .unwrap();
+    let back = restart_until_applied(id, tmp.path(), addr, last, 60).await;
     let snap = back.raft.metrics().borrow().snapshot;
     assert!(
         snap.is_some_and(|s| s.index > 2),
