@@ -105,9 +105,15 @@ struct Args {
     /// best closed-loop throughput) to at most this factor below it.
     #[arg(long, default_value_t = 64.0)]
     sweep_depth: f64,
-    /// Worker threads that send open-loop records.
+    /// Worker threads that send open-loop records to a log whose append
+    /// blocks (a log with a pipelined API gets one dispatcher thread and
+    /// one completion thread instead).
     #[arg(long, default_value_t = 128)]
     open_workers: usize,
+    /// Drive every log's open loop with the worker threads, even one with
+    /// a pipelined API (ringwal), to compare the two drivers.
+    #[arg(long)]
+    open_threads_only: bool,
     /// Log size for the recovery test (suffixes K, M, G: powers of 1024).
     #[arg(long, default_value = "1G", value_parser = parse_bytes)]
     recovery_bytes: u64,
@@ -383,7 +389,14 @@ fn probe(run: &Run, t: &Target, rate: f64) -> io::Result<Raw> {
     let secs = Duration::from_secs_f64(a.probe_secs);
     let payload = run.payload(a.size);
     match t {
-        Target::Log(log) => load::open(log.as_ref(), rate, a.open_workers, payload, warm, secs),
+        Target::Log(log) => match log.pipelined() {
+            Some(p) if !a.open_threads_only => {
+                let mut raw = load::open_pipelined(p, rate, payload, warm, secs)?;
+                raw.note = log.note();
+                Ok(raw)
+            }
+            _ => load::open(log.as_ref(), rate, a.open_workers, payload, warm, secs),
+        },
         #[cfg(feature = "tokio-uring")]
         Target::Uring(path) => touring::open(path, run.baseline_bytes(), rate, payload, warm, secs),
     }
@@ -793,6 +806,7 @@ fn settings(a: &Args, tight_timer_slack: bool) -> Settings {
         sla_ms: a.sla_ms,
         probe_secs: a.probe_secs,
         open_workers: a.open_workers,
+        open_threads_only: a.open_threads_only,
         baseline_file_mib: a.baseline_file_mib,
         floor_file_mib: a.floor_file_mib,
         command: std::env::args().collect::<Vec<_>>().join(" "),

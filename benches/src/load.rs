@@ -9,7 +9,11 @@
 //! next due slot, sleeps until its time and appends; latency runs from the
 //! slot's *intended* time, so when the system stalls every record that
 //! should have been sent meanwhile is charged with the wait (no coordinated
-//! omission).
+//! omission). A log with a pipelined API ([`Pipelined`]) is driven
+//! instead by one dispatcher thread that submits each record when it is
+//! due and one completion thread that waits for them in order
+//! ([`open_pipelined`]): the same schedule and the same latency clock,
+//! without a thread to wake per record.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -19,7 +23,7 @@ use hdrhistogram::Histogram;
 
 use crate::measure::{self, histogram, record, sleep_until, Raw, Window};
 use crate::progress;
-use crate::systems::Log;
+use crate::systems::{Log, Pending, Pipelined};
 
 /// How long open-loop workers keep draining a backlog after the window
 /// closes before the rest is counted as missed.
@@ -213,6 +217,88 @@ pub fn open(
         hist,
         missed: sched.expected().saturating_sub(ops),
         note: log.note(),
+        late: Some(late),
+    })
+}
+
+/// Open loop at `rate` records/s through `log`'s pipelined API: one
+/// dispatcher submits each slot when due (sleeping when the next slot is
+/// ahead, catching up without sleeping when behind) and hands the pending
+/// record to one completion thread, which waits for them in submission
+/// order. A log acknowledges in order, so once one wait returns, the
+/// records after it that are already durable are taken without blocking:
+/// one wake-up per write, not per record. Latency runs from each slot's
+/// intended time to the moment the completion thread sees it durable, so
+/// a completion thread that falls behind only overstates it.
+pub fn open_pipelined(
+    log: &dyn Pipelined,
+    rate: f64,
+    payload: &[u8],
+    warmup: Duration,
+    secs: Duration,
+) -> io::Result<Raw> {
+    let sched = Schedule::new(rate, warmup, secs);
+    let give_up = sched.window.end + GRACE;
+    let failed = AtomicBool::new(false);
+    type Sent = (u64, Instant, Instant, Box<dyn Pending>);
+    let (tx, rx) = std::sync::mpsc::channel::<Sent>();
+    let (dispatched, part, cpu) = std::thread::scope(|s| {
+        let failed = &failed;
+        let completer = s.spawn(move || -> io::Result<Part> {
+            let mut part = Part::new();
+            for (i, due, sent, pending) in rx {
+                if !pending.done() {
+                    if let Err(e) = pending.wait() {
+                        failed.store(true, Ordering::Relaxed);
+                        return Err(e);
+                    }
+                }
+                if sched.measured(i) {
+                    record(&mut part.late, sent - due);
+                    record(&mut part.hist, Instant::now() - due);
+                    part.ops += 1;
+                }
+                progress::tick(1);
+            }
+            Ok(part)
+        });
+        let dispatcher = s.spawn(move || -> io::Result<()> {
+            let mut i = 0;
+            while !sched.finished(i) && Instant::now() < give_up && !failed.load(Ordering::Relaxed)
+            {
+                let due = sched.due(i);
+                sleep_until(due);
+                let sent = Instant::now();
+                let pending = log.submit(payload).inspect_err(|_| {
+                    failed.store(true, Ordering::Relaxed);
+                })?;
+                if tx.send((i, due, sent, pending)).is_err() {
+                    // The completion thread stopped on an error of its own.
+                    break;
+                }
+                i += 1;
+            }
+            Ok(())
+        });
+        let cpu = sched.window.cpu_during();
+        let dispatched = dispatcher
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("dispatcher panicked")));
+        let part = completer
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("completion thread panicked")));
+        (dispatched, part, cpu)
+    });
+    dispatched?;
+    let (hist, late, ops) = join_parts(vec![part])?;
+    Ok(Raw {
+        ops,
+        bytes: ops * payload.len() as u64,
+        elapsed: sched.window.len(),
+        cpu,
+        hist,
+        missed: sched.expected().saturating_sub(ops),
+        note: None,
         late: Some(late),
     })
 }

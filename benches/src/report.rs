@@ -22,6 +22,9 @@ pub struct Settings {
     pub sla_ms: f64,
     pub probe_secs: f64,
     pub open_workers: usize,
+    /// Whether logs with a pipelined API (ringwal) were driven by the
+    /// worker threads too, instead of a dispatcher and a completion thread.
+    pub open_threads_only: bool,
     pub baseline_file_mib: u64,
     pub floor_file_mib: u64,
     pub command: String,
@@ -264,6 +267,12 @@ impl Report {
                 thousands(sla as f64),
                 st.reps
             );
+            let driver = if st.open_threads_only {
+                format!("every system: {} worker threads, each sending the next due record and waiting for it", st.open_workers)
+            } else {
+                format!("ringwal: one dispatcher thread appends each record when due, one completion thread waits on the tickets in order; the others (blocking appends): {} worker threads, each sending the next due record and waiting for it", st.open_workers)
+            };
+            let _ = writeln!(o, "driven by {driver}");
             let rw = self
                 .sweep(System::RingwalUring)
                 .and_then(|s| s.median_best)

@@ -119,9 +119,32 @@ impl System {
     }
 }
 
+/// One record submitted through [`Pipelined::submit`], not yet known to
+/// be durable.
+pub trait Pending: Send {
+    /// Whether the record is durable already (no blocking).
+    fn done(&self) -> bool;
+    /// Block until the record is durable.
+    fn wait(self: Box<Self>) -> io::Result<()>;
+}
+
+/// A log that takes records from one thread without waiting for each:
+/// `submit` returns as soon as the record is sequenced, and the returned
+/// [`Pending`] says when it is durable. The open loop drives such a log
+/// from one dispatcher thread and one completion thread
+/// (`load::open_pipelined`) instead of a worker thread per outstanding
+/// record.
+pub trait Pipelined: Sync {
+    fn submit(&self, payload: &[u8]) -> io::Result<Box<dyn Pending>>;
+}
+
 /// A log driven by ordinary threads: `append` returns once the record is
 /// durable.
 pub trait Log: Send + Sync {
+    /// The same log through its pipelined API, if it has one.
+    fn pipelined(&self) -> Option<&dyn Pipelined> {
+        None
+    }
     /// Append one record and wait until it is durable. `worker` is the
     /// calling producer's index (below the `workers` given at open).
     fn append(&self, worker: usize, payload: &[u8]) -> io::Result<()>;
@@ -200,7 +223,28 @@ fn ringwal_log(dir: &Path, backend: ringwal::Backend) -> io::Result<Box<dyn Log>
     }))
 }
 
+impl Pending for ringwal::Ticket {
+    fn done(&self) -> bool {
+        self.is_done(ringwal::Level::Durable)
+    }
+
+    fn wait(self: Box<Self>) -> io::Result<()> {
+        ringwal::Ticket::wait(&self, ringwal::Level::Durable).map_err(rw_err)
+    }
+}
+
+impl Pipelined for Ringwal {
+    fn submit(&self, payload: &[u8]) -> io::Result<Box<dyn Pending>> {
+        let ticket = self.wal.append(0, payload).map_err(rw_err)?;
+        Ok(Box::new(ticket))
+    }
+}
+
 impl Log for Ringwal {
+    fn pipelined(&self) -> Option<&dyn Pipelined> {
+        Some(self)
+    }
+
     fn append(&self, _worker: usize, payload: &[u8]) -> io::Result<()> {
         self.wal
             .append(0, payload)
