@@ -20,7 +20,7 @@ use crate::error::{Error, Lsn, Poison, Result};
 use crate::format::{self, Batching, Codec, Kind, RecordHead, SegmentHeader};
 use crate::index::{self, Point, SparseIndex};
 use crate::latency::Latencies;
-use crate::lifecycle::{self, RecyclePool};
+use crate::lifecycle::{self, RecyclePool, LARGE_WRITE_BYTES};
 use crate::manifest;
 use crate::packing::{Cursor, Placed};
 use crate::payload;
@@ -121,18 +121,29 @@ impl Reservation {
     }
 
     /// The next batch for the ring: a closed one, else the active one if it
-    /// holds anything (group commit takes whatever has accumulated).
+    /// holds anything and `take_partial` allows it or it is large already
+    /// (group commit takes whatever has accumulated).
     pub fn take_batch(&mut self, take_partial: bool) -> Option<Batch> {
         // A batch waiting for buffers has closed its last one; the ring
         // never sees it open (it holds the lock while it copies).
         debug_assert!(!self.batch_open || self.active.is_none());
-        if take_partial
-            && self.ready.is_empty()
-            && self.active.as_ref().is_some_and(|b| b.last_lsn > 0)
-        {
+        if self.ready.is_empty() && self.active_takeable(take_partial) {
             self.close_active();
         }
         self.ready.pop_front()
+    }
+
+    /// Whether the active batch may go to the ring before it is full: it
+    /// holds a record, and either the ring takes partial batches now or
+    /// this one is as large as a bandwidth-bound write already
+    /// ([`LARGE_WRITE_BYTES`]). Waiting for more records only pays while a
+    /// write's flush costs more than its transfer: with 1 MiB records from
+    /// 4 producers, the partial batch held behind the writes in flight
+    /// left two or three writes in flight where the device takes four.
+    fn active_takeable(&self, take_partial: bool) -> bool {
+        self.active
+            .as_ref()
+            .is_some_and(|b| b.last_lsn > 0 && (take_partial || b.len as u64 >= LARGE_WRITE_BYTES))
     }
 
     /// Bytes of frames waiting for the ring: closed batches and the one
@@ -141,9 +152,9 @@ impl Reservation {
         self.ready.iter().map(|b| b.len).sum::<usize>() + self.active.as_ref().map_or(0, |b| b.len)
     }
 
+    /// Whether [`take_batch`](Self::take_batch) would return a batch.
     pub fn has_batch(&self, take_partial: bool) -> bool {
-        !self.ready.is_empty()
-            || take_partial && self.active.as_ref().is_some_and(|b| b.last_lsn > 0)
+        !self.ready.is_empty() || self.active_takeable(take_partial)
     }
 }
 
@@ -695,6 +706,30 @@ mod tests {
 
     fn poisoned(r: Result<Lsn>) -> bool {
         matches!(r, Err(Error::Poisoned { .. }))
+    }
+
+    /// A partial batch waits for more records while the ring says so,
+    /// unless it is as large as a bandwidth-bound write already.
+    #[test]
+    fn a_large_partial_batch_goes_out_without_waiting_for_more() {
+        let sh = test_shared(4);
+        let append = |len: usize| {
+            sh.reserve_all(&[(0, &vec![7u8; len])], Kind::Data, OnFull::Wait, |_| {})
+                .unwrap()
+        };
+        append(1000);
+        let mut r = sh.lock();
+        assert!(!r.has_batch(false) && r.take_batch(false).is_none());
+        assert!(r.has_batch(true));
+        drop(r);
+        // The record that makes the batch large: its write is bound by
+        // the transfer, and waiting would only hold a write back.
+        append(LARGE_WRITE_BYTES as usize);
+        let mut r = sh.lock();
+        assert!(r.has_batch(false));
+        let b = r.take_batch(false).expect("the large batch");
+        assert_eq!((b.last_lsn, r.active.is_none()), (2, true));
+        assert!(b.len as u64 >= LARGE_WRITE_BYTES);
     }
 
     #[test]
