@@ -262,8 +262,12 @@ impl Run {
                 floor::queued(f, fb, 4096, 8, self.window())
             }
             System::Floor1m => {
+                // The large case's floor: its record size (whole blocks, as
+                // O_DIRECT needs) at its producers' depth; 1 MiB at 4 by
+                // default, hence the name.
                 let f = self.floor()?.try_clone()?;
-                floor::queued(f, fb, 1 << 20, 4, self.window())
+                let block = size.next_multiple_of(4096);
+                floor::queued(f, fb, block, producers, self.window())
             }
             #[cfg(feature = "tokio-uring")]
             System::TokioUring => {

@@ -463,7 +463,9 @@ impl Report {
         t.push(two.unwrap_or_else(|| unmeasured(2, what)));
         // 3. Bandwidth with large records.
         let what = format!(
-            "durable {}, {} producers: ringwal MB/s / floor 1 MiB QD4 MB/s",
+            "durable {}, {} producers: ringwal MB/s / floor MB/s ({} writes, {} in flight)",
+            human_size(large.0),
+            large.1,
             human_size(large.0),
             large.1
         );

@@ -114,7 +114,7 @@ impl System {
             System::TokioUring => "tokio-uring 0.5: write_all_at + sync_data per record, one task per producer, preallocated zero-written file",
             System::FloorQd1 => "device floor: 4 KiB O_DIRECT + RWF_DSYNC writes, 1 in flight, preallocated zero-written file",
             System::FloorQd8 => "device floor: 4 KiB O_DIRECT + RWF_DSYNC writes, 8 in flight (ringwal_platform io_uring queue)",
-            System::Floor1m => "device floor: 1 MiB O_DIRECT + RWF_DSYNC writes, 4 in flight (ringwal_platform io_uring queue)",
+            System::Floor1m => "device floor for the large case: O_DIRECT + RWF_DSYNC writes of its record size, as many in flight as it has producers (1 MiB and 4 by default; ringwal_platform io_uring queue)",
         }
     }
 }
