@@ -17,7 +17,7 @@ use crate::latency::Started;
 use crate::ledger::{Ledger, OpKind};
 use crate::lifecycle::{self, ActiveSegment, Preparer};
 use crate::observer::DurabilityObserver;
-use crate::state::{Batch, Shared};
+use crate::state::{Batch, RingSleep, Shared};
 use crate::sync_budget::{Demand, SyncBudget};
 
 /// What the ring thread starts from: the active segment after recovery.
@@ -275,7 +275,7 @@ impl Ring {
                 // The queue itself is broken; nothing more can complete.
                 break;
             }
-            self.sh.ring_sleeping.store(false, Ordering::SeqCst);
+            self.sh.set_ring_sleep(RingSleep::Awake);
         }
         self.preparer.stop();
     }
@@ -347,13 +347,18 @@ impl Ring {
             && self.ledger.writes() < self.sh.cfg.max_inflight
             && !self.budget.over_budget();
         if can_submit {
-            self.sh.ring_sleeping.store(true, Ordering::SeqCst);
+            let partial_ok = self.partial_ok();
+            self.sh.set_ring_sleep(if partial_ok {
+                RingSleep::ForRecords
+            } else {
+                RingSleep::ForBatches
+            });
             // Closing is not work by itself: with operations in flight the
             // ring must block for their completions (spinning would never
             // reap them under DEFER_TASKRUN), and `run` exits when done.
-            let work = self.sh.lock().has_batch(self.partial_ok());
+            let work = self.sh.lock().has_batch(partial_ok);
             if work || self.sync_target().is_some() {
-                self.sh.ring_sleeping.store(false, Ordering::SeqCst);
+                self.sh.set_ring_sleep(RingSleep::Awake);
                 return Wait::NoWait;
             }
         }

@@ -6,7 +6,7 @@
 //! circle.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -204,6 +204,33 @@ pub(crate) struct Resume<'a> {
     pub cipher: Option<Arc<Cipher>>,
 }
 
+/// How the ring thread sleeps, so that producers wake it only when it can
+/// act: what a staged record has to be for the wake-up to be worth a
+/// context switch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum RingSleep {
+    /// Running, or about to look for work: nobody needs to wake it.
+    Awake = 0,
+    /// Idle with nothing in flight: any staged record is work.
+    ForRecords = 1,
+    /// A partial write is in flight, so only a closed batch (or one large
+    /// enough to go at once) is work; its completion wakes the ring for
+    /// the rest.
+    ForBatches = 2,
+}
+
+impl RingSleep {
+    fn from_u8(v: u8) -> RingSleep {
+        match v {
+            0 => RingSleep::Awake,
+            1 => RingSleep::ForRecords,
+            2 => RingSleep::ForBatches,
+            other => unreachable!("ring sleep state {other}"),
+        }
+    }
+}
+
 /// Everything the handle, the tickets and the ring thread share.
 pub(crate) struct Shared {
     pub cfg: Config,
@@ -212,7 +239,8 @@ pub(crate) struct Shared {
     pub space: Condvar,
     pub acks: Acks,
     pub notifier: Arc<Notifier>,
-    pub ring_sleeping: AtomicBool,
+    /// How the ring thread sleeps ([`RingSleep`] as a `u8`).
+    ring_sleep: AtomicU8,
     /// Set once by close; mirrors `Reservation::closed` for the ring, which
     /// checks it every loop and should not take the lock to do so.
     pub closing: AtomicBool,
@@ -317,7 +345,7 @@ impl Shared {
             space: Condvar::new(),
             acks: Acks::new(next_lsn - 1),
             notifier,
-            ring_sleeping: AtomicBool::new(false),
+            ring_sleep: AtomicU8::new(RingSleep::Awake as u8),
             closing: AtomicBool::new(false),
             sync_wanted: AtomicU64::new(0),
             next_lsn: AtomicU64::new(next_lsn),
@@ -366,11 +394,46 @@ impl Shared {
         self.cfg.write_is_durable_alone(self.sync_method)
     }
 
-    /// Wake the ring thread if it sleeps. Cost: one syscall only when it
-    /// actually sleeps; an atomic load otherwise.
+    /// Wake the ring thread if it sleeps, whatever it sleeps for. Cost:
+    /// one syscall only when it actually sleeps; an atomic load otherwise.
     pub fn kick(&self) {
-        if self.ring_sleeping.load(Ordering::SeqCst)
-            && self.ring_sleeping.swap(false, Ordering::SeqCst)
+        if self.ring_sleep() != RingSleep::Awake {
+            self.wake_ring();
+        }
+    }
+
+    /// A record was staged: wake the ring thread if it sleeps waiting for
+    /// one, or for a batch it may take now and `takeable` says there is
+    /// one. A ring with a partial write in flight cannot take another
+    /// partial batch; waking it for each record only to sleep again cost
+    /// the io_uring backend one context switch per record (the threaded
+    /// backend, blocked in its write, never saw them). Cost: an atomic
+    /// load, plus one syscall when the ring is woken.
+    pub fn staged(&self, takeable: bool) {
+        match self.ring_sleep() {
+            RingSleep::Awake => {}
+            RingSleep::ForRecords => self.wake_ring(),
+            RingSleep::ForBatches if takeable => self.wake_ring(),
+            RingSleep::ForBatches => {}
+        }
+    }
+
+    /// Announce how the ring thread is about to sleep (or that it is
+    /// awake). Only the ring thread calls this with a sleeping state.
+    pub fn set_ring_sleep(&self, how: RingSleep) {
+        self.ring_sleep.store(how as u8, Ordering::SeqCst);
+    }
+
+    fn ring_sleep(&self) -> RingSleep {
+        RingSleep::from_u8(self.ring_sleep.load(Ordering::SeqCst))
+    }
+
+    /// Mark the ring awake and, if it slept, send the one wake-up.
+    fn wake_ring(&self) {
+        if self
+            .ring_sleep
+            .swap(RingSleep::Awake as u8, Ordering::SeqCst)
+            != RingSleep::Awake as u8
         {
             // A failed wake-up would strand waiters; the eventfd write
             // cannot fail short of fd exhaustion, which poisons elsewhere.
@@ -383,11 +446,14 @@ impl Shared {
     pub fn want(&self, lsn: Lsn, level: Level) {
         if level == Level::Durable && !self.cfg.durable {
             if self.sync_wanted.fetch_max(lsn, Ordering::AcqRel) < lsn {
-                self.ring_sleeping.store(false, Ordering::SeqCst);
+                self.set_ring_sleep(RingSleep::Awake);
                 let _ = self.notifier.notify();
             }
         } else if level != Level::Accepted {
-            self.kick();
+            // The record's append already woke the ring if it could take
+            // it; a ring sleeping for batches is woken by the write in
+            // flight, after which the record's batch goes.
+            self.staged(false);
         }
     }
 
@@ -642,11 +708,16 @@ impl Shared {
             }
         }
         then(first);
+        // Read under the lock: the ring announces how it sleeps before it
+        // takes the lock to look for work, so either it sees this record
+        // or this producer sees the announcement (`staged`).
+        let takeable = r.has_batch(false);
+        r.batch_open = false;
+        drop(r);
         if atomic {
-            r.batch_open = false;
-            drop(r);
             self.space.notify_all();
         }
+        self.staged(takeable);
         Ok(first)
     }
 
@@ -730,6 +801,29 @@ mod tests {
         let b = r.take_batch(false).expect("the large batch");
         assert_eq!((b.last_lsn, r.active.is_none()), (2, true));
         assert!(b.len as u64 >= LARGE_WRITE_BYTES);
+    }
+
+    /// A ring sleeping with a partial write in flight is woken only by a
+    /// batch it may take; an idle one by any record.
+    #[test]
+    fn records_wake_the_ring_only_when_it_can_act_on_them() {
+        let sh = test_shared(4);
+        let append = |len: usize| {
+            sh.reserve_all(&[(0, &vec![7u8; len])], Kind::Data, OnFull::Wait, |_| {})
+                .unwrap()
+        };
+        sh.set_ring_sleep(RingSleep::ForBatches);
+        append(100);
+        append(100);
+        assert_eq!(sh.ring_sleep(), RingSleep::ForBatches, "partial: still asleep");
+        sh.want(2, Level::Durable);
+        assert_eq!(sh.ring_sleep(), RingSleep::ForBatches, "a waiter adds no work");
+        append(LARGE_WRITE_BYTES as usize);
+        assert_eq!(sh.ring_sleep(), RingSleep::Awake, "a takeable batch wakes it");
+
+        sh.set_ring_sleep(RingSleep::ForRecords);
+        append(100);
+        assert_eq!(sh.ring_sleep(), RingSleep::Awake, "idle: any record wakes it");
     }
 
     #[test]

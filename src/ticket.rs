@@ -57,8 +57,8 @@ impl Ticket {
         on_full: OnFull,
         then: impl FnOnce(Lsn),
     ) -> Result<Ticket> {
+        // The reservation wakes the ring when the record gives it work.
         let first = shared.reserve_all(records, kind, on_full, then)?;
-        shared.kick();
         Ok(Ticket {
             lsn: first + records.len() as u64 - 1,
             shared: shared.clone(),
