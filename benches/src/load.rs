@@ -43,6 +43,17 @@ impl Part {
             ops: 0,
         }
     }
+
+    /// Open loop: slot `i`, due at `due` and sent at `sent`, is durable
+    /// now; counted if the slot is inside the measured window.
+    fn durable(&mut self, sched: &Schedule, i: u64, due: Instant, sent: Instant) {
+        if sched.measured(i) {
+            record(&mut self.late, sent - due);
+            record(&mut self.hist, Instant::now() - due);
+            self.ops += 1;
+        }
+        progress::tick(1);
+    }
 }
 
 fn join_parts(parts: Vec<io::Result<Part>>) -> io::Result<(Histogram<u64>, Histogram<u64>, u64)> {
@@ -152,6 +163,29 @@ impl Schedule {
     pub fn finished(&self, i: u64) -> bool {
         i >= self.last
     }
+
+    /// An open-loop run's result: `ops` records of `payload_len` bytes
+    /// measured in this schedule's window, the slots not measured counted
+    /// as missed.
+    pub fn raw(
+        &self,
+        ops: u64,
+        payload_len: usize,
+        cpu: measure::CpuUse,
+        hist: Histogram<u64>,
+        late: Histogram<u64>,
+    ) -> Raw {
+        Raw {
+            ops,
+            bytes: ops * payload_len as u64,
+            elapsed: self.window.len(),
+            cpu,
+            hist,
+            missed: self.expected().saturating_sub(ops),
+            note: None,
+            late: Some(late),
+        }
+    }
 }
 
 /// Open loop at `rate` records/s with `workers` threads.
@@ -188,12 +222,7 @@ pub fn open(
                             failed.store(true, Ordering::Relaxed);
                             return Err(e);
                         }
-                        if sched.measured(i) {
-                            record(&mut part.late, sent - due);
-                            record(&mut part.hist, Instant::now() - due);
-                            part.ops += 1;
-                        }
-                        progress::tick(1);
+                        part.durable(&sched, i, due, sent);
                     }
                 })
             })
@@ -209,16 +238,9 @@ pub fn open(
         (parts, cpu)
     });
     let (hist, late, ops) = join_parts(parts)?;
-    Ok(Raw {
-        ops,
-        bytes: ops * payload.len() as u64,
-        elapsed: sched.window.len(),
-        cpu,
-        hist,
-        missed: sched.expected().saturating_sub(ops),
-        note: log.note(),
-        late: Some(late),
-    })
+    let mut raw = sched.raw(ops, payload.len(), cpu, hist, late);
+    raw.note = log.note();
+    Ok(raw)
 }
 
 /// Open loop at `rate` records/s through `log`'s pipelined API: one
@@ -253,12 +275,7 @@ pub fn open_pipelined(
                         return Err(e);
                     }
                 }
-                if sched.measured(i) {
-                    record(&mut part.late, sent - due);
-                    record(&mut part.hist, Instant::now() - due);
-                    part.ops += 1;
-                }
-                progress::tick(1);
+                part.durable(&sched, i, due, sent);
             }
             Ok(part)
         });
@@ -291,14 +308,5 @@ pub fn open_pipelined(
     });
     dispatched?;
     let (hist, late, ops) = join_parts(vec![part])?;
-    Ok(Raw {
-        ops,
-        bytes: ops * payload.len() as u64,
-        elapsed: sched.window.len(),
-        cpu,
-        hist,
-        missed: sched.expected().saturating_sub(ops),
-        note: None,
-        late: Some(late),
-    })
+    Ok(sched.raw(ops, payload.len(), cpu, hist, late))
 }

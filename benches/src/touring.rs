@@ -212,14 +212,5 @@ pub fn open(
         (res, cpu)
     });
     let (hist, late, ops) = res?;
-    Ok(Raw {
-        ops,
-        bytes: ops * payload.len() as u64,
-        elapsed: sched.window.len(),
-        cpu,
-        hist,
-        missed: sched.expected().saturating_sub(ops),
-        note: None,
-        late: Some(late),
-    })
+    Ok(sched.raw(ops, payload.len(), cpu, hist, late))
 }
