@@ -815,15 +815,31 @@ mod tests {
         sh.set_ring_sleep(RingSleep::ForBatches);
         append(100);
         append(100);
-        assert_eq!(sh.ring_sleep(), RingSleep::ForBatches, "partial: still asleep");
+        assert_eq!(
+            sh.ring_sleep(),
+            RingSleep::ForBatches,
+            "partial: still asleep"
+        );
         sh.want(2, Level::Durable);
-        assert_eq!(sh.ring_sleep(), RingSleep::ForBatches, "a waiter adds no work");
+        assert_eq!(
+            sh.ring_sleep(),
+            RingSleep::ForBatches,
+            "a waiter adds no work"
+        );
         append(LARGE_WRITE_BYTES as usize);
-        assert_eq!(sh.ring_sleep(), RingSleep::Awake, "a takeable batch wakes it");
+        assert_eq!(
+            sh.ring_sleep(),
+            RingSleep::Awake,
+            "a takeable batch wakes it"
+        );
 
         sh.set_ring_sleep(RingSleep::ForRecords);
         append(100);
-        assert_eq!(sh.ring_sleep(), RingSleep::Awake, "idle: any record wakes it");
+        assert_eq!(
+            sh.ring_sleep(),
+            RingSleep::Awake,
+            "idle: any record wakes it"
+        );
     }
 
     #[test]
