@@ -173,6 +173,31 @@ pub(crate) fn install_spare(
     let block = header_block(header);
     write_durably(&*spare.file, block.as_slice(), 0, method)
         .map_err(|e| Error::io(&spare.path, e))?;
+    name_spare(vfs, spare, path)
+}
+
+/// The durable write of `header` over a spare's blank header blocks, as
+/// an operation for the ring's queue: the first half of
+/// [`install_spare`], for a ring that writes the next segment's header
+/// while the current segment's last writes are still in flight. The
+/// spare keeps its spare name until [`name_spare`], so a crash before
+/// then leaves a file recovery discards whatever it holds.
+pub(crate) fn header_op(spare: &Spare, header: &SegmentHeader, method: SyncMethod) -> Op {
+    let buf = header_block(header);
+    let len = buf.capacity();
+    Op::Write {
+        file: spare.file.clone(),
+        buf,
+        len,
+        offset: 0,
+        sync: durable_sync(method),
+    }
+}
+
+/// Give a spare whose header is durable the segment name `path` (the
+/// second half of [`install_spare`]). The caller syncs the directory
+/// before anything in the segment is written. Cost: one rename.
+pub(crate) fn name_spare(vfs: &dyn Vfs, spare: &Spare, path: &Path) -> Result<()> {
     vfs.rename(&spare.path, path)
         .map_err(|e| Error::io(path, e))
 }
@@ -677,6 +702,19 @@ impl Preparer {
             vfs: cfg.vfs.clone(),
             pool,
         }
+    }
+
+    /// The prepared spare if it is ready now, without waiting: `None`
+    /// when it is not, and the preparer is then told to finish it as it
+    /// stands (see [`take`](Self::take)). Cost: one channel check.
+    pub fn try_take(&mut self) -> Result<Option<Spare>> {
+        if self.spares.is_empty() {
+            self.hurry.store(true, Ordering::Release);
+            return Ok(None);
+        }
+        // This thread is the only receiver: the answer waiting is taken
+        // without blocking (only a lack of space asks for another).
+        self.take().map(Some)
     }
 
     /// The prepared spare. One that failed for lack of space is asked for
