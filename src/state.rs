@@ -779,15 +779,18 @@ mod tests {
         matches!(r, Err(Error::Poisoned { .. }))
     }
 
+    /// Append one record of `len` bytes, as `Ticket::issue` would.
+    fn append_bytes(sh: &Shared, len: usize) -> Lsn {
+        sh.reserve_all(&[(0, &vec![7u8; len])], Kind::Data, OnFull::Wait, |_| {})
+            .unwrap()
+    }
+
     /// A partial batch waits for more records while the ring says so,
     /// unless it is as large as a bandwidth-bound write already.
     #[test]
     fn a_large_partial_batch_goes_out_without_waiting_for_more() {
         let sh = test_shared(4);
-        let append = |len: usize| {
-            sh.reserve_all(&[(0, &vec![7u8; len])], Kind::Data, OnFull::Wait, |_| {})
-                .unwrap()
-        };
+        let append = |len: usize| append_bytes(&sh, len);
         append(1000);
         let mut r = sh.lock();
         assert!(!r.has_batch(false) && r.take_batch(false).is_none());
@@ -808,10 +811,7 @@ mod tests {
     #[test]
     fn records_wake_the_ring_only_when_it_can_act_on_them() {
         let sh = test_shared(4);
-        let append = |len: usize| {
-            sh.reserve_all(&[(0, &vec![7u8; len])], Kind::Data, OnFull::Wait, |_| {})
-                .unwrap()
-        };
+        let append = |len: usize| append_bytes(&sh, len);
         sh.set_ring_sleep(RingSleep::ForBatches);
         append(100);
         append(100);
