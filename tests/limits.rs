@@ -51,7 +51,27 @@ fn block_waits_for_a_checkpoint_and_never_poisons_the_log() {
             Err(Error::LogFull { .. })
         ));
 
-        // A blocked producer goes on once a checkpoint makes room.
+        wal.close().unwrap();
+
+        // A blocked producer goes on once a checkpoint makes room. Reopened
+        // with a wait far longer than the checkpoint can take (it writes
+        // the manifest durably before it frees anything, and this disk
+        // can stall for hundreds of milliseconds): only the checkpoint's
+        // wake-up ends the wait in time.
+        let patient = small(backend)
+            .segment_bytes(SEG)
+            .max_log_bytes(
+                Some(3 * SEG),
+                WhenFull::Block {
+                    timeout: Duration::from_secs(60),
+                },
+            )
+            .build();
+        let (wal, _) = Wal::open(&dir, patient).unwrap();
+        assert!(matches!(
+            wal.try_append(1, &payload),
+            Err(Error::LogFull { .. })
+        ));
         std::thread::scope(|s| {
             let producer = s.spawn(|| wal.append(1, &payload).map(|t| t.lsn()));
             std::thread::sleep(Duration::from_millis(50));
