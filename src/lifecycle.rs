@@ -40,9 +40,8 @@ pub(crate) const RECYCLED_SEQ: u64 = 1 << 62;
 /// records (`Reservation::take_batch`), and spares are preallocated
 /// without being zero-written (`Fill::Allocate`) once the average batch
 /// write is this large: zero-writing every segment first halves the
-/// bandwidth of such writes, while
-/// small writes are bound by flushes, each of which an unwritten extent
-/// would turn into a journal commit. Measured with fio on this project's
+/// bandwidth of such writes, while small writes are bound by flushes,
+/// each of which an unwritten extent would turn into a journal commit. Measured with fio on this project's
 /// virtio disk (ext4, O_DIRECT + O_DSYNC, 4 in flight): 1 MiB writes ran at
 /// 0.7-0.95x the bandwidth on unwritten extents that they did on written
 /// ones, while 4 KiB writes at one in flight ran at half the rate.
@@ -129,22 +128,34 @@ pub(crate) fn durable_sync(method: SyncMethod) -> WriteSync {
     }
 }
 
-/// Write `data` at `offset`, on stable storage when this returns: one
-/// `RWF_DSYNC` write, or a plain write and an `fdatasync`, as `method`
-/// says. Cost: one device round trip (two syscalls for the second).
+/// Run `write`, told whether to write with `RWF_DSYNC`, so that what it
+/// wrote to `file` is on stable storage when this returns: `RWF_DSYNC`
+/// writes, or plain writes and one `fdatasync`, as `method` says (the
+/// split [`durable_sync`] decides for the ring's queue). Cost: what
+/// `write` costs, plus one `fdatasync` for the second.
+fn durably(
+    file: &dyn FileIo,
+    method: SyncMethod,
+    write: impl FnOnce(bool) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let dsync = durable_sync(method) == WriteSync::Dsync;
+    write(dsync)?;
+    if !dsync {
+        file.sync_data()?;
+    }
+    Ok(())
+}
+
+/// Write `data` at `offset`, on stable storage when this returns (see
+/// [`durably`]). Cost: one device round trip (two syscalls without
+/// `RWF_DSYNC`).
 fn write_durably(
     file: &dyn FileIo,
     data: &[u8],
     offset: u64,
     method: SyncMethod,
 ) -> std::io::Result<()> {
-    match method {
-        SyncMethod::Dsync => file.write_at(data, offset, true),
-        SyncMethod::WriteThenFdatasync | SyncMethod::Grouped => {
-            file.write_at(data, offset, false)?;
-            file.sync_data()
-        }
-    }
+    durably(file, method, |dsync| file.write_at(data, offset, dsync))
 }
 
 /// A block-aligned buffer holding every header block of `header` (in
@@ -387,13 +398,9 @@ impl ActiveSegment {
         let to = (self.end + torn_window)
             .next_multiple_of(format::BLOCK as u64)
             .min(self.size);
-        match method {
-            SyncMethod::Dsync => write_zeros(&*self.file, self.end, to, true),
-            SyncMethod::WriteThenFdatasync | SyncMethod::Grouped => {
-                write_zeros(&*self.file, self.end, to, false)?;
-                self.file.sync_data()
-            }
-        }
+        durably(&*self.file, method, |dsync| {
+            write_zeros(&*self.file, self.end, to, dsync)
+        })
     }
 }
 

@@ -58,9 +58,10 @@ impl SyncBudget {
     /// Nothing unsynced; everything up to `last` counts as covered.
     /// `method` is the one in use (as resolved for the file system).
     pub fn new(cfg: &Config, method: SyncMethod, last: Lsn) -> SyncBudget {
+        let alone = cfg.write_is_durable_alone(method);
         SyncBudget {
-            durable: cfg.write_is_durable_alone(method),
-            eager: cfg.durable && !cfg.write_is_durable_alone(method),
+            durable: alone,
+            eager: cfg.durable && !alone,
             interval: cfg.sync_interval,
             write_bytes: cfg.buffer_bytes() as u64,
             torn_window: cfg.torn_window(),

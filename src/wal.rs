@@ -1080,8 +1080,7 @@ impl Wal {
         self.shared.lock().closed = true;
         self.shared.closing.store(true, Ordering::SeqCst);
         self.shared.space.notify_all();
-        self.shared.set_ring_sleep(crate::state::RingSleep::Awake);
-        let _ = self.shared.notifier.notify();
+        self.shared.alert_ring();
         if handle.thread().id() == std::thread::current().id() {
             // The last handle went away on the ring thread itself: a waker
             // it ran (an executor polling inline) dropped it. The thread
