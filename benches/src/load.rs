@@ -29,14 +29,16 @@ use crate::systems::{Log, Pending, Pipelined};
 /// closes before the rest is counted as missed.
 pub const GRACE: Duration = Duration::from_secs(1);
 
-struct Part {
-    hist: Histogram<u64>,
-    late: Histogram<u64>,
-    ops: u64,
+/// One thread's (or one runtime's) share of a run: latencies, harness
+/// lateness, and the records counted.
+pub struct Part {
+    pub hist: Histogram<u64>,
+    pub late: Histogram<u64>,
+    pub ops: u64,
 }
 
 impl Part {
-    fn new() -> Part {
+    pub fn new() -> Part {
         Part {
             hist: histogram(),
             late: histogram(),
@@ -46,7 +48,7 @@ impl Part {
 
     /// Open loop: slot `i`, due at `due` and sent at `sent`, is durable
     /// now; counted if the slot is inside the measured window.
-    fn durable(&mut self, sched: &Schedule, i: u64, due: Instant, sent: Instant) {
+    pub fn durable(&mut self, sched: &Schedule, i: u64, due: Instant, sent: Instant) {
         if sched.measured(i) {
             record(&mut self.late, sent - due);
             record(&mut self.hist, Instant::now() - due);
@@ -164,6 +166,18 @@ impl Schedule {
         i >= self.last
     }
 
+    /// Whether the backlog has been drained for [`GRACE`] past the window:
+    /// what is still unsent now counts as missed.
+    pub fn past_grace(&self) -> bool {
+        Instant::now() >= self.window.end + GRACE
+    }
+
+    /// Whether a driver stops before slot `i`: the schedule is finished,
+    /// or [`past_grace`](Self::past_grace).
+    pub fn stops_at(&self, i: u64) -> bool {
+        self.finished(i) || self.past_grace()
+    }
+
     /// An open-loop run's result: `ops` records of `payload_len` bytes
     /// measured in this schedule's window, the slots not measured counted
     /// as missed.
@@ -200,7 +214,6 @@ pub fn open(
     let sched = Schedule::new(rate, warmup, secs);
     let next = AtomicU64::new(0);
     let failed = AtomicBool::new(false);
-    let give_up = sched.window.end + GRACE;
     let (parts, cpu) = std::thread::scope(|s| {
         let handles: Vec<_> = (0..workers)
             .map(|wk| {
@@ -210,10 +223,7 @@ pub fn open(
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
                         let due = sched.due(i);
-                        if sched.finished(i)
-                            || Instant::now() >= give_up
-                            || failed.load(Ordering::Relaxed)
-                        {
+                        if sched.stops_at(i) || failed.load(Ordering::Relaxed) {
                             return Ok(part);
                         }
                         sleep_until(due);
@@ -260,7 +270,6 @@ pub fn open_pipelined(
     secs: Duration,
 ) -> io::Result<Raw> {
     let sched = Schedule::new(rate, warmup, secs);
-    let give_up = sched.window.end + GRACE;
     let failed = AtomicBool::new(false);
     type Sent = (u64, Instant, Instant, Box<dyn Pending>);
     let (tx, rx) = std::sync::mpsc::channel::<Sent>();
@@ -269,11 +278,9 @@ pub fn open_pipelined(
         let completer = s.spawn(move || -> io::Result<Part> {
             let mut part = Part::new();
             for (i, due, sent, pending) in rx {
-                if !pending.done() {
-                    if let Err(e) = pending.wait() {
-                        failed.store(true, Ordering::Relaxed);
-                        return Err(e);
-                    }
+                if let Err(e) = pending.wait() {
+                    failed.store(true, Ordering::Relaxed);
+                    return Err(e);
                 }
                 part.durable(&sched, i, due, sent);
             }
@@ -281,8 +288,7 @@ pub fn open_pipelined(
         });
         let dispatcher = s.spawn(move || -> io::Result<()> {
             let mut i = 0;
-            while !sched.finished(i) && Instant::now() < give_up && !failed.load(Ordering::Relaxed)
-            {
+            while !sched.stops_at(i) && !failed.load(Ordering::Relaxed) {
                 let due = sched.due(i);
                 sleep_until(due);
                 let sent = Instant::now();

@@ -122,9 +122,7 @@ impl System {
 /// One record submitted through [`Pipelined::submit`], not yet known to
 /// be durable.
 pub trait Pending: Send {
-    /// Whether the record is durable already (no blocking).
-    fn done(&self) -> bool;
-    /// Block until the record is durable.
+    /// Block until the record is durable (at once, if it already is).
     fn wait(self: Box<Self>) -> io::Result<()>;
 }
 
@@ -224,10 +222,7 @@ fn ringwal_log(dir: &Path, backend: ringwal::Backend) -> io::Result<Box<dyn Log>
 }
 
 impl Pending for ringwal::Ticket {
-    fn done(&self) -> bool {
-        self.is_done(ringwal::Level::Durable)
-    }
-
+    // A ticket already durable returns without a syscall.
     fn wait(self: Box<Self>) -> io::Result<()> {
         ringwal::Ticket::wait(&self, ringwal::Level::Durable).map_err(rw_err)
     }

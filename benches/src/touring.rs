@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
-use crate::load::{Schedule, GRACE};
+use crate::load::{Part, Schedule};
 use crate::measure::{histogram, record, sleep_until, Raw, Window};
 use crate::progress;
 use crate::systems::frame_into;
@@ -125,9 +125,7 @@ pub fn closed(
 }
 
 struct Tally {
-    hist: Histogram<u64>,
-    late: Histogram<u64>,
-    ops: u64,
+    part: Part,
     error: Option<io::Error>,
 }
 
@@ -142,7 +140,6 @@ pub fn open(
 ) -> io::Result<Raw> {
     let std_file = open_std(path)?;
     let sched = Schedule::new(rate, warmup, secs);
-    let give_up = sched.window.end + GRACE;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<u64>();
     type Out = (Histogram<u64>, Histogram<u64>, u64);
     let run = move || -> io::Result<Out> {
@@ -151,14 +148,12 @@ pub fn open(
             let next = Rc::new(Cell::new(0u64));
             let payload: Rc<[u8]> = payload.into();
             let tally = Rc::new(RefCell::new(Tally {
-                hist: histogram(),
-                late: histogram(),
-                ops: 0,
+                part: Part::new(),
                 error: None,
             }));
             let mut tasks = Vec::new();
             while let Some(i) = rx.recv().await {
-                if Instant::now() >= give_up || tally.borrow().error.is_some() {
+                if sched.past_grace() || tally.borrow().error.is_some() {
                     break;
                 }
                 let (file, next, payload, tally) =
@@ -170,15 +165,9 @@ pub fn open(
                     let (res, _) = one_record(&file, &next, file_bytes, &payload, buf).await;
                     let mut t = tally.borrow_mut();
                     match res {
-                        Ok(()) if sched.measured(i) => {
-                            record(&mut t.late, sent - due);
-                            record(&mut t.hist, Instant::now() - due);
-                            t.ops += 1;
-                        }
-                        Ok(()) => {}
+                        Ok(()) => t.part.durable(&sched, i, due, sent),
                         Err(e) => t.error = Some(e),
                     }
-                    progress::tick(1);
                 }));
             }
             for t in tasks {
@@ -188,16 +177,15 @@ pub fn open(
             if let Some(e) = t.error.take() {
                 return Err(e);
             }
-            let hist = std::mem::replace(&mut t.hist, histogram());
-            let late = std::mem::replace(&mut t.late, histogram());
-            Ok((hist, late, t.ops))
+            let p = std::mem::replace(&mut t.part, Part::new());
+            Ok((p.hist, p.late, p.ops))
         })
     };
     let (res, cpu) = std::thread::scope(|s| {
         let h = s.spawn(run);
         s.spawn(move || {
             let mut i = 0u64;
-            while !sched.finished(i) && Instant::now() < give_up {
+            while !sched.stops_at(i) {
                 sleep_until(sched.due(i));
                 if tx.send(i).is_err() {
                     break;
