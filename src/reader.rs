@@ -231,7 +231,10 @@ impl Reader {
     /// The next record and where it was read.
     fn step(&mut self) -> Result<Option<(Record, Place)>> {
         loop {
-            if self.expect.is_some_and(|e| e > self.upto) {
+            // Before the first record too: a reader made at its watermark
+            // (an empty log, a freshly rolled segment) yields nothing
+            // written after it was made.
+            if self.next_lsn() > self.upto {
                 return Ok(None);
             }
             if self.current.is_none() && !self.open_next()? {
@@ -345,15 +348,26 @@ impl Reader {
                 found: oldest,
             });
         }
-        let known = self.newest_base;
-        let mut rest: Vec<SegmentFile> = self.segments.by_ref().collect();
-        rest.extend(
-            segments
-                .iter()
-                .filter(|s| known.is_none_or(|k| s.base > k))
-                .cloned(),
-        );
-        self.newest_base = segments.last().map(|s| s.base).or(known);
+        // A segment the reader has read nothing of may have been replaced
+        // under its name since it was opened (an empty segment is rolled
+        // past with the same base): open it afresh from the list now. It
+        // costs a header read, and only while the segment is empty.
+        if self.current.as_ref().is_some_and(|w| w.file().base == next) {
+            self.current = None;
+        }
+        let rest: Vec<SegmentFile> = match &self.current {
+            // Part way through a segment: the ones after it.
+            Some(w) => {
+                let base = w.file().base;
+                segments.iter().filter(|s| s.base > base).cloned().collect()
+            }
+            // Between segments: from the one that holds `next` on.
+            None => {
+                let start = segments.iter().rposition(|s| s.base <= next).unwrap_or(0);
+                segments[start..].to_vec()
+            }
+        };
+        self.newest_base = segments.last().map(|s| s.base).or(self.newest_base);
         self.segments = rest.into_iter();
         self.upto = upto;
         self.done = false;

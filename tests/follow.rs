@@ -85,3 +85,97 @@ fn a_checkpoint_that_overtakes_a_follower_ends_it_with_a_gap() {
         wal.close().unwrap();
     });
 }
+
+/// A log whose newest segment is empty, reopened under a configuration
+/// that starts a new segment at the first append (another torn window):
+/// the new segment has the same base and replaces the empty one's file.
+fn reopened_with_a_replaced_empty_segment(dir: &std::path::Path, backend: ringwal::Backend) -> Wal {
+    let (wal, _) = Wal::open(dir, small(backend).max_inflight(4).build()).unwrap();
+    wal.close().unwrap();
+    Wal::open(dir, small(backend).max_inflight(8).build())
+        .unwrap()
+        .0
+}
+
+/// The records `rx` receives within 10 s each, up to `n`: a reader that
+/// never yields fails the test instead of hanging it.
+fn received(rx: &std::sync::mpsc::Receiver<Vec<u8>>, n: usize) -> Vec<Vec<u8>> {
+    (0..n)
+        .map_while(|_| rx.recv_timeout(std::time::Duration::from_secs(10)).ok())
+        .collect()
+}
+
+#[test]
+fn followers_waiting_in_a_replaced_empty_segment_see_what_follows() {
+    for_each_backend(|backend| {
+        let dir = tempfile::tempdir().unwrap();
+        let wal = Arc::new(reopened_with_a_replaced_empty_segment(dir.path(), backend));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut follower = wal.follow(1).unwrap();
+        let tx2 = tx.clone();
+        let mine = std::thread::spawn(move || {
+            for r in follower.by_ref() {
+                let _ = tx2.send(r.unwrap().payload);
+            }
+        });
+        let (dtx, drx) = std::sync::mpsc::channel();
+        let every = std::time::Duration::from_millis(5);
+        let outside = ringwal::verify::follow(dir.path(), 1, 1, every).unwrap();
+        std::thread::spawn(move || {
+            for r in outside {
+                if dtx.send(r.unwrap().payload).is_err() {
+                    break;
+                }
+            }
+        });
+        // Both readers are at the end of the empty segment before the
+        // first append replaces it.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let sent: Vec<Vec<u8>> = (0..3u8).map(|i| vec![i; 100]).collect();
+        for p in &sent {
+            wal.append(0, p).unwrap().wait(Level::Written).unwrap();
+        }
+        assert_eq!(received(&rx, 3), sent, "the log's own follower");
+        assert_eq!(received(&drx, 3), sent, "the directory follower");
+        Arc::into_inner(wal).unwrap().close().unwrap();
+        drop(tx);
+        mine.join().unwrap();
+    });
+}
+
+#[test]
+fn a_reader_ends_at_the_watermark_of_its_making() {
+    for_each_backend(|backend| {
+        let dir = tempfile::tempdir().unwrap();
+        let (wal, _) = Wal::open(dir.path(), small(backend).build()).unwrap();
+        // An empty log.
+        let empty = wal.reader_from(0).unwrap();
+        wal.append(0, b"after")
+            .unwrap()
+            .wait(Level::Written)
+            .unwrap();
+        assert_eq!(empty.count(), 0, "a record appended after the reader");
+        // At the end of a log with records, and at the base of a segment
+        // just rolled to.
+        let mut rolls = wal.stats().rolls;
+        for _ in 0..2 {
+            while wal.stats().rolls == rolls {
+                wal.append(0, &[1u8; 1000])
+                    .unwrap()
+                    .wait(Level::Written)
+                    .unwrap();
+            }
+            rolls = wal.stats().rolls;
+            let at_end = wal.reader_from(wal.next_lsn()).unwrap();
+            let next = wal.append(0, b"later").unwrap();
+            next.wait(Level::Written).unwrap();
+            assert_eq!(
+                at_end.count(),
+                0,
+                "record {} is past the reader",
+                next.lsn()
+            );
+        }
+        wal.close().unwrap();
+    });
+}
