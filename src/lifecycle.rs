@@ -657,7 +657,7 @@ impl Preparer {
                         let fill = match req {
                             Request::Spare(fill) => fill,
                             Request::Manifest(m) => {
-                                if let Err(e) = manifest.raise(m) {
+                                if let Err(e) = manifest.raise_or_hand_over(m) {
                                     failed(e);
                                 }
                                 continue;

@@ -55,6 +55,15 @@ pub(crate) struct Keeper {
     vfs: Arc<dyn Vfs>,
     dir: LogDir,
     current: Mutex<Current>,
+    /// A raise handed over by a caller that must not wait for another's
+    /// write (the preparer, whose spares the ring waits for): the writer
+    /// holding `current` writes it before it lets go. Taken after
+    /// `current` when both are held, or with `current` only tried.
+    handed_over: Mutex<Option<Manifest>>,
+    /// A copy of the manifest as last written, behind a lock never held
+    /// across I/O, so that [`get`](Keeper::get) (the ring's roll asks)
+    /// never waits for a write.
+    written: Mutex<Manifest>,
 }
 
 /// The manifest as last written, and whether a write of it failed.
@@ -73,15 +82,15 @@ impl Keeper {
                 manifest: m,
                 failed: false,
             }),
+            handed_over: Mutex::new(None),
+            written: Mutex::new(m),
         }
     }
 
-    /// The manifest as last written.
+    /// The manifest as last written. Never waits for a write in
+    /// progress. Cost: one uncontended lock.
     pub fn get(&self) -> Manifest {
-        self.current
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .manifest
+        *self.written.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Raise the manifest's fields to at least `to`'s (none ever moves
@@ -92,6 +101,62 @@ impl Keeper {
     /// much. Cost: nothing if nothing grew; otherwise one atomic write.
     pub fn raise(&self, to: Manifest) -> Result<()> {
         let mut state = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        let raised = self.raise_locked(&mut state, to);
+        self.write_handed_over(state).and(raised)
+    }
+
+    /// [`raise`](Self::raise) without waiting: if another raise is being
+    /// written now (a checkpoint's, whose fsyncs can take as long as the
+    /// disk likes), hand `to` to that writer, who writes it before it
+    /// lets go and gets its error. For the preparer, which must not make
+    /// the ring's next spare wait for a checkpoint. Cost: as `raise`, or
+    /// two uncontended locks when handed over.
+    pub fn raise_or_hand_over(&self, to: Manifest) -> Result<()> {
+        let mut slot = self.handed_over.lock().unwrap_or_else(|p| p.into_inner());
+        *slot = Some(merged(slot.take(), to));
+        let state = match self.current.try_lock() {
+            Ok(state) => state,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            // The holder takes the slot before it lets go: it checks the
+            // slot under this lock, which is held until this returns.
+            Err(std::sync::TryLockError::WouldBlock) => return Ok(()),
+        };
+        drop(slot);
+        self.write_handed_over(state)
+    }
+
+    /// Write what was handed over while `state` was held, then let go,
+    /// with the slot's lock held so that nothing is handed over between
+    /// the last look and the release.
+    fn write_handed_over(&self, mut state: std::sync::MutexGuard<'_, Current>) -> Result<()> {
+        loop {
+            let mut slot = self.handed_over.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(to) = slot.take() else {
+                drop(state);
+                return Ok(());
+            };
+            drop(slot);
+            self.raise_locked(&mut state, to)?;
+        }
+    }
+}
+
+/// The fields of `a` and `b`, each the higher.
+fn merged(a: Option<Manifest>, b: Manifest) -> Manifest {
+    let Some(a) = a else { return b };
+    Manifest {
+        newest_base: a.newest_base.max(b.newest_base),
+        durable_lsn: a.durable_lsn.max(b.durable_lsn),
+        handed_out: a.handed_out.max(b.handed_out),
+        oldest_lsn: a.oldest_lsn.max(b.oldest_lsn),
+        ..a
+    }
+}
+
+impl Keeper {
+    /// Raise `state`'s manifest to at least `to`'s fields and write it if
+    /// any moved; with the keeper's lock held.
+    fn raise_locked(&self, state: &mut Current, to: Manifest) -> Result<()> {
         if state.failed {
             return Err(Poison::failed("an earlier write of the manifest failed").error());
         }
@@ -101,13 +166,7 @@ impl Keeper {
             (cur.node, cur.log_id),
             "a manifest update for another log"
         );
-        let next = Manifest {
-            newest_base: cur.newest_base.max(to.newest_base),
-            durable_lsn: cur.durable_lsn.max(to.durable_lsn),
-            handed_out: cur.handed_out.max(to.handed_out),
-            oldest_lsn: cur.oldest_lsn.max(to.oldest_lsn),
-            ..*cur
-        };
+        let next = merged(Some(*cur), to);
         if next == *cur {
             return Ok(());
         }
@@ -115,7 +174,8 @@ impl Keeper {
             state.failed = true;
             return Err(e);
         }
-        state.manifest = next;
+        *cur = next;
+        *self.written.lock().unwrap_or_else(|p| p.into_inner()) = next;
         Ok(())
     }
 }

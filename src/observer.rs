@@ -42,8 +42,9 @@ pub trait DurabilityObserver: Send + Sync + 'static {
     /// time to snapshot and checkpoint. Called at each segment roll while
     /// the log is over the limit (so it repeats until a checkpoint brings
     /// it under), on the ring thread, with the same rules as
-    /// [`advanced`](Self::advanced). `bytes` counts the log's segments at
-    /// the configured segment size. The default does nothing.
+    /// [`advanced`](Self::advanced). `bytes` is the log's segment files'
+    /// sizes, the measure [`Stats::disk_bytes`](crate::Stats::disk_bytes)
+    /// and the hard limit use. The default does nothing.
     fn log_over_soft_limit(&self, bytes: u64) {
         let _ = bytes;
     }
@@ -52,10 +53,12 @@ pub trait DurabilityObserver: Send + Sync + 'static {
     /// ([`ConfigBuilder::max_log_bytes`](crate::ConfigBuilder::max_log_bytes)
     /// with [`WhenFull::DropOldest`](crate::WhenFull::DropOldest)) and
     /// dropped its oldest segment: the LSNs `first..=last` are gone, read
-    /// or not. Called once per segment dropped, in LSN order, on the ring
-    /// thread right after the roll that took the log over the limit (with
-    /// the same rules as [`advanced`](Self::advanced)), once the drop is
-    /// durable. The default does nothing.
+    /// or not. Called once per segment dropped, in LSN order, once the
+    /// drop is durable: on the ring thread right after the roll that took
+    /// the log over the limit (with the same rules as
+    /// [`advanced`](Self::advanced)), or, if a checkpoint was running at
+    /// that roll, on the thread that called it, as it finishes (the ring
+    /// never waits for a checkpoint). The default does nothing.
     fn records_dropped(&self, first: Lsn, last: Lsn) {
         let _ = (first, last);
     }

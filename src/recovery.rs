@@ -36,7 +36,7 @@ use crate::index::{self, Point, SparseIndex};
 use crate::manifest;
 use crate::prefetch::Prefetcher;
 use crate::scan::{self, Position, SegmentEnd, Verdict};
-use crate::segments::{self, LogDir, SegmentFile};
+use crate::segments::{self, Live, LogDir, SegmentFile};
 
 /// What [`Wal::open`](crate::Wal::open) found and did.
 #[derive(Clone, Debug, Default)]
@@ -589,7 +589,7 @@ pub(crate) fn analyze(dir: &LogDir, cfg: &Config, policy: Policy) -> Result<Anal
 #[derive(Debug)]
 pub(crate) struct Recovered {
     pub report: RecoveryReport,
-    pub segments: Vec<SegmentFile>,
+    pub segments: Vec<Live>,
     /// The newest segment and the offset where the next write goes.
     pub active: Option<(SegmentFile, SegmentHeader, u64)>,
     pub next_lsn: Lsn,
@@ -771,7 +771,14 @@ pub(crate) fn recover(dir: &LogDir, cfg: &Config) -> Result<Recovered> {
     Ok(Recovered {
         index,
         report,
-        segments: a.segments.into_iter().map(|s| s.file).collect(),
+        segments: a
+            .segments
+            .into_iter()
+            .map(|s| Live {
+                bytes: s.header.segment_bytes,
+                file: s.file,
+            })
+            .collect(),
         active,
         next_lsn,
         skip_in_new_segment,

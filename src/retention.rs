@@ -5,10 +5,13 @@
 //! segments (`DropOldest`, here, called by the ring right after it
 //! installs a segment).
 //!
-//! Architecture invariant: nothing here waits for anything but I/O; the
-//! ring never waits on a checkpoint, only producers do (`Block`).
+//! Architecture invariant: nothing here waits for anything but I/O and
+//! the checkpoint turn; the ring never waits on a checkpoint (it defers
+//! its drop to the one running), only producers (`Block`) and other
+//! checkpoints do, and no lock the ring takes is held across I/O.
 
 use std::sync::atomic::Ordering;
+use std::sync::{Condvar, Mutex, MutexGuard};
 
 use crate::config::WhenFull;
 use crate::error::{Error, Lsn, Poison, Result};
@@ -32,54 +35,139 @@ fn poisoned(sh: &Shared) -> Error {
         .error()
 }
 
+/// Who is removing segments now: one checkpoint at a time, since each
+/// plans from the list and then removes what it planned with the list's
+/// lock released (the ring's roll takes that lock and must never wait for
+/// a checkpoint's fsyncs and unlinks).
+#[derive(Default)]
+pub(crate) struct Retention {
+    state: Mutex<Turn>,
+    /// Signalled when a checkpoint finishes, for a caller waiting its turn.
+    done: Condvar,
+}
+
+#[derive(Default)]
+struct Turn {
+    /// A checkpoint is removing segments.
+    busy: bool,
+    /// The ring found the log over its hard limit while a checkpoint was
+    /// busy: that checkpoint's caller runs the drop before it lets go.
+    drop_due: bool,
+}
+
+/// Proof that the caller has the checkpoint turn.
+struct Held(());
+
+impl Retention {
+    fn turn(&self) -> MutexGuard<'_, Turn> {
+        // Two flags set and cleared whole: a poisoned mutex carries no
+        // information.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Wait for the turn. For callers that may block (a user's
+    /// checkpoint), never the ring.
+    fn take(&self) -> Held {
+        let mut t = self.turn();
+        while t.busy {
+            t = self.done.wait(t).unwrap_or_else(|p| p.into_inner());
+        }
+        t.busy = true;
+        Held(())
+    }
+
+    /// The turn if it is free now; else the holder is told to run the
+    /// hard limit's drop when it is done. For the ring: no wait.
+    fn try_take_or_defer(&self) -> Option<Held> {
+        let mut t = self.turn();
+        if t.busy {
+            t.drop_due = true;
+            return None;
+        }
+        t.busy = true;
+        Some(Held(()))
+    }
+
+    /// Give the turn back, unless a drop became due meanwhile: then keep
+    /// it and return it for that drop.
+    fn give_back(&self, held: Held) -> Option<Held> {
+        let mut t = self.turn();
+        assert!(t.busy, "the turn is given back by its holder");
+        if std::mem::take(&mut t.drop_due) {
+            return Some(held);
+        }
+        t.busy = false;
+        drop(t);
+        self.done.notify_one();
+        None
+    }
+}
+
 /// Remove whole sealed segments whose every record is at or below
 /// `up_to`, oldest first (never the newest listed), then fsync the
 /// directory; `Wal::checkpoint`'s documented contract. Returns how many
-/// were removed.
+/// were removed. Waits for a checkpoint already running; if the ring
+/// found the log over its hard limit meanwhile, runs that drop too
+/// before it returns.
 pub(crate) fn checkpoint(sh: &Shared, up_to: Lsn, recycle: Recycle) -> Result<usize> {
+    let held = sh.retention.take();
+    let removed = remove_upto(sh, &held, up_to, recycle);
+    let dropped = finish(sh, held);
+    let removed = removed?;
+    dropped.map(|()| removed)
+}
+
+/// Give the turn back, first running every drop that became due while
+/// it was held.
+fn finish(sh: &Shared, mut held: Held) -> Result<()> {
+    let mut result = Ok(());
+    while let Some(again) = sh.retention.give_back(held) {
+        if result.is_ok() {
+            result = drop_while_over(sh, &again);
+        }
+        held = again;
+    }
+    result
+}
+
+/// The checkpoint itself, with the turn held.
+fn remove_upto(sh: &Shared, _held: &Held, up_to: Lsn, recycle: Recycle) -> Result<usize> {
     if let Some(p) = sh.acks.poison_cause() {
         return Err(p.error());
     }
-    let mut segs = sh.segments.lock().unwrap_or_else(|p| p.into_inner());
-    let going = (1..segs.len())
-        .take_while(|&i| segs[i].base - 1 <= up_to)
-        .count();
-    if going == 0 {
-        return Ok(0);
-    }
-    // The manifest first: from now on it promises only what stays, so
-    // a crash part way leaves more segments than it promises, never
-    // fewer. A failed write of it poisons, as any failed sync does.
-    let m = Manifest {
-        oldest_lsn: segs[going].base,
-        durable_lsn: sh.acks.durable(),
-        handed_out: sh.next_lsn.load(Ordering::Acquire) - 1,
-        ..sh.manifest.get()
+    // Planned from a copy: only a checkpoint removes segments, and only
+    // the holder of the turn checkpoints, so these stay the oldest while
+    // the lock is released. A roll only adds or replaces the newest,
+    // which is never planned away.
+    let (going, oldest_kept) = {
+        let set = sh.segment_set();
+        let going = set.releasable(up_to).to_vec();
+        let kept = set.get(going.len()).map(|s| s.file.base);
+        (going, kept)
     };
-    if let Err(e) = sh.manifest.raise(m) {
-        sh.poison(Poison::from_error(
-            "writing the manifest at a checkpoint failed",
-            e,
-        ));
-        return Err(poisoned(sh));
-    }
+    let Some(oldest_kept) = oldest_kept.filter(|_| !going.is_empty()) else {
+        return Ok(0);
+    };
+    raise_manifest(sh, oldest_kept)?;
     let room = if sh.closing.load(Ordering::SeqCst) || recycle == Recycle::No {
         0
     } else {
         sh.recycled.room()
     };
     let mut recycled = Vec::new();
-    let mut removed = 0;
+    let (mut removed, mut freed) = (0, 0);
     let mut failed = None;
-    for _ in 0..going {
+    for seg in &going {
         let keep = recycled.len() < room;
         // A segment leaves the list only once its file is gone, so the
-        // list always says what is on disk, whatever fails.
-        match lifecycle::retire(&*sh.cfg.vfs, &sh.dir, &segs[0], keep) {
+        // list never names less than what is on disk, whatever fails.
+        match lifecycle::retire(&*sh.cfg.vfs, &sh.dir, &seg.file, keep) {
             Ok(spare) => {
-                segs.remove(0);
+                let gone = sh.segment_set().remove_oldest();
+                assert_eq!(gone, *seg, "only the checkpoint turn removes segments");
                 recycled.extend(spare);
                 removed += 1;
+                freed += seg.bytes;
             }
             Err(e) => {
                 failed = Some(e);
@@ -88,30 +176,8 @@ pub(crate) fn checkpoint(sh: &Shared, up_to: Lsn, recycle: Recycle) -> Result<us
         }
     }
     if removed > 0 {
-        sh.index().prune_below(segs[0].base);
-    }
-    drop(segs);
-    if removed > 0 {
-        // Producers blocked at the size limit wait for exactly this.
-        let mut r = sh.lock();
-        r.live_segments = r
-            .live_segments
-            .checked_sub(removed as u64)
-            .expect("the reservation counts every listed segment");
-        drop(r);
-        sh.space.notify_all();
-    }
-    if removed > 0 {
-        if let Err(e) = sh.cfg.vfs.sync_dir(sh.dir.path()) {
-            // Never retried: after a failed fsync the renames and
-            // unlinks may or may not be durable.
-            let e = Error::io(sh.dir.path(), e);
-            sh.poison(Poison::from_error(
-                "syncing the directory at a checkpoint failed",
-                e,
-            ));
-            return Err(poisoned(sh));
-        }
+        release(sh, freed);
+        sync_dir_or_poison(sh)?;
     }
     // Only now that the renames are durable may the files be changed:
     // before, a crash could bring back the old name over new contents.
@@ -125,41 +191,299 @@ pub(crate) fn checkpoint(sh: &Shared, up_to: Lsn, recycle: Recycle) -> Result<us
     }
 }
 
+/// The manifest first: from now on it promises only what stays (from
+/// `oldest_kept`), so a crash part way leaves more segments than it
+/// promises, never fewer. A failed write of it poisons, as any failed
+/// sync does.
+fn raise_manifest(sh: &Shared, oldest_kept: Lsn) -> Result<()> {
+    let m = Manifest {
+        oldest_lsn: oldest_kept,
+        durable_lsn: sh.acks.durable(),
+        handed_out: sh.next_lsn.load(Ordering::Acquire) - 1,
+        ..sh.manifest.get()
+    };
+    sh.manifest.raise(m).map_err(|e| {
+        sh.poison(Poison::from_error(
+            "writing the manifest at a checkpoint failed",
+            e,
+        ));
+        poisoned(sh)
+    })
+}
+
+/// Segments of `freed` bytes are gone: drop their index points and give
+/// the room to producers blocked at the size limit, who wait for exactly
+/// this.
+fn release(sh: &Shared, freed: u64) {
+    if let Some(oldest) = sh.segment_set().oldest_base() {
+        sh.index().prune_below(oldest);
+    }
+    let mut r = sh.lock();
+    r.live_bytes = r
+        .live_bytes
+        .checked_sub(freed)
+        .expect("the reservation counts every listed segment's bytes");
+    drop(r);
+    sh.space.notify_all();
+}
+
+/// Make the checkpoint's renames and unlinks durable. Never retried:
+/// after a failed fsync they may or may not be.
+fn sync_dir_or_poison(sh: &Shared) -> Result<()> {
+    sh.cfg.vfs.sync_dir(sh.dir.path()).map_err(|e| {
+        let e = Error::io(sh.dir.path(), e);
+        sh.poison(Poison::from_error(
+            "syncing the directory at a checkpoint failed",
+            e,
+        ));
+        poisoned(sh)
+    })
+}
+
 /// With `WhenFull::DropOldest`, right after the ring installed a new
 /// segment: drop the oldest segments until the listed ones fit the
 /// limit again, telling the observer and `Stats` exactly which LSNs
-/// went. On the ring thread, so the log is over its limit by the new
-/// segment only until this returns, and never by more: the next roll
-/// comes after it.
+/// went. On the ring thread, which never waits for a user's checkpoint:
+/// if one is running, its caller runs the drop as it finishes (on its
+/// thread), so the log is over its limit until then.
 ///
 /// Cost: per segment dropped, a manifest write, an unlink and a
 /// directory fsync (`checkpoint`'s), on the roll's path.
 pub(crate) fn drop_over_limit(sh: &Shared) -> Result<()> {
-    let (Some(max), WhenFull::DropOldest) = (sh.cfg.max_log_bytes, sh.cfg.when_full) else {
+    if hard_drop_limit(sh).is_none() {
+        return Ok(());
+    }
+    let Some(held) = sh.retention.try_take_or_defer() else {
+        return Ok(());
+    };
+    let dropped = drop_while_over(sh, &held);
+    finish(sh, held).and(dropped)
+}
+
+/// The hard limit, if the log drops its oldest segments to keep it.
+fn hard_drop_limit(sh: &Shared) -> Option<u64> {
+    match (sh.cfg.max_log_bytes, sh.cfg.when_full) {
+        (Some(max), WhenFull::DropOldest) => Some(max),
+        _ => None,
+    }
+}
+
+/// Drop the oldest segment while the log is over its hard limit, with
+/// the turn held.
+fn drop_while_over(sh: &Shared, held: &Held) -> Result<()> {
+    let Some(max) = hard_drop_limit(sh) else {
         return Ok(());
     };
     loop {
         let (first, last) = {
-            let segs = sh.segments.lock().unwrap_or_else(|p| p.into_inner());
-            if segs.len() as u64 * sh.cfg.segment_bytes <= max {
+            let set = sh.segment_set();
+            if set.bytes() <= max {
                 return Ok(());
             }
-            match segs.get(..2) {
-                Some([oldest, next]) => (oldest.base, next.base - 1),
+            match (set.get(0), set.get(1)) {
+                (Some(oldest), Some(next)) => (oldest.file.base, next.file.base - 1),
                 // The limit is at least two segments.
                 _ => unreachable!("over a limit of two segments with fewer listed"),
             }
         };
-        let removed = checkpoint(sh, last, Recycle::No)?;
+        let removed = remove_upto(sh, held, last, Recycle::No)?;
+        // With the turn held nothing else removes segments: exactly the
+        // oldest one went.
         assert_eq!(removed, 1, "the oldest of several listed segments goes");
-        let dropped = last + 1 - first;
-        sh.counters
-            .dropped_records
-            .fetch_add(dropped, Ordering::Relaxed);
-        *sh.last_dropped.lock().unwrap_or_else(|p| p.into_inner()) = Some((first, last));
-        crate::trace::event!(warn, dir = %sh.dir.path().display(), first, last, "log over its size limit: dropped the oldest segment");
-        if let Some(o) = &sh.cfg.observer.0 {
-            o.records_dropped(first, last);
+        report_dropped(sh, first, last);
+    }
+}
+
+/// Tell `Stats`, the trace and the observer that `first..=last` went.
+fn report_dropped(sh: &Shared, first: Lsn, last: Lsn) {
+    let dropped = last + 1 - first;
+    sh.counters
+        .dropped_records
+        .fetch_add(dropped, Ordering::Relaxed);
+    *sh.last_dropped.lock().unwrap_or_else(|p| p.into_inner()) = Some((first, last));
+    crate::trace::event!(warn, dir = %sh.dir.path().display(), first, last, "log over its size limit: dropped the oldest segment");
+    if let Some(o) = &sh.cfg.observer.0 {
+        o.records_dropped(first, last);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+    use std::sync::{mpsc, Arc, Condvar, Mutex};
+    use std::time::Duration;
+
+    use ringwal_platform::{OpenHow, RealFs, VFile, Vfs};
+
+    use crate::config::{Config, Level, WhenFull};
+    use crate::{Lsn, Wal};
+
+    const SEG: u64 = 64 << 10;
+
+    /// The real file system, except that once armed, the next directory
+    /// sync on a thread named `checkpoint` waits until the test lets it
+    /// go: a checkpoint whose fsyncs take as long as a slow disk's can.
+    #[derive(Debug, Default)]
+    struct Gated {
+        /// (armed, a sync is held, released)
+        state: Mutex<(bool, bool, bool)>,
+        changed: Condvar,
+    }
+
+    impl Gated {
+        fn arm(&self) {
+            *self.state.lock().unwrap() = (true, false, false);
         }
+        fn wait_until_held(&self) {
+            let g = self.state.lock().unwrap();
+            drop(self.changed.wait_while(g, |s| !s.1).unwrap());
+        }
+        fn release(&self) {
+            self.state.lock().unwrap().2 = true;
+            self.changed.notify_all();
+        }
+    }
+
+    impl Vfs for Gated {
+        fn create_dir_all(&self, dir: &Path) -> std::io::Result<()> {
+            RealFs.create_dir_all(dir)
+        }
+        fn list(&self, dir: &Path) -> std::io::Result<Vec<String>> {
+            RealFs.list(dir)
+        }
+        fn open(&self, path: &Path, how: OpenHow) -> std::io::Result<VFile> {
+            RealFs.open(path, how)
+        }
+        fn open_dir(&self, dir: &Path) -> std::io::Result<VFile> {
+            RealFs.open_dir(dir)
+        }
+        fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+            RealFs.rename(from, to)
+        }
+        fn remove_file(&self, path: &Path) -> std::io::Result<()> {
+            RealFs.remove_file(path)
+        }
+        fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
+            let mut g = self.state.lock().unwrap();
+            if std::thread::current().name() == Some("checkpoint") && std::mem::take(&mut g.0) {
+                g.1 = true;
+                self.changed.notify_all();
+                drop(self.changed.wait_while(g, |s| !s.2).unwrap());
+            }
+            RealFs.sync_dir(dir)
+        }
+        fn is_real(&self) -> bool {
+            true
+        }
+        fn canonicalize(&self, dir: &Path) -> std::io::Result<PathBuf> {
+            RealFs.canonicalize(dir)
+        }
+    }
+
+    fn open(dir: &Path, gate: &Arc<Gated>, limit: Option<u64>) -> Wal {
+        let mut cfg = Config::builder()
+            .segment_bytes(SEG)
+            .max_record_bytes(4 << 10)
+            .max_log_bytes(limit, WhenFull::DropOldest)
+            .build();
+        cfg.vfs = gate.clone();
+        Wal::open(dir, cfg).unwrap().0
+    }
+
+    /// Append 1 KiB records until the log has rolled `rolls` more times,
+    /// each one written before the next.
+    fn append_rolls(wal: &Wal, rolls: u64) {
+        let goal = wal.stats().rolls + rolls;
+        while wal.stats().rolls < goal {
+            wal.append(1, &[5u8; 1024])
+                .unwrap()
+                .wait(Level::Written)
+                .unwrap();
+        }
+    }
+
+    /// Append enough 1 KiB records for `rolls` rolls without waiting, and
+    /// say whether the last is written within 20 s: waited for on another
+    /// thread, so that a wait that never ends fails the test instead of
+    /// hanging it.
+    fn rolls_go_on(wal: &Wal, rolls: u64) -> bool {
+        let records = rolls * SEG / 1024 + 16;
+        let last = (0..records)
+            .map(|_| wal.append(1, &[6u8; 1024]).unwrap())
+            .last()
+            .unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(last.wait(Level::Written));
+        });
+        matches!(rx.recv_timeout(Duration::from_secs(20)), Ok(Ok(())))
+    }
+
+    fn spawn_checkpoint(
+        f: impl FnOnce() -> crate::Result<usize> + Send + 'static,
+    ) -> std::thread::JoinHandle<crate::Result<usize>> {
+        std::thread::Builder::new()
+            .name("checkpoint".into())
+            .spawn(f)
+            .unwrap()
+    }
+
+    /// The base of the `i`th oldest segment.
+    fn base(wal: &Wal, i: usize) -> Lsn {
+        wal.shared().segment_list()[i].base
+    }
+
+    /// A checkpoint stalled in its fsyncs does not hold up a roll: the
+    /// ring never waits for a user's checkpoint.
+    #[test]
+    fn a_roll_goes_on_while_a_checkpoint_waits_for_its_fsyncs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let gate = Arc::new(Gated::default());
+        let wal = Arc::new(open(tmp.path(), &gate, None));
+        append_rolls(&wal, 1);
+        gate.arm();
+        let ckpt = {
+            let (wal, up_to) = (wal.clone(), base(&wal, 1) - 1);
+            spawn_checkpoint(move || wal.checkpoint(up_to))
+        };
+        gate.wait_until_held();
+        let rolled = rolls_go_on(&wal, 1);
+        gate.release();
+        assert!(rolled, "the roll waited for the checkpoint's fsync");
+        assert_eq!(ckpt.join().unwrap().unwrap(), 1);
+        assert!(wal.poison_cause().is_none());
+    }
+
+    /// The ring finds the log over its `DropOldest` limit while a user's
+    /// checkpoint holds the turn: it neither waits nor races it; the
+    /// checkpoint's caller drops what is still over, reports exactly
+    /// that, and the list matches the directory.
+    #[test]
+    fn a_drop_due_during_a_checkpoint_is_done_by_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let gate = Arc::new(Gated::default());
+        let wal = Arc::new(open(tmp.path(), &gate, Some(3 * SEG)));
+        append_rolls(&wal, 2);
+        assert_eq!(wal.stats().segments, 3);
+        let (b, c) = (base(&wal, 1), base(&wal, 2));
+        gate.arm();
+        let ckpt = {
+            let wal = wal.clone();
+            spawn_checkpoint(move || wal.checkpoint(b - 1))
+        };
+        gate.wait_until_held();
+        // Two rolls: five segments listed less the one the checkpoint
+        // takes is still one over the limit.
+        let rolled = rolls_go_on(&wal, 2);
+        gate.release();
+        assert!(rolled, "the roll waited for the checkpoint");
+        assert_eq!(ckpt.join().unwrap().unwrap(), 1);
+        let stats = wal.stats();
+        assert!(wal.poison_cause().is_none());
+        assert_eq!((stats.segments, stats.disk_bytes), (3, 3 * SEG));
+        assert_eq!(stats.last_dropped, Some((b, c - 1)));
+        assert_eq!(stats.dropped_records, c - b);
+        let listed = wal.shared().dir.list(&RealFs).unwrap().segments;
+        assert_eq!(listed, wal.shared().segment_list());
     }
 }

@@ -17,8 +17,16 @@ use crate::latency::Started;
 use crate::ledger::{Ledger, OpKind};
 use crate::lifecycle::{self, ActiveSegment, Preparer, Spare};
 use crate::observer::DurabilityObserver;
+use crate::segments::Live;
 use crate::state::{Batch, RingSleep, Shared};
 use crate::sync_budget::{Demand, SyncBudget};
+
+/// The longest an idle ring sleeps without looking at the log's state.
+/// Producers wake it for work and the close wakes it too; only a wake-up
+/// the kernel refused (which poisons the log) needs this, so that a
+/// close still ends the ring within this long. Cost: one wake-up per
+/// second of idleness, nothing under load.
+pub(crate) const RING_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// What the ring thread starts from: the active segment after recovery.
 pub(crate) struct RingStart {
@@ -375,7 +383,10 @@ impl Ring {
         }
         match self.budget.wake_after(self.demand()) {
             Some(left) => Wait::Timeout(left),
-            None => Wait::Block,
+            // Bounded even with nothing to wait for: a ring whose wake-up
+            // failed (which poisons the log) must still see the poison or
+            // the close and finish.
+            None => Wait::Timeout(RING_RECHECK),
         }
     }
 
@@ -649,15 +660,14 @@ impl Ring {
         self.dir
             .sync_all()
             .map_err(|e| Error::io(self.sh.dir.path(), e))?;
-        let mut segs = self.sh.segments.lock().unwrap_or_else(|p| p.into_inner());
-        // A segment that never got a record can be rolled past with the
-        // same base; the rename above replaced its file atomically.
-        if segs.last().is_some_and(|s| s.base == batch.seg_base) {
-            segs.pop();
-        }
-        segs.push(seg);
-        let log_bytes = segs.len() as u64 * self.sh.cfg.segment_bytes;
-        drop(segs);
+        let log_bytes = {
+            let mut set = self.sh.segment_set();
+            set.install(Live {
+                file: seg,
+                bytes: self.sh.cfg.segment_bytes,
+            });
+            set.bytes()
+        };
         if let (Some(limit), Some(o)) = (self.sh.cfg.soft_log_bytes, &self.observer) {
             if log_bytes > limit {
                 o.log_over_soft_limit(log_bytes);

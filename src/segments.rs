@@ -152,3 +152,110 @@ pub(crate) fn open_file(
 /// Recovery zeroes the torn window behind a sealed tail with the same
 /// writer the segment lifecycle uses for spares and for close.
 pub(crate) use crate::lifecycle::write_zeros;
+
+/// A segment of a live log: its file and its size on disk. Every segment
+/// is preallocated to the size its header gives, so the size is known
+/// without a `stat`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Live {
+    pub file: SegmentFile,
+    pub bytes: u64,
+}
+
+/// The writer's list of its segments, oldest first: the one place the
+/// log's size on disk is measured (the soft limit, `DropOldest` and
+/// `Stats` all read [`bytes`](Self::bytes)), and the one place a roll
+/// replaces an empty segment of the same base.
+///
+/// Architecture invariant: bases strictly ascend, and a segment leaves
+/// the list only once its file is gone.
+#[derive(Debug, Default)]
+pub(crate) struct SegmentSet {
+    live: Vec<Live>,
+}
+
+impl SegmentSet {
+    /// The set of `live`, which must be in ascending base order.
+    pub fn new(live: Vec<Live>) -> SegmentSet {
+        assert!(
+            live.windows(2).all(|w| w[0].file.base < w[1].file.base),
+            "segments listed in ascending base order"
+        );
+        SegmentSet { live }
+    }
+
+    /// The files, oldest first. Cost: one allocation and a copy of the
+    /// paths.
+    pub fn files(&self) -> Vec<SegmentFile> {
+        self.live.iter().map(|l| l.file.clone()).collect()
+    }
+
+    /// Bytes of every listed segment file: what the size limits are held
+    /// against. Cost: a walk over the list, no syscall.
+    pub fn bytes(&self) -> u64 {
+        self.live.iter().map(|l| l.bytes).sum()
+    }
+
+    /// How many segments are listed.
+    pub fn len(&self) -> usize {
+        self.live.len()
+    }
+
+    /// The `i`th oldest segment.
+    pub fn get(&self, i: usize) -> Option<&Live> {
+        self.live.get(i)
+    }
+
+    /// The oldest segments whose every record is at or below `up_to`:
+    /// each one's successor starts at or below `up_to + 1`. Never the
+    /// newest, which frames may still go to.
+    pub fn releasable(&self, up_to: Lsn) -> &[Live] {
+        let n = self
+            .live
+            .windows(2)
+            .take_while(|w| w[1].file.base - 1 <= up_to)
+            .count();
+        &self.live[..n]
+    }
+
+    /// The oldest segment's base, if any.
+    pub fn oldest_base(&self) -> Option<Lsn> {
+        self.live.first().map(|l| l.file.base)
+    }
+
+    /// Add a segment a roll installed. One of the same base as the
+    /// newest replaces it: that segment never got a record (bases are
+    /// the LSN of a segment's first record, and LSNs are never reused),
+    /// and the rename that installed the new file replaced its file.
+    /// Returns the replaced segment.
+    pub fn install(&mut self, seg: Live) -> Option<Live> {
+        let replaced = match self.live.last() {
+            Some(newest) if newest.file.base == seg.file.base => self.live.pop(),
+            Some(newest) => {
+                assert!(
+                    newest.file.base < seg.file.base,
+                    "a roll installs a segment above the newest"
+                );
+                None
+            }
+            None => None,
+        };
+        self.live.push(seg);
+        replaced
+    }
+
+    /// Take the oldest segment off the list, once its file is gone.
+    pub fn remove_oldest(&mut self) -> Live {
+        assert!(self.live.len() > 1, "the newest segment is never removed");
+        self.live.remove(0)
+    }
+}
+
+/// Whether a roll at `next_lsn` out of the segment based at `seg_base`
+/// replaces that segment instead of adding one: it holds no record, so
+/// the new segment, named by its first record's LSN, has the same base.
+/// The reservation counts by this; [`SegmentSet::install`] replaces by
+/// the same rule.
+pub(crate) fn roll_replaces(seg_base: Lsn, next_lsn: Lsn) -> bool {
+    seg_base == next_lsn
+}

@@ -24,7 +24,7 @@ use crate::lifecycle::{self, RecyclePool, LARGE_WRITE_BYTES};
 use crate::manifest;
 use crate::packing::{Cursor, Placed};
 use crate::payload;
-use crate::segments::{LogDir, SegmentFile};
+use crate::segments::{self, Live, LogDir, SegmentFile, SegmentSet};
 
 // Batches are padded to the format's blocks and written with O_DIRECT
 // from buffers aligned to the platform's: the two must be one size.
@@ -82,10 +82,14 @@ pub(crate) struct Reservation {
     /// The offset in the current segment from which the next record that
     /// may start a walk becomes a point of the sparse index.
     pub index_due: u64,
-    /// The log's segments from the oldest kept to the one frames go to
-    /// (rolls counted when decided, checkpoints when done): what the size
+    /// Bytes of the log's segment files from the oldest kept to the one
+    /// frames go to, as [`SegmentSet::bytes`] measures them, with rolls
+    /// counted when decided and checkpoints when done: what the hard size
     /// limit is held against.
-    pub live_segments: u64,
+    pub live_bytes: u64,
+    /// Bytes of the file of the segment frames go to: what a roll that
+    /// replaces it (it holds no record) takes off `live_bytes`.
+    pub seg_file_bytes: u64,
 }
 
 impl Reservation {
@@ -152,6 +156,20 @@ impl Reservation {
         self.ready.iter().map(|b| b.len).sum::<usize>() + self.active.as_ref().map_or(0, |b| b.len)
     }
 
+    /// What `live_bytes` becomes when the current segment rolls to a new
+    /// one of `new_bytes`: one more segment, or, when the current one
+    /// holds no record, the same count ([`segments::roll_replaces`]).
+    pub fn live_bytes_after_roll(&self, new_bytes: u64) -> u64 {
+        let kept = if segments::roll_replaces(self.seg_base, self.next_lsn) {
+            self.live_bytes
+                .checked_sub(self.seg_file_bytes)
+                .expect("the segment frames go to is counted in live_bytes")
+        } else {
+            self.live_bytes
+        };
+        kept.saturating_add(new_bytes)
+    }
+
     /// Whether [`take_batch`](Self::take_batch) would return a batch.
     pub fn has_batch(&self, take_partial: bool) -> bool {
         !self.ready.is_empty() || self.active_takeable(take_partial)
@@ -194,7 +212,7 @@ pub(crate) struct Resume<'a> {
     /// Where that segment's next batch goes.
     pub write_at: u64,
     /// The log's segments on disk, oldest first.
-    pub segments: Vec<SegmentFile>,
+    pub segments: Vec<Live>,
     /// Seek points of the records on disk.
     pub index: SparseIndex,
     /// Whether this open created that segment (it has held no frame of
@@ -246,7 +264,9 @@ pub(crate) struct Shared {
     pub closing: AtomicBool,
     pub sync_wanted: AtomicU64,
     pub next_lsn: AtomicU64,
-    pub segments: Mutex<Vec<SegmentFile>>,
+    /// Taken after the checkpoint lock and before the reservation lock
+    /// when held with either (see [`segment_set`](Self::segment_set)).
+    segments: Mutex<SegmentSet>,
     /// Where reads of an LSN may start inside its segment. Taken after the
     /// reservation lock when both are held (a producer adding a point),
     /// never the other way round.
@@ -261,6 +281,8 @@ pub(crate) struct Shared {
     pub manifest: Arc<manifest::Keeper>,
     /// The last LSN range `WhenFull::DropOldest` dropped.
     pub last_dropped: Mutex<Option<(Lsn, Lsn)>>,
+    /// Whose turn it is to remove segments (one checkpoint at a time).
+    pub retention: crate::retention::Retention,
     /// How durable-mode writes are made durable: the configured method,
     /// unless the log's file system does not honour `RWF_DSYNC`; then
     /// `WriteThenFdatasync`, which `Wal::open` sets before the ring
@@ -309,6 +331,7 @@ impl Shared {
                 .filter(|p| p.lsn >= header.base_lsn)
                 .map(|p| p.offset),
         );
+        let segments = SegmentSet::new(segments);
         let free = (0..cfg.max_inflight + 2)
             .map(|_| AlignedBuf::new(cfg.buffer_bytes()))
             .collect();
@@ -340,7 +363,8 @@ impl Shared {
                 closed: false,
                 batch_open: false,
                 index_due,
-                live_segments: segments.len() as u64,
+                live_bytes: segments.bytes(),
+                seg_file_bytes: header.segment_bytes,
             }),
             space: Condvar::new(),
             acks: Acks::new(next_lsn - 1),
@@ -356,6 +380,7 @@ impl Shared {
             log_id: manifest.get().log_id,
             manifest: Arc::new(manifest),
             last_dropped: Mutex::new(None),
+            retention: Default::default(),
             sync_method: cfg.sync_method,
             direct_io: false,
             dir,
@@ -373,10 +398,16 @@ impl Shared {
     /// A copy of the log's segment list as it is now, oldest first. Cost:
     /// one uncontended lock and a copy of the list.
     pub fn segment_list(&self) -> Vec<SegmentFile> {
-        self.segments
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.segment_set().files()
+    }
+
+    /// The log's segment set. Held only for list updates and copies,
+    /// never across I/O, so the ring's roll never waits for a checkpoint's
+    /// syscalls.
+    pub fn segment_set(&self) -> MutexGuard<'_, SegmentSet> {
+        // Every update is one push, pop or remove that cannot panic half
+        // way: a poisoned mutex carries no information.
+        self.segments.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The sparse index. Taken after the reservation lock when both are
@@ -396,9 +427,9 @@ impl Shared {
 
     /// Wake the ring thread if it sleeps, whatever it sleeps for. Cost:
     /// one syscall only when it actually sleeps; an atomic load otherwise.
-    pub fn kick(&self) {
+    pub fn kick(&self, held: &Reservation) {
         if self.ring_sleep() != RingSleep::Awake {
-            self.wake_ring();
+            self.wake_ring(Some(held));
         }
     }
 
@@ -412,8 +443,8 @@ impl Shared {
     pub fn staged(&self, takeable: bool) {
         match self.ring_sleep() {
             RingSleep::Awake => {}
-            RingSleep::ForRecords => self.wake_ring(),
-            RingSleep::ForBatches if takeable => self.wake_ring(),
+            RingSleep::ForRecords => self.wake_ring(None),
+            RingSleep::ForBatches if takeable => self.wake_ring(None),
             RingSleep::ForBatches => {}
         }
     }
@@ -433,19 +464,39 @@ impl Shared {
     /// (a sync request, the close). Cost: one syscall.
     pub fn alert_ring(&self) {
         self.set_ring_sleep(RingSleep::Awake);
-        let _ = self.notifier.notify();
+        self.notify_ring(None);
     }
 
-    /// Mark the ring awake and, if it slept, send the one wake-up.
-    fn wake_ring(&self) {
+    /// Mark the ring awake and, if it slept, send the one wake-up. `held`
+    /// is the reservation when the caller holds its lock.
+    fn wake_ring(&self, held: Option<&Reservation>) {
         if self
             .ring_sleep
             .swap(RingSleep::Awake as u8, Ordering::SeqCst)
             != RingSleep::Awake as u8
         {
-            // A failed wake-up would strand waiters; the eventfd write
-            // cannot fail short of fd exhaustion, which poisons elsewhere.
-            let _ = self.notifier.notify();
+            self.notify_ring(held);
+        }
+    }
+
+    /// Send the ring its wake-up. One the kernel refuses would strand
+    /// every waiter behind the ring's sleep, so it poisons the log with
+    /// its cause: waiters and later appends fail instead of hanging, and
+    /// the ring, whose sleeps are bounded ([`RING_RECHECK`]), finds the
+    /// poison on its own.
+    ///
+    /// [`RING_RECHECK`]: crate::ring::RING_RECHECK
+    fn notify_ring(&self, held: Option<&Reservation>) {
+        let Err(e) = self.notifier.notify() else {
+            return;
+        };
+        let cause = Poison::from_error(
+            "waking the ring thread failed",
+            Error::io(self.dir.path(), e),
+        );
+        match held {
+            Some(_) => self.poison_held(cause),
+            None => self.poison(cause),
         }
     }
 
@@ -476,6 +527,15 @@ impl Shared {
         crate::trace::event!(error, dir = %self.dir.path().display(), cause = %cause, "log poisoned");
         self.acks.poison(cause);
         drop(self.lock());
+        self.space.notify_all();
+    }
+
+    /// [`poison`](Self::poison) by a caller holding the reservation lock:
+    /// no producer can be between its poison check and its wait, so the
+    /// notification needs no pass through the lock.
+    fn poison_held(&self, cause: Poison) {
+        crate::trace::event!(error, dir = %self.dir.path().display(), cause = %cause, "log poisoned");
+        self.acks.poison(cause);
         self.space.notify_all();
     }
 
@@ -568,14 +628,16 @@ impl Shared {
                     "records that fit a fresh segment never roll one away"
                 );
                 // The hard size limit: a new segment must fit under it.
-                let over = cfg
-                    .max_log_bytes
-                    .filter(|&max| (r.live_segments + 1) * cfg.segment_bytes > max);
+                let after_roll = r.live_bytes_after_roll(cfg.segment_bytes);
+                let over = cfg.max_log_bytes.filter(|&max| after_roll > max);
                 if let (Some(max), WhenFull::Block { timeout }) = (over, cfg.when_full) {
                     // Hand over what is staged (it needs no new segment)
                     // and wait, lock released, for a checkpoint.
                     r.close_active();
-                    self.kick();
+                    self.kick(&r);
+                    if self.acks.is_poisoned() {
+                        continue;
+                    }
                     let deadline = *limit_deadline.get_or_insert_with(|| Instant::now() + timeout);
                     let left = deadline.saturating_duration_since(Instant::now());
                     if on_full == OnFull::Refuse || left.is_zero() {
@@ -601,7 +663,8 @@ impl Shared {
                 r.seg_id += 1;
                 r.salt = lifecycle::new_salt();
                 r.cipher = cipher;
-                r.live_segments += 1;
+                r.live_bytes = after_roll;
+                r.seg_file_bytes = cfg.segment_bytes;
                 r.batch_start = format::HEADER_BYTES as u64;
                 r.seg_bytes = cfg.segment_bytes;
                 r.index_due = index::due_after(None);
@@ -616,7 +679,7 @@ impl Shared {
                 // Hand the full buffer to the ring: writing it frees one.
                 r.close_active();
                 if on_full == OnFull::Refuse {
-                    self.kick();
+                    self.kick(&r);
                     return Err(Error::Full);
                 }
                 r = self.wait_for_space(r);
@@ -643,7 +706,7 @@ impl Shared {
             let (next, how) = r.cursor().place(flen, cap);
             if how == Placed::AfterClose {
                 r.close_active();
-                self.kick();
+                self.kick(&r);
             }
             // A walk may start at a record that stands alone or opens its
             // batch, never inside one.
@@ -737,7 +800,13 @@ impl Shared {
         self.counters
             .backpressure_waits
             .fetch_add(1, Ordering::Relaxed);
-        self.kick();
+        self.kick(&r);
+        if self.acks.is_poisoned() {
+            // The kick itself may have poisoned (and notified) already:
+            // waiting now would miss that notification.
+            r.waiting_for_space -= 1;
+            return r;
+        }
         let mut r = self.space.wait(r).unwrap_or_else(|p| p.into_inner());
         r.waiting_for_space -= 1;
         r
@@ -765,7 +834,10 @@ pub(crate) fn test_shared(buffers: usize) -> Arc<Shared> {
         next_lsn: 1,
         header: &header,
         write_at: format::HEADER_BYTES as u64,
-        segments: Vec::new(),
+        segments: vec![Live {
+            file: dir.segment(1),
+            bytes: header.segment_bytes,
+        }],
         index: SparseIndex::default(),
         fresh: true,
         cipher: None,
@@ -846,6 +918,37 @@ mod tests {
             RingSleep::Awake,
             "idle: any record wakes it"
         );
+    }
+
+    /// A wake-up the kernel refuses poisons the log with its cause, from
+    /// a producer outside the lock (a staged record) and inside it (a
+    /// full pool's kick), and nothing is left parked.
+    #[test]
+    fn a_failed_wake_up_poisons_with_its_cause() {
+        let sh = test_shared(4);
+        let lsn = append_bytes(&sh, 100);
+        sh.notifier.fail_from_now();
+        sh.set_ring_sleep(RingSleep::ForRecords);
+        append_bytes(&sh, 100);
+        let cause = sh.acks.poison_cause().expect("the failed wake-up poisoned");
+        assert!(cause.to_string().contains("waking the ring"), "{cause}");
+        assert!(cause.io_error().is_some(), "the OS error is kept");
+        assert!(matches!(
+            sh.acks.check(lsn, Level::Written),
+            Some(Err(Error::Poisoned { .. }))
+        ));
+
+        let full = test_shared(0);
+        full.notifier.fail_from_now();
+        full.set_ring_sleep(RingSleep::ForBatches);
+        let parked = {
+            let full = full.clone();
+            std::thread::spawn(move || {
+                full.reserve_all(&[(0, b"x")], Kind::Data, OnFull::Wait, |_| {})
+            })
+        };
+        assert!(poisoned(parked.join().unwrap()), "refused, never parked");
+        assert!(full.acks.poison_cause().is_some());
     }
 
     #[test]

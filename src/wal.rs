@@ -22,7 +22,7 @@ use crate::recovery::{self, CheckpointMarker, RecoveryReport};
 use crate::retention::{self, Recycle};
 use crate::ring::{self, RingStart};
 use crate::scan;
-use crate::segments::{self, LogDir};
+use crate::segments::{self, Live, LogDir};
 use crate::state::{OnFull, Resume, Shared};
 use crate::ticket::{Ticket, TicketFuture};
 use crate::transaction::Transaction;
@@ -58,7 +58,9 @@ pub struct Stats {
     pub index_points: usize,
     /// Segment files of the log on disk (checkpoints remove them).
     pub segments: usize,
-    /// Bytes those files take: their sizes, preallocation included.
+    /// Bytes those files take: their sizes, preallocation included (each
+    /// is preallocated to its header's segment size). The same measure
+    /// the size limits and the soft limit's observer call use.
     pub disk_bytes: u64,
     /// The oldest LSN kept (1 until a checkpoint removes a segment).
     pub oldest_lsn: Lsn,
@@ -243,7 +245,10 @@ impl Wal {
             (None, None) => {
                 let (seg, header) =
                     create_segment(&dir, &cfg, rec.next_lsn, log_id, cipher.as_deref())?;
-                rec.segments.push(seg.clone());
+                rec.segments.push(Live {
+                    file: seg.clone(),
+                    bytes: header.segment_bytes,
+                });
                 rec.report.created = true;
                 (seg, header, header.frames_start())
             }
@@ -260,7 +265,10 @@ impl Wal {
                     count,
                 )?
                 .expect("a new segment has room for a skip");
-                rec.segments.push(seg.clone());
+                rec.segments.push(Live {
+                    file: seg.clone(),
+                    bytes: header.segment_bytes,
+                });
                 (seg, header, at)
             }
         };
@@ -278,7 +286,7 @@ impl Wal {
                 .manifest
                 .map_or(0, |m| m.handed_out)
                 .max(rec.next_lsn - 1),
-            oldest_lsn: rec.segments.first().map_or(active.base, |s| s.base),
+            oldest_lsn: rec.segments.first().map_or(active.base, |s| s.file.base),
         };
         manifest::write(&*vfs, &dir, &manifest)?;
         let keeper = manifest::Keeper::new(vfs.clone(), dir.clone(), manifest);
@@ -633,12 +641,13 @@ impl Wal {
 
     /// The oldest LSN still on disk (after checkpoints).
     pub fn oldest_lsn(&self) -> Lsn {
-        let segs = self
-            .shared
-            .segments
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        segs.first().map_or(1, |s| s.base)
+        self.shared.segment_set().oldest_base().unwrap_or(1)
+    }
+
+    /// The engine state, for the crate's own tests.
+    #[cfg(test)]
+    pub(crate) fn shared(&self) -> &Shared {
+        &self.shared
     }
 
     /// The log's configuration.
@@ -658,26 +667,20 @@ impl Wal {
     /// writes and syncs take: what a dashboard shows.
     ///
     /// Cost: atomic loads, two uncontended locks to copy the latency
-    /// quantiles out (the ring thread records into them), a copy of the
-    /// segment list, and one `open` and `fstat` per segment file for
-    /// `disk_bytes`. Meant for a monitoring interval, not a hot path.
+    /// quantiles out (the ring thread records into them) and a walk over
+    /// the segment list; no syscall. Meant for a monitoring interval, not
+    /// a hot path.
     pub fn stats(&self) -> Stats {
         let c = &self.shared.counters;
         let sh = &self.shared;
-        let files = sh.segment_list();
-        // A file that cannot be opened (being recycled this instant)
-        // counts as empty rather than failing a monitoring call.
-        let disk_bytes = files
-            .iter()
-            .filter_map(|f| {
-                let file = sh.cfg.vfs.open(&f.path, OpenHow::default()).ok()?;
-                file.size().ok()
-            })
-            .sum();
+        let (segments, disk_bytes, oldest_lsn) = {
+            let set = sh.segment_set();
+            (set.len(), set.bytes(), set.oldest_base().unwrap_or(1))
+        };
         Stats {
-            segments: files.len(),
+            segments,
             disk_bytes,
-            oldest_lsn: files.first().map_or(1, |s| s.base),
+            oldest_lsn,
             backend: self.backend,
             direct_io: sh.direct_io,
             writes_in_flight: c.writes_in_flight.load(Ordering::Relaxed),

@@ -160,3 +160,42 @@ fn a_limit_below_two_segments_is_refused() {
         Err(Error::InvalidConfig(m)) if m.contains("two segments")
     ));
 }
+
+/// A new segment that replaces an empty one of the same base (the first
+/// append after a reopen under another torn window) is not counted
+/// twice against the hard limit: the log still holds exactly as many
+/// segments as the limit allows.
+#[test]
+fn a_replaced_empty_segment_counts_once_against_the_limit() {
+    for_each_backend(|backend| {
+        let dir = tempfile::tempdir().unwrap();
+        let limited = |inflight| {
+            small(backend)
+                .segment_bytes(SEG)
+                .max_inflight(inflight)
+                .max_log_bytes(
+                    Some(2 * SEG),
+                    WhenFull::Block {
+                        timeout: Duration::from_millis(100),
+                    },
+                )
+                .build()
+        };
+        let (wal, _) = Wal::open(dir.path(), limited(4)).unwrap();
+        wal.close().unwrap();
+        let (wal, _) = Wal::open(dir.path(), limited(8)).unwrap();
+        let payload = [3u8; 1000];
+        let refused = loop {
+            match wal.append(1, &payload) {
+                Ok(t) => t.wait(Level::Written).unwrap(),
+                Err(e) => break e,
+            }
+            assert!(wal.next_lsn() < 10_000, "the limit never held");
+        };
+        assert!(matches!(refused, Error::LogFull { .. }), "{refused}");
+        let stats = wal.stats();
+        assert_eq!(stats.segments, 2, "{stats:?}");
+        assert_eq!(stats.disk_bytes, 2 * SEG);
+        wal.close().unwrap();
+    });
+}

@@ -16,6 +16,9 @@ use std::time::Duration;
 #[derive(Debug)]
 pub struct Notifier {
     fd: OwnedFd,
+    /// Set by [`fail_from_now`](Self::fail_from_now): a test tool.
+    #[cfg(feature = "sim")]
+    failing: std::sync::atomic::AtomicBool,
 }
 
 impl Notifier {
@@ -34,6 +37,8 @@ impl Notifier {
         // SAFETY: fd is a fresh descriptor that nothing else owns.
         Ok(Notifier {
             fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            #[cfg(feature = "sim")]
+            failing: Default::default(),
         })
     }
 
@@ -47,6 +52,8 @@ impl Notifier {
         // SAFETY: kq is a fresh descriptor that nothing else owns.
         let n = Notifier {
             fd: unsafe { OwnedFd::from_raw_fd(kq) },
+            #[cfg(feature = "sim")]
+            failing: Default::default(),
         };
         n.kevent(libc::EV_ADD | libc::EV_CLEAR, 0)?;
         Ok(n)
@@ -77,8 +84,24 @@ impl Notifier {
         Ok(())
     }
 
+    /// Make every later [`notify`](Self::notify) fail, as a wake-up the
+    /// kernel refused would: a test tool (feature `sim`) for what a
+    /// caller does when its waiter cannot be reached.
+    #[cfg(feature = "sim")]
+    pub fn fail_from_now(&self) {
+        self.failing
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
     /// Wake the waiter (now, or at its next wait if it is not sleeping).
+    /// Fails only if the kernel refuses the wake-up (a descriptor gone
+    /// bad, or on macOS a kqueue out of memory): the waiter then cannot
+    /// be reached, and the caller must treat it as lost.
     pub fn notify(&self) -> io::Result<()> {
+        #[cfg(feature = "sim")]
+        if self.failing.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(io::Error::from_raw_os_error(libc::EBADF));
+        }
         #[cfg(target_os = "linux")]
         {
             let one: u64 = 1;
