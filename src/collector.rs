@@ -76,9 +76,7 @@ use ringwal_platform::{RealFs, Vfs};
 use crate::config::{Config, Level};
 use crate::error::{Error, Lsn, Result};
 use crate::format::Kind;
-use crate::manifest;
-use crate::payload::{self, Unopened};
-use crate::scan::{self, Position, Step, Verdict};
+use crate::reader::Reader;
 use crate::segments::LogDir;
 use crate::ticket::Ticket;
 use crate::wal::Wal;
@@ -190,15 +188,16 @@ impl FromIterator<(u16, Lsn)> for Watermarks {
 pub struct Replayed {
     /// Frames handed to the callback.
     pub replayed: u64,
-    /// Data frames passed over: below their stream's watermark, fillers,
-    /// or (for [`Collector::replay`]) of streams the collector does not track.
+    /// Frames passed over: below their stream's watermark, fillers, not
+    /// data (checkpoint markers), or (for [`Collector::replay`]) of streams
+    /// the collector does not track.
     pub skipped: u64,
     /// Segment files read.
     pub segments: usize,
-    /// Segments whose replay ended before their written end, and the
-    /// offset where: a torn tail (normal after a crash, in the newest
-    /// segment), an unreadable header, or damage. Replay goes on with the
-    /// next segment; frames after such a point are not replayed.
+    /// The newest segment and the offset where its complete data ends, if
+    /// the replay ended at a torn tail there (normal after a crash, until
+    /// recovery cuts it); nothing after that point is replayed. At most
+    /// one entry: damage anywhere else is an error, as recovery reports it.
     pub ended_early: Vec<(PathBuf, u64)>,
 }
 
@@ -212,23 +211,31 @@ pub struct Replayed {
 /// old one would be replayed again on every boot.)
 ///
 /// Read-only: takes no lock and writes nothing, so it runs beside a live
-/// writer or before [`Wal::open`]. A torn or damaged frame ends the replay
-/// of its segment, not the replay (recorded in [`Replayed::ended_early`]);
-/// other nodes' segments in a shared directory are never read; frames on
-/// [`FILLER_STREAM`] are skipped. An error from `f` stops the replay and is
-/// returned.
+/// writer or before [`Wal::open`]. The segments are read as [`Reader`]
+/// reads them, so the replay ends where recovery finds the end of the
+/// data: a newest file a crash left never written is passed over, as
+/// recovery discards it, and a torn tail of the newest segment ends the
+/// replay (recorded in [`Replayed::ended_early`]). Other nodes' segments
+/// in a shared directory are never read; frames on [`FILLER_STREAM`] are
+/// skipped, and so are LSNs a point-in-time recovery gave up. An error
+/// from `f` stops the replay and is returned.
 ///
 /// To rebuild a collector's pending sets after a restart, use
 /// [`Collector::replay`], which also puts each frame back among the pending.
 ///
-/// Cost: reads every segment of the node once through the page cache,
-/// frame by frame, one directory listing. A missing `dir` replays nothing.
+/// Cost: reads every segment of the node once through the page cache, one
+/// directory listing; allocates one `Vec` per frame. A missing `dir`
+/// replays nothing.
 ///
 /// # Errors
 ///
-/// The first error `f` returns, which stops the replay; [`Error::Io`] if
-/// the directory or a segment cannot be read. Damage and torn tails are
-/// no error: they end their segment's replay ([`Replayed::ended_early`]).
+/// The first error `f` returns, which stops the replay; otherwise what the
+/// reader reports, after which nothing more is replayed: [`Error::Corrupt`]
+/// for damage that is no torn tail of the newest segment (recovery refuses
+/// to open such a log), [`Error::Gap`] for a segment missing between two
+/// others (or checkpointed away by a live writer while the replay ran),
+/// [`Error::Key`] for an encrypted segment (the replay has no keys), and
+/// [`Error::Io`] if the directory or a segment cannot be read.
 pub fn replay(
     dir: &Path,
     node: u32,
@@ -237,7 +244,17 @@ pub fn replay(
 ) -> Result<Replayed> {
     // The default writer's window, widened by each segment's own record.
     let cfg = Config::builder().node(node).build();
-    scan_frames(&cfg, dir, Lsn::MAX, |stream, lsn, p| {
+    let records = match Reader::open_dir(&cfg, LogDir::new(dir, node), 0) {
+        Ok(records) => records,
+        // No log yet (a crash before the first open finished): nothing to replay.
+        Err(Error::Io { path, source })
+            if path == dir && source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            return Ok(Replayed::default())
+        }
+        Err(e) => return Err(e),
+    };
+    replay_records(records, Lsn::MAX, |stream, lsn, p| {
         if stream == FILLER_STREAM || lsn < watermarks.get(stream) {
             return Ok(false);
         }
@@ -246,88 +263,40 @@ pub fn replay(
     })
 }
 
-/// Walk every data frame of `node` in `dir` with an LSN at most `upto`,
-/// oldest first; `visit` says whether it replayed the frame or skipped it.
-///
-/// Each segment is read through the one segment walker and its end judged
-/// as recovery judges it; a segment whose frames end any other way than
-/// cleanly (a torn tail, damage, an unreadable header) is recorded in
-/// [`Replayed::ended_early`] and the replay goes on with the next one.
-/// Payloads are opened (decrypted, decompressed) with `cfg`'s keys; a
-/// segment whose key is missing is an error, not damage.
-fn scan_frames(
-    cfg: &Config,
-    dir: &Path,
+/// Hand every data frame `records` yields with an LSN at most `upto` to
+/// `visit`, oldest first, which says whether it replayed the frame or
+/// skipped it. LSNs a point-in-time recovery gave up are passed over
+/// (nothing was ever written under them); any other error of the reader
+/// ends the replay with it.
+fn replay_records(
+    records: Reader,
     upto: Lsn,
     mut visit: impl FnMut(u16, Lsn, &[u8]) -> Result<bool>,
 ) -> Result<Replayed> {
-    let (vfs, node, window) = (&*cfg.vfs, cfg.node, cfg.torn_window());
+    let mut records = records.past_holes();
     let mut out = Replayed::default();
-    let files = match LogDir::new(dir, node).list(vfs) {
-        Ok(listing) => listing.segments,
-        // No log yet (a crash before the first open finished): nothing to replay.
-        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(out)
+    let mut last: Option<PathBuf> = None;
+    let mut count = |seg: Option<&Path>, n: &mut usize| {
+        if seg.is_some() && seg != last.as_deref() {
+            last = seg.map(Path::to_path_buf);
+            *n += 1;
         }
-        Err(e) => return Err(e),
     };
-    let log_id = manifest::read(vfs, &LogDir::new(dir, node))
-        .ok()
-        .flatten()
-        .map(|m| m.log_id);
-    let count = files.len();
-    for (i, f) in files.iter().enumerate() {
-        if f.base > upto {
-            break;
+    while let Some(rec) = records.next() {
+        let rec = rec?;
+        if rec.lsn > upto {
+            return Ok(out);
         }
-        // A newest file whose header never became valid (a crash while it
-        // was created), or a header contradicting its name.
-        let Ok(mut w) = scan::open(vfs, f, node, log_id)? else {
-            out.ended_early.push((f.path.clone(), 0));
-            continue;
-        };
-        out.segments += 1;
-        let header = *w.header();
-        let end = loop {
-            match w.next()? {
-                Step::Record { at, frame, .. } => {
-                    if frame.lsn > upto {
-                        return Ok(out);
-                    }
-                    if frame.kind != Kind::Data {
-                        out.skipped += 1;
-                        continue;
-                    }
-                    let (stream, lsn) = (frame.stream, frame.lsn);
-                    let payload = match payload::open(&cfg.keys, &header, &frame) {
-                        Ok(p) => p,
-                        // Altered after it was written: damage, which
-                        // ends the segment's replay like any other.
-                        Err(Unopened::Corrupt(_)) => break Err(at),
-                        Err(e) => return Err(e.error(w.path(), &header, at)),
-                    };
-                    if visit(stream, lsn, &payload)? {
-                        out.replayed += 1;
-                    } else {
-                        out.skipped += 1;
-                    }
-                }
-                // LSNs that never held a record: nothing to replay.
-                Step::Hole { .. } => {}
-                Step::End(end) => break Ok(end),
-            }
-        };
-        let end = match end {
-            Ok(end) => end,
-            Err(at) => {
-                out.ended_early.push((f.path.clone(), at));
-                continue;
-            }
-        };
-        let pos = Position::of(i + 1 == count, window, w.header());
-        if !matches!(w.judge(end, pos)?, Verdict::Clean | Verdict::Full) {
-            out.ended_early.push((f.path.clone(), end.data_end()));
+        count(records.segment(), &mut out.segments);
+        if rec.kind == Kind::Data && visit(rec.stream, rec.lsn, &rec.payload)? {
+            out.replayed += 1;
+        } else {
+            out.skipped += 1;
         }
+    }
+    count(records.segment(), &mut out.segments);
+    if let Some((path, at)) = records.torn_tail() {
+        out.ended_early.push((path.to_path_buf(), at));
     }
     Ok(out)
 }
@@ -665,35 +634,33 @@ impl Collector {
     /// handed out, and the cap lifts when it returns `Ok`. If `f` fails the
     /// error is returned and the cap stays; records appended meanwhile are
     /// tracked normally. Frames of untracked streams and fillers are
-    /// skipped. Call it once. Cost: one read of the log up to where this
-    /// collector started, through the page cache.
+    /// skipped. The log's own segments are read through
+    /// [`Wal::reader_from`], which recovery has checked. Call it once.
+    /// Cost: one read of the log up to where this collector started,
+    /// through the page cache; one `Vec` per frame.
     ///
     /// # Errors
     ///
     /// The first error `f` returns, as it is, which stops the replay; or
-    /// [`Error::Io`] if the directory or a segment cannot be read. Damage
-    /// is no error: it ends its segment's replay
-    /// ([`Replayed::ended_early`]). The cap stays on after an error.
+    /// what the log's reader reports: [`Error::Corrupt`] for damage found
+    /// since the open, [`Error::Gap`] if a checkpoint released frames
+    /// before the replay reached them, [`Error::Key`], [`Error::Io`]. The
+    /// cap stays on after an error.
     pub fn replay(&self, mut f: impl FnMut(u16, Lsn, &[u8]) -> Result<()>) -> Result<Replayed> {
-        let upto = self.start_next - 1;
-        let out = scan_frames(
-            self.wal.config(),
-            self.wal.dir(),
-            upto,
-            |stream, lsn, payload| {
-                let take = self
-                    .index(stream)
-                    .filter(|_| lsn >= self.start_marks.get(stream));
-                if let Some(i) = take {
-                    self.lock(i).pending.insert(lsn);
-                }
-                self.raise_cap(lsn + 1);
-                if take.is_some() {
-                    f(stream, lsn, payload)?;
-                }
-                Ok(take.is_some())
-            },
-        )?;
+        let records = self.wal.reader_from(0)?;
+        let out = replay_records(records, self.start_next - 1, |stream, lsn, payload| {
+            let take = self
+                .index(stream)
+                .filter(|_| lsn >= self.start_marks.get(stream));
+            if let Some(i) = take {
+                self.lock(i).pending.insert(lsn);
+            }
+            self.raise_cap(lsn + 1);
+            if take.is_some() {
+                f(stream, lsn, payload)?;
+            }
+            Ok(take.is_some())
+        })?;
         self.replay_cap.store(NO_CAP, Ordering::Release);
         Ok(out)
     }

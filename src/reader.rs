@@ -99,6 +99,10 @@ pub struct Reader {
     /// Make sure the segment is still the log's before reading on into
     /// what it grew by (see [`recheck_on_growth`](Reader::recheck_on_growth)).
     recheck: bool,
+    /// Read on past skipped LSNs (see [`past_holes`](Reader::past_holes)).
+    past_holes: bool,
+    /// Where the complete data ended, if the walk stopped at a torn tail.
+    torn_at: Option<u64>,
     done: bool,
 }
 
@@ -152,6 +156,8 @@ impl Reader {
             keys: cfg.keys.clone(),
             seek: None,
             recheck: false,
+            past_holes: false,
+            torn_at: None,
             done: false,
         })
     }
@@ -201,6 +207,25 @@ impl Reader {
     /// allocation per record (the segment's name).
     pub fn located(self) -> Located {
         Located(self)
+    }
+
+    /// Read on past LSNs that a point-in-time recovery recorded as skipped
+    /// instead of ending with `Gap` there: for a replay, which has nothing
+    /// to hand out for them. A missing segment is still `Gap`.
+    pub(crate) fn past_holes(mut self) -> Reader {
+        self.past_holes = true;
+        self
+    }
+
+    /// The segment the last record came from, or that the walk ended in.
+    pub(crate) fn segment(&self) -> Option<&Path> {
+        self.current.as_ref().map(|w| w.path())
+    }
+
+    /// The newest segment and where its complete data ends, if the
+    /// iteration ended at a torn tail there (a crash's, not yet cut).
+    pub(crate) fn torn_tail(&self) -> Option<(&Path, u64)> {
+        self.segment().zip(self.torn_at)
     }
 
     fn open_next(&mut self) -> Result<bool> {
@@ -263,7 +288,7 @@ impl Reader {
                 Step::Hole { first, count, .. } => {
                     let after = first + count;
                     self.expect = Some(after);
-                    if after <= self.from {
+                    if after <= self.from || self.past_holes {
                         continue;
                     }
                     // LSNs no record will ever have: say so, once. A
@@ -293,7 +318,11 @@ impl Reader {
             }
             match w.judge(end, pos)? {
                 Verdict::Clean | Verdict::Full if !newest => self.current = None,
-                Verdict::Clean | Verdict::Full | Verdict::Torn { .. } => return Ok(None),
+                Verdict::Clean | Verdict::Full => return Ok(None),
+                Verdict::Torn { .. } => {
+                    self.torn_at = Some(end.data_end());
+                    return Ok(None);
+                }
                 // A live writer may have written past where this walk saw
                 // the end: read again before calling it damage.
                 Verdict::Corrupt(_) if newest && w.grew()? => {}
@@ -371,6 +400,7 @@ impl Reader {
         self.segments = rest.into_iter();
         self.upto = upto;
         self.done = false;
+        self.torn_at = None;
         Ok(())
     }
 

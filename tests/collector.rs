@@ -1,7 +1,9 @@
 //! The collector API on real files: watermarks with sibling shards, failed
 //! publishes, pinning, replay with original LSNs (and its convergence),
-//! torn tails, the replay cap, LSN fillers, truncation, shared directories,
-//! background sync in written mode, and a concurrent model check.
+//! torn tails, damage, missing segments, never-written newest files and
+//! skipped LSNs as the reader sees them, the replay cap, LSN fillers,
+//! truncation, shared directories, background sync in written mode, and a
+//! concurrent model check.
 
 mod common;
 
@@ -286,6 +288,192 @@ fn a_torn_tail_ends_the_segment_not_the_replay() {
     .unwrap();
     assert_eq!(n as usize, recs.len());
     assert_eq!(r.ended_early, vec![(newest, end)]);
+}
+
+/// A crash while a segment file was being created leaves a newest file
+/// whose header was never written. Recovery and the reader drop it, so the
+/// segment before it is the newest one: the replay reads it as such (a
+/// torn tail there is a crash's, and the only early end), and says nothing
+/// of the dropped file.
+#[test]
+fn a_never_written_newest_file_is_dropped_as_recovery_drops_it() {
+    use std::os::unix::fs::FileExt;
+    let _logs = common::opening_logs();
+    let dir = tempfile::tempdir().unwrap();
+    let c = open(dir.path(), &Watermarks::new());
+    let recs = fill(&c, 20);
+    let next = c.wal().next_lsn();
+    c.close().unwrap();
+    let (_, newest) = common::segment_files(dir.path(), 1).pop().unwrap();
+    let end = common::scan_segment(&newest).data_end;
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&newest)
+        .unwrap();
+    f.write_all_at(&[0x5a; 40], end).unwrap();
+    drop(f);
+    let blank = dir.path().join(ringwal::format::segment_file_name(1, next));
+    std::fs::write(&blank, vec![0u8; 64 << 10]).unwrap();
+
+    let mut got = Vec::new();
+    let r = collector::replay(dir.path(), 1, &Watermarks::new(), |_, l, _| {
+        got.push(l);
+        Ok(())
+    })
+    .unwrap();
+    let want: Vec<Lsn> = recs.iter().map(|r| r.1).collect();
+    assert_eq!(got, want);
+    assert_eq!(r.ended_early, vec![(newest, end)], "{r:?}");
+    // Recovery agrees: it drops the blank file and cuts the same tail.
+    let (wal, rep) = Wal::open(dir.path(), cfg(1)).unwrap();
+    assert_eq!(rep.discarded, vec![blank], "{rep:?}");
+    let read: Vec<Lsn> = wal
+        .reader_from(0)
+        .unwrap()
+        .map(|r| r.unwrap().lsn)
+        .collect();
+    assert_eq!(read, want);
+    wal.close().unwrap();
+}
+
+/// Damage recovery would refuse to open is an error of the replay, as the
+/// reader reports it, not a segment quietly cut short.
+#[test]
+fn damage_in_a_sealed_segment_fails_the_replay() {
+    use std::os::unix::fs::FileExt;
+    let _logs = common::opening_logs();
+    let dir = tempfile::tempdir().unwrap();
+    let c = open(dir.path(), &Watermarks::new());
+    fill(&c, 300);
+    c.close().unwrap();
+    let files = common::segment_files(dir.path(), 1);
+    assert!(files.len() > 3);
+    let (_, oldest) = &files[0];
+    let frame = common::scan_segment(oldest)
+        .records()
+        .nth(5)
+        .unwrap()
+        .clone();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(oldest)
+        .unwrap();
+    // The first payload byte, behind the frame's 24-byte header.
+    f.write_all_at(&[!frame.payload[0]], frame.start + 24)
+        .unwrap();
+    drop(f);
+    let read = ringwal::verify::records_with(dir.path(), &cfg(1), 0)
+        .unwrap()
+        .find_map(Result::err)
+        .expect("the reader reports the damage");
+    let mut n = 0;
+    let r = collector::replay(dir.path(), 1, &Watermarks::new(), |_, _, _| {
+        n += 1;
+        Ok(())
+    });
+    match (r, read) {
+        (
+            Err(ringwal::Error::Corrupt { file, offset, .. }),
+            ringwal::Error::Corrupt {
+                file: f2,
+                offset: o2,
+                ..
+            },
+        ) => {
+            assert_eq!(&file, oldest);
+            assert_eq!((file, offset), (f2, o2), "as the reader reports it");
+        }
+        other => panic!("expected Corrupt in {}, got {other:?}", oldest.display()),
+    }
+    assert_eq!(n, 5, "the frames before the damage are replayed");
+}
+
+/// A segment missing between two others is a `Gap`, as recovery reports
+/// it: its frames are lost, and the replay must not pass over them.
+#[test]
+fn a_missing_segment_fails_the_replay_with_a_gap() {
+    let _logs = common::opening_logs();
+    let dir = tempfile::tempdir().unwrap();
+    let c = open(dir.path(), &Watermarks::new());
+    fill(&c, 300);
+    c.close().unwrap();
+    let files = common::segment_files(dir.path(), 1);
+    assert!(files.len() > 3);
+    std::fs::remove_file(&files[1].1).unwrap();
+    let r = collector::replay(dir.path(), 1, &Watermarks::new(), |_, _, _| Ok(()));
+    match r {
+        Err(ringwal::Error::Gap {
+            file,
+            expected,
+            found,
+        }) => {
+            assert_eq!(
+                (file, expected, found),
+                (files[2].1.clone(), files[1].0, files[2].0)
+            );
+        }
+        other => panic!("expected Gap, got {other:?}"),
+    }
+}
+
+/// LSNs a point-in-time recovery gave up (a skip frame) never held a
+/// record: both replays read on past them.
+#[test]
+fn replays_read_on_past_skipped_lsns() {
+    let _logs = common::opening_logs();
+    let dir = tempfile::tempdir().unwrap();
+    let c = open(dir.path(), &Watermarks::new());
+    let recs = fill(&c, 300);
+    c.close().unwrap();
+    let files = common::segment_files(dir.path(), 1);
+    assert!(files.len() > 3);
+    // A blank file in the middle is damage: a point-in-time open keeps
+    // what is before it and resumes above every LSN on disk.
+    let (cut, _) = files[2];
+    std::fs::write(&files[2].1, vec![0u8; 64 << 10]).unwrap();
+    let pit = Config::builder()
+        .node(1)
+        .segment_bytes(64 << 10)
+        .max_record_bytes(8 << 10)
+        .recovery(ringwal::RecoveryMode::PointInTime)
+        .build();
+    let (wal, rep) = Wal::open(dir.path(), pit).unwrap();
+    let (first, last) = rep.skipped.expect("a point-in-time open skips LSNs");
+    assert_eq!(first, cut);
+    let c = Collector::open(wal, &STREAMS, &Watermarks::new()).unwrap();
+    let later = fill(&c, 3);
+    let mut want: Vec<Lsn> = recs.iter().map(|r| r.1).filter(|&l| l < cut).collect();
+    let mut got = Vec::new();
+    c.replay(|_, l, _| {
+        got.push(l);
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(got, want, "the collector's replay");
+    c.close().unwrap();
+    want.extend(later.iter().map(|r| r.1));
+    assert!(later[0].1 > last);
+    got.clear();
+    collector::replay(dir.path(), 1, &Watermarks::new(), |_, l, _| {
+        got.push(l);
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(got, want, "the read-only replay");
+}
+
+/// No log yet (a crash before the first open finished): nothing to replay.
+#[test]
+fn a_missing_directory_replays_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = collector::replay(
+        &dir.path().join("none"),
+        1,
+        &Watermarks::new(),
+        |_, _, _| panic!("nothing to replay"),
+    )
+    .unwrap();
+    assert_eq!(r, collector::Replayed::default());
 }
 
 /// Seed hard case, crash during replay: a block sealed while the replay
