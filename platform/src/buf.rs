@@ -21,6 +21,9 @@ pub struct AlignedBuf {
     /// Owns the allocation. Only this `AlignedBuf` ever touches the bytes;
     /// other holders (a queue that registered the buffer with the kernel)
     /// only keep the memory from being freed while the kernel may use it.
+    /// Without io_uring (macOS) nothing else holds it: it is kept for its
+    /// drop, which frees the memory.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     alloc: Arc<Allocation>,
 }
 
@@ -71,6 +74,7 @@ impl AlignedBuf {
 
     /// A handle that keeps this buffer's memory allocated even after the
     /// buffer is dropped (for a registration with the kernel).
+    #[cfg(target_os = "linux")]
     pub(crate) fn allocation(&self) -> &Arc<Allocation> {
         &self.alloc
     }
@@ -100,6 +104,7 @@ impl AlignedBuf {
     /// Raw pointer for kernel submissions; valid while `self` is alive and
     /// not moved out of its heap allocation (moving the `AlignedBuf` value
     /// itself does not move the bytes).
+    #[cfg(target_os = "linux")]
     pub(crate) fn as_ptr(&self) -> *const u8 {
         self.ptr.as_ptr()
     }

@@ -3,7 +3,10 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
+// O_DIRECT goes in as a custom open flag on Linux; macOS uses F_NOCACHE.
+#[cfg(target_os = "linux")]
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
 
@@ -133,6 +136,7 @@ pub fn write_all_at(file: &File, data: &[u8], offset: u64, dsync: bool) -> io::R
 /// it and gets an explicit `fdatasync` instead, which every file system
 /// implements. tmpfs keeps nothing across a power loss either way, but
 /// the flag is not what loses it.
+#[cfg(any(target_os = "linux", test))]
 const DSYNC_HONOURED: [(u32, &str); 4] = [
     (0xEF53, "ext4"),
     (0x5846_5342, "xfs"),
@@ -142,6 +146,7 @@ const DSYNC_HONOURED: [(u32, &str); 4] = [
 
 /// True when the file system with `statfs` magic `magic` is on the
 /// [`dsync_honoured`] whitelist.
+#[cfg(any(target_os = "linux", test))]
 fn magic_honours_dsync(magic: u32) -> bool {
     DSYNC_HONOURED.iter().any(|&(m, _)| m == magic)
 }
