@@ -247,11 +247,7 @@ pub fn replay(
     let records = match Reader::open_dir(&cfg, LogDir::new(dir, node), 0) {
         Ok(records) => records,
         // No log yet (a crash before the first open finished): nothing to replay.
-        Err(Error::Io { path, source })
-            if path == dir && source.kind() == std::io::ErrorKind::NotFound =>
-        {
-            return Ok(Replayed::default())
-        }
+        Err(Error::NoLog { .. }) => return Ok(Replayed::default()),
         Err(e) => return Err(e),
     };
     replay_records(records, Lsn::MAX, |stream, lsn, p| {

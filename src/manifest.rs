@@ -2,11 +2,12 @@
 //! open, replaced atomically whenever a segment is installed, at a
 //! checkpoint and at close, each time carrying only values that grew.
 
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use ringwal_platform::Vfs;
 
-use crate::error::{Corruption, Error, Poison, Result};
+use crate::error::{Corruption, Error, Lsn, Poison, Result};
 use crate::files;
 use crate::format::{self, Manifest};
 use crate::segments::LogDir;
@@ -34,6 +35,48 @@ pub(crate) fn read(vfs: &dyn Vfs, dir: &LogDir) -> Result<Option<Manifest>> {
             Corruption::Manifest(e.to_string()),
         )),
     }
+}
+
+/// What a node's segments on disk look like, as far as the manifest's
+/// promises go: the oldest and newest segment listed, and the last LSN
+/// found in them with the file it was found in.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct OnDisk<'a> {
+    pub oldest: Option<Lsn>,
+    pub newest: Option<Lsn>,
+    pub last_lsn: Lsn,
+    pub last_file: Option<&'a Path>,
+}
+
+/// The first promise of `m` that the segments on disk break, if any: the
+/// newest segment it names is there, no segment it still keeps is gone
+/// from the front, and every LSN it says was durable is there. The one
+/// rule recovery, `verify` and every reader of a directory hold a log to,
+/// so that none of them ends short where another reports a loss. Cost:
+/// a few comparisons.
+pub(crate) fn broken_promise(m: &Manifest, dir: &LogDir, disk: OnDisk<'_>) -> Option<Error> {
+    let newest = disk.newest.unwrap_or(0);
+    if newest < m.newest_base {
+        return Some(Error::Gap {
+            file: dir.segment(m.newest_base).path,
+            expected: m.newest_base,
+            found: newest,
+        });
+    }
+    if let Some(first) = disk.oldest.filter(|&b| b > m.oldest_lsn.max(1)) {
+        return Some(Error::Gap {
+            file: dir.segment(first).path,
+            expected: m.oldest_lsn,
+            found: first,
+        });
+    }
+    (disk.last_lsn < m.durable_lsn).then(|| Error::Lost {
+        file: disk
+            .last_file
+            .map_or_else(|| dir.manifest(), Path::to_path_buf),
+        durable: m.durable_lsn,
+        last: disk.last_lsn,
+    })
 }
 
 /// Replace the node's manifest with `m`, atomically and durably.

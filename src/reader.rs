@@ -10,7 +10,7 @@ use ringwal_platform::Vfs;
 use crate::config::Config;
 use crate::crypt::Keys;
 use crate::error::{Error, Lsn, Result};
-use crate::format::Kind;
+use crate::format::{Kind, Manifest};
 use crate::index::{Point, SparseIndex};
 use crate::manifest;
 use crate::payload;
@@ -101,6 +101,11 @@ pub struct Reader {
     recheck: bool,
     /// Read on past skipped LSNs (see [`past_holes`](Reader::past_holes)).
     past_holes: bool,
+    /// What the node's manifest promised when the directory was listed
+    /// (readers of a directory; see [`open_dir`](Reader::open_dir)).
+    promise: Option<Manifest>,
+    /// The oldest segment listed, for the manifest's promise.
+    oldest_listed: Option<Lsn>,
     /// Where the complete data ended, if the walk stopped at a torn tail.
     torn_at: Option<u64>,
     done: bool,
@@ -130,7 +135,8 @@ impl Reader {
         upto: Lsn,
         log_id: Option<u64>,
     ) -> Result<Reader> {
-        let oldest = segments.first().map_or(1, |s| s.base);
+        let oldest_listed = segments.first().map(|s| s.base);
+        let oldest = oldest_listed.unwrap_or(1);
         let from = if from == 0 { oldest } else { from };
         if from < oldest {
             return Err(Error::Gap {
@@ -157,6 +163,8 @@ impl Reader {
             seek: None,
             recheck: false,
             past_holes: false,
+            promise: None,
+            oldest_listed,
             torn_at: None,
             done: false,
         })
@@ -197,10 +205,13 @@ impl Reader {
     /// one (`verify` reports a manifest that is not).
     pub(crate) fn open_dir(cfg: &Config, dir: LogDir, from: Lsn) -> Result<Reader> {
         let vfs = &*cfg.vfs;
-        let log_id = manifest::read(vfs, &dir).ok().flatten().map(|m| m.log_id);
-        let mut files = dir.list(vfs)?.segments;
+        let promise = manifest::read(vfs, &dir).ok().flatten();
+        let log_id = promise.map(|m| m.log_id);
+        let mut files = dir.list_log(vfs, promise.is_some())?.segments;
         scan::pop_never_written(vfs, &mut files, dir.node(), log_id)?;
-        Reader::new(cfg, dir, files, from, Lsn::MAX, log_id)
+        let mut reader = Reader::new(cfg, dir, files, from, Lsn::MAX, log_id)?;
+        reader.promise = promise;
+        Ok(reader)
     }
 
     /// The same records with their segment and offset. Costs one more
@@ -263,7 +274,7 @@ impl Reader {
                 return Ok(None);
             }
             if self.current.is_none() && !self.open_next()? {
-                return Ok(None);
+                return self.ended();
             }
             let w = self.current.as_mut().expect("opened above");
             // Copied before the step borrows the walker: 88 bytes.
@@ -318,10 +329,10 @@ impl Reader {
             }
             match w.judge(end, pos)? {
                 Verdict::Clean | Verdict::Full if !newest => self.current = None,
-                Verdict::Clean | Verdict::Full => return Ok(None),
+                Verdict::Clean | Verdict::Full => return self.ended(),
                 Verdict::Torn { .. } => {
                     self.torn_at = Some(end.data_end());
-                    return Ok(None);
+                    return self.ended();
                 }
                 // A live writer may have written past where this walk saw
                 // the end: read again before calling it damage.
@@ -329,6 +340,37 @@ impl Reader {
                 Verdict::Corrupt(damage) => return Err(damage.error(w.path(), end)),
             }
         }
+    }
+
+    /// The walk found the end of the data: the iteration's end, unless
+    /// records it was promised are missing. A reader of a directory holds
+    /// the end to the manifest's promises as recovery does
+    /// ([`manifest::broken_promise`]); a reader of a live log to the
+    /// written watermark it was made (or extended) with. Either way an
+    /// end short of them is `Lost` (or `Gap`, for a missing segment),
+    /// never a quiet end.
+    fn ended<T>(&self) -> Result<Option<T>> {
+        let last = self.expect.map_or(0, |e| e - 1);
+        let last_file = self.current.as_ref().map(|w| w.path());
+        if let Some(m) = &self.promise {
+            let disk = manifest::OnDisk {
+                oldest: self.oldest_listed,
+                newest: self.newest_base,
+                last_lsn: last,
+                last_file,
+            };
+            if let Some(broken) = manifest::broken_promise(m, &self.dir, disk) {
+                return Err(broken);
+            }
+        }
+        if self.upto != Lsn::MAX && last < self.upto {
+            return Err(Error::Lost {
+                file: last_file.map_or_else(|| self.dir.path().to_path_buf(), Path::to_path_buf),
+                durable: self.upto,
+                last,
+            });
+        }
+        Ok(None)
     }
 
     /// `e`, or a `Gap` when the file it names is no longer one of the

@@ -302,35 +302,15 @@ impl Analysis {
         if !self.problems.is_empty() {
             return;
         }
-        let newest_on_disk = listed.last().map_or(0, |f| f.base);
-        if newest_on_disk < m.newest_base {
-            self.problems.push(Error::Gap {
-                file: dir.segment(m.newest_base).path,
-                expected: m.newest_base,
-                found: newest_on_disk,
-            });
-            return;
-        }
-        if let Some(first) = listed.first().filter(|f| f.base > m.oldest_lsn.max(1)) {
-            self.problems.push(Error::Gap {
-                file: first.path.clone(),
-                expected: m.oldest_lsn,
-                found: first.base,
-            });
-            return;
-        }
-        let last = self.segments.last().map_or(0, |s| s.last_lsn);
-        if last < m.durable_lsn {
-            let file = self
-                .segments
-                .last()
-                .map_or_else(|| dir.manifest(), |s| s.file.path.clone());
-            self.problems.push(Error::Lost {
-                file,
-                durable: m.durable_lsn,
-                last,
-            });
-        }
+        let newest = self.segments.last();
+        let disk = manifest::OnDisk {
+            oldest: listed.first().map(|f| f.base),
+            newest: listed.last().map(|f| f.base),
+            last_lsn: newest.map_or(0, |s| s.last_lsn),
+            last_file: newest.map(|s| s.file.path.as_path()),
+        };
+        self.problems
+            .extend(manifest::broken_promise(&m, dir, disk));
     }
 
     /// Point-in-time mode: the LSNs in the files set aside count as seen.

@@ -74,6 +74,30 @@ impl LogDir {
     pub fn list(&self, vfs: &dyn Vfs) -> Result<Listing> {
         list(vfs, &self.path, self.node)
     }
+
+    /// [`list`](Self::list) for a tool that needs a log there: `NoLog`
+    /// when the directory does not exist, is not a directory, or holds no
+    /// segment of the node and (`has_manifest` false) no manifest either.
+    /// A manifest without segments is a log whose segments were lost,
+    /// which the caller reports as such. Cost: one `readdir`.
+    pub fn list_log(&self, vfs: &dyn Vfs, has_manifest: bool) -> Result<Listing> {
+        let no_log = || Error::NoLog {
+            dir: self.path.clone(),
+            node: self.node,
+        };
+        match self.list(vfs) {
+            Err(Error::Io { source, .. })
+                if matches!(
+                    source.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                ) =>
+            {
+                Err(no_log())
+            }
+            Ok(l) if l.segments.is_empty() && !has_manifest => Err(no_log()),
+            other => other,
+        }
+    }
 }
 
 /// A segment as the directory listing shows it.

@@ -341,18 +341,7 @@ pub fn recovery_plan(dir: &Path, cfg: &Config) -> Result<RecoveryPlan> {
     let mut cfg = cfg.clone();
     cfg.recovery = crate::config::RecoveryMode::Strict;
     let log = LogDir::new(dir, cfg.node);
-    let no_log = || Error::NoLog {
-        dir: dir.to_path_buf(),
-        node: cfg.node,
-    };
-    match log.list(&*cfg.vfs) {
-        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-            return Err(no_log())
-        }
-        Err(e) => return Err(e),
-        Ok(l) if l.segments.is_empty() => return Err(no_log()),
-        Ok(_) => {}
-    }
+    log.list_log(&*cfg.vfs, false)?;
     let a = recovery::analyze(&log, &cfg, Policy::of(cfg.recovery))?;
     let records = a.segments.iter().map(|s| s.records).sum();
     let node = cfg.node;
@@ -536,12 +525,16 @@ pub fn records(dir: &Path, node: u32, from: Lsn) -> Result<Records> {
 /// and offset: a [`Reader`] over the directory as it is now.
 ///
 /// `from` below the oldest LSN on disk is `Err(Gap)` (those records were
-/// checkpointed away). `from` past the newest yields nothing. An empty or
-/// node-less directory yields nothing.
+/// checkpointed away). `from` past the newest yields nothing. A path that
+/// does not exist or is not a directory, or a directory with neither a
+/// segment nor a manifest of the node, is `Err(NoLog)`.
 ///
-/// The iterator stops silently at the end of valid data in the newest
-/// segment: never-written space, a torn tail, or where a live writer has
-/// got to. Damage that is not a torn tail (a bad frame in an older
+/// The iterator stops at the end of valid data in the newest segment:
+/// never-written space, a torn tail, or where a live writer has got to,
+/// unless the node's manifest promised more: records it says were
+/// durable that are not there end the iteration with `Lost`, a newest
+/// segment it names that is gone with `Gap`, as `Wal::open` would fail.
+/// Damage that is not a torn tail (a bad frame in an older
 /// segment, a valid frame beyond the torn window, an LSN out of sequence,
 /// a gap between segments, a bad header) is yielded as one `Err` naming
 /// the file and offset, after which the iterator ends.
@@ -920,7 +913,10 @@ mod tests {
         assert_eq!((s7.first_lsn, s7.last_lsn, s7.segments.len()), (1, 10, 1));
         let none = stat(dir.path(), 3).unwrap();
         assert_eq!((none.records, none.segments.len()), (0, 0));
-        assert_eq!(records(dir.path(), 3, 0).unwrap().count(), 0);
+        assert!(matches!(
+            records(dir.path(), 3, 0),
+            Err(Error::NoLog { node: 3, .. })
+        ));
     }
 
     #[test]

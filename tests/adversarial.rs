@@ -573,3 +573,51 @@ fn a_log_without_manifest_keeps_its_id_when_the_newest_file_is_unreadable() {
     assert_eq!(payloads_of(&wal).len(), 5);
     wal.close().unwrap();
 }
+
+/// The newest segment cut short after a clean close (its records were
+/// durable, the manifest says so): every reader of the directory ends
+/// with the `Lost` the open fails with, never a quiet end; a directory
+/// with no log is `NoLog`.
+#[test]
+fn readers_of_a_directory_end_with_the_loss_an_open_reports() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("log");
+    let (wal, _) = Wal::open(&dir, cfg()).unwrap();
+    for i in 0..300u32 {
+        let _ = wal.append(1, &i.to_le_bytes().repeat(100)).unwrap();
+    }
+    wal.close().unwrap();
+    let newest = common::segment_files(&dir, 1).pop().unwrap().1;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&newest)
+        .unwrap()
+        .set_len(format::HEADER_BYTES as u64 + 4096)
+        .unwrap();
+
+    let open = Wal::open(&dir, cfg()).map(|_| ()).unwrap_err();
+    assert!(matches!(open, Error::Lost { durable: 300, .. }), "{open}");
+    let read: Vec<_> = ringwal::verify::records(&dir, 1, 0).unwrap().collect();
+    let (last, ok) = read.split_last().unwrap();
+    assert!(ok.iter().all(|r| r.is_ok()));
+    match last {
+        Err(Error::Lost { durable, file, .. }) => {
+            assert_eq!((*durable, file), (300, &newest));
+        }
+        other => panic!("the read ended without the loss: {other:?}"),
+    }
+    let from_late: Vec<_> = ringwal::verify::records(&dir, 1, 290).unwrap().collect();
+    assert!(
+        matches!(from_late.last(), Some(Err(Error::Lost { .. }))),
+        "{from_late:?}"
+    );
+
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    for no_log in [&empty, &tmp.path().join("missing"), &newest] {
+        let e = ringwal::verify::records(no_log, 1, 0)
+            .map(|_| ())
+            .unwrap_err();
+        assert!(matches!(e, Error::NoLog { node: 1, .. }), "{e}");
+    }
+}
