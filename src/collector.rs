@@ -324,7 +324,8 @@ fn scan_frames(
                 continue;
             }
         };
-        let pos = Position::of(i + 1 == count, window, w.header());
+        let next_base = scan::declared_base(vfs, files.get(i + 1), node, log_id)?;
+        let pos = Position::of(i + 1 == count, window, w.header()).followed_by(next_base);
         if !matches!(w.judge(end, pos)?, Verdict::Clean | Verdict::Full) {
             out.ended_early.push((f.path.clone(), end.data_end()));
         }
