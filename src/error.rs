@@ -235,6 +235,21 @@ pub enum Corruption {
     /// Frames end in a way no crash can explain (damage in a sealed
     /// segment, behind a later write's vouch, with valid data after it).
     Frames(String),
+    /// A sealed segment's frames end cleanly where the LSN `due` would
+    /// come next, but the segment after it starts at `next_base`: the
+    /// LSNs `due..next_base` are missing from its end (the offset is where
+    /// its valid frames end). Bytes over its last records were lost (a
+    /// zeroed block reads like the end its writer left), or a whole
+    /// segment between the two is missing: the format cannot tell which
+    /// when the frames do not fill the segment, so the file where the
+    /// LSNs should continue is named. A missing segment after frames that
+    /// fill theirs is [`Error::Gap`] instead.
+    EndsShort {
+        /// The first LSN missing.
+        due: Lsn,
+        /// The base LSN of the next segment.
+        next_base: Lsn,
+    },
     /// The node's manifest does not decode or names another node.
     Manifest(String),
     /// A checkpoint file ([`files::read_checkpoint`](crate::files::read_checkpoint))
@@ -254,6 +269,13 @@ impl std::fmt::Display for Corruption {
                 f.write_str("record payload fails authentication (altered after it was written)")
             }
             Corruption::Compressed(d) => write!(f, "compressed payload: {d}"),
+            Corruption::EndsShort { due, next_base } => write!(
+                f,
+                "the data ends before LSN {due}, but the next segment starts at LSN {next_base}: \
+                 LSNs {due}..={} are missing (lost over this sealed segment's last records, \
+                 or a segment between the two is missing)",
+                next_base - 1
+            ),
             Corruption::Manifest(d) => write!(f, "manifest: {d}"),
             Corruption::CheckpointFile(e) => write!(f, "{e}"),
         }

@@ -313,7 +313,6 @@ impl Reader {
                 Step::End(end) => end,
             };
             let newest = Some(w.file().base) == self.newest_base;
-            let pos = Position::of(newest, self.window, w.header());
             // Records up to `upto` are known written: an end short of them
             // is a resident chunk read before they landed (a follower's
             // reader reads on past where it first stopped). One read.
@@ -327,6 +326,10 @@ impl Reader {
                 }
                 continue;
             }
+            // An older segment's data must end just below the next one's base.
+            let next = self.segments.as_slice().first().filter(|_| !newest);
+            let next_base = scan::declared_base(&*self.vfs, next, self.dir.node(), self.log_id)?;
+            let pos = Position::of(newest, self.window, w.header()).followed_by(next_base);
             match w.judge(end, pos)? {
                 Verdict::Clean | Verdict::Full if !newest => self.current = None,
                 Verdict::Clean | Verdict::Full => return self.ended(),

@@ -14,6 +14,18 @@
 //! | header node/base contradicts the file name           | `Corrupt`               | `Corrupt`     |
 //! | base LSN is not previous last LSN + 1                | `Gap`                   | `Gap`         |
 //! | how the frames end                                   | the walker's [`Verdict`] table (`scan/verdict.rs`) ||
+//! | frames end clean, not full, below the next base      | (no next segment)       | `Corrupt` at their end |
+//!
+//! The next segment's base LSN (from its header, when that is usable)
+//! says where an older segment's data must end. Frames ending cleanly
+//! (zeros on a block boundary) before it are damage in the older
+//! segment, at the offset where they end: a lost block over its last
+//! records reads exactly like the zeros its writer leaves after its data,
+//! and nothing on disk tells that from a whole segment missing between
+//! the two, so the report names the file where the LSNs should continue.
+//! The `Gap` at the next segment is what is left: a missing segment after
+//! frames that fill theirs (nothing of it can have been lost), or a next
+//! base at or below the older segment's last LSN.
 //!
 //! A `Torn` verdict is cut: the prefix is sealed and everything after it
 //! is zeroed to the end of the segment, so a second open finds nothing to
@@ -373,13 +385,14 @@ impl Analysis {
         Ok(())
     }
 
-    /// Read one segment. Pushes its problems; returns its state when it
-    /// (or, in point-in-time mode, its valid prefix) is usable.
+    /// Read one segment, followed by `next` (`None`: it is the newest).
+    /// Pushes its problems; returns its state when it (or, in
+    /// point-in-time mode, its valid prefix) is usable.
     fn scan_segment(
         &mut self,
         f: &SegmentFile,
         cfg: &Config,
-        newest: bool,
+        next: Option<&SegmentFile>,
         prev_last: Option<Lsn>,
         policy: Policy,
     ) -> Result<Option<SegmentState>> {
@@ -426,7 +439,9 @@ impl Analysis {
         })?;
         self.bytes_scanned += w.valid_end() - format::BLOCK as u64;
         let header = *w.header();
-        let verdict = w.judge(end, Position::of(newest, cfg.torn_window(), &header))?;
+        let next_base = scan::declared_base(&*cfg.vfs, next, cfg.node, self.log_id())?;
+        let pos = Position::of(next.is_none(), cfg.torn_window(), &header).followed_by(next_base);
+        let verdict = w.judge(end, pos)?;
         let mut state = SegmentState {
             file: f.clone(),
             header,
@@ -530,7 +545,7 @@ pub(crate) fn analyze(dir: &LogDir, cfg: &Config, policy: Policy) -> Result<Anal
         })
         .flatten();
     let mut prev_last: Option<Lsn> = None;
-    for (i, f) in files.into_iter().enumerate() {
+    for (i, f) in files.iter().enumerate() {
         if let Some(p) = &prefetch {
             p.at(i);
         }
@@ -538,19 +553,18 @@ pub(crate) fn analyze(dir: &LogDir, cfg: &Config, policy: Policy) -> Result<Anal
             match policy {
                 Policy::StopAtFirst => break,
                 Policy::SetAsideAfterFirst => {
-                    out.set_aside.push(f.path);
+                    out.set_aside.push(f.path.clone());
                     continue;
                 }
                 Policy::ReportAll => {}
             }
         }
-        let newest = i + 1 == count;
-        match out.scan_segment(&f, cfg, newest, prev_last, policy)? {
+        match out.scan_segment(f, cfg, files.get(i + 1), prev_last, policy)? {
             Some(state) => {
                 prev_last = Some(state.last_lsn);
                 out.segments.push(state);
             }
-            None if policy == Policy::SetAsideAfterFirst => out.set_aside.push(f.path),
+            None if policy == Policy::SetAsideAfterFirst => out.set_aside.push(f.path.clone()),
             None => prev_last = None,
         }
     }

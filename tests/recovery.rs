@@ -14,7 +14,7 @@ use common::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use ringwal::format::{self, Kind};
-use ringwal::{Backend, Error, Level, Wal};
+use ringwal::{Backend, Corruption, Error, Level, Wal};
 
 const BLOCK: u64 = format::BLOCK as u64;
 /// Where a segment's first frame starts (after the header and its copy).
@@ -676,6 +676,135 @@ fn deleted_middle_segment_fails_open() {
             dir_snapshot(&log),
             before,
             "a failed open must not modify the log"
+        );
+    });
+}
+
+/// A closed log of at least `min_segments` segments in which every write
+/// is one block: bursts of up to four small records, each burst waited
+/// for before the next. Every write starts at a block boundary and fits in
+/// one, so every sealed segment's frames fill it to its last byte, and
+/// zeroing any one block of records leaves zeros on a block boundary with
+/// nothing after them in that block. Returns the payloads by LSN.
+fn build_block_log(dir: &Path, backend: Backend, min_segments: usize) -> Vec<Vec<u8>> {
+    let (wal, _) = Wal::open(dir, cfg(backend)).expect("open new log");
+    let mut payloads: Vec<Vec<u8>> = Vec::new();
+    while segment_files(dir, NODE).len() < min_segments {
+        let mut last = None;
+        for _ in 0..(payloads.len() % 4 + 1) {
+            let lsn = payloads.len() as u64 + 1;
+            let mut p = format!("r{lsn}:").into_bytes();
+            p.resize(100, b'a' + (lsn % 26) as u8);
+            last = Some(wal.append(0, &p).expect("append"));
+            payloads.push(p);
+        }
+        last.expect("a burst").wait(Level::Durable).expect("wait");
+    }
+    wal.close().expect("close");
+    payloads
+}
+
+/// A lost block over the last records of a sealed middle segment reads
+/// like the end its writer left (zeros on a block boundary), but the next
+/// segment's base says which LSNs it must end with: open, verify and the
+/// reader all report `Corrupt` in the damaged file, where its valid frames
+/// end, and not a gap at the next segment.
+#[test]
+fn a_lost_block_at_a_sealed_segments_end_is_corruption_there() {
+    for_each_backend(|backend| {
+        let root = tempfile::tempdir().unwrap();
+        let log = root.path().join("log");
+        let payloads = build_block_log(&log, backend, 4);
+        let segs = segment_files(&log, NODE);
+        let (_, path) = segs[1].clone();
+        let scanned = scan_segment(&path);
+        let lost_at = scanned.data_end - BLOCK;
+        let first_lost = scanned
+            .records()
+            .find(|f| f.start >= lost_at)
+            .expect("records in the last block")
+            .lsn;
+        let mut bytes = scanned.bytes.clone();
+        bytes[lost_at as usize..(lost_at + BLOCK) as usize].fill(0);
+        std::fs::write(&path, &bytes).unwrap();
+        let before = dir_snapshot(&log);
+
+        let reason = Corruption::EndsShort {
+            due: first_lost,
+            next_base: segs[2].0,
+        };
+        let named = |e: &Error, what: &str| match e {
+            Error::Corrupt {
+                file,
+                offset,
+                reason: r,
+            } => assert_eq!((file, *offset, r), (&path, lost_at, &reason), "{what}: {e}"),
+            other => panic!(
+                "{what}: expected Corrupt in {}, got {other:?}",
+                path.display()
+            ),
+        };
+        match open_checked(&log, cfg(backend)) {
+            Err(e) => named(&e, "open"),
+            Ok((_, rep)) => panic!("open succeeded: {rep:?}"),
+        }
+        assert_eq!(dir_snapshot(&log), before, "a failed open modified the log");
+        let v = ringwal::verify::verify_with(&log, &cfg(backend)).unwrap();
+        assert_eq!(v.problems.len(), 1, "{:?}", v.problems);
+        named(&v.problems[0], "verify");
+        let read: Vec<_> = ringwal::verify::records_with(&log, &cfg(backend), 0)
+            .unwrap()
+            .collect();
+        let (last, good) = read.split_last().expect("something read");
+        named(
+            last.as_ref().expect_err("reading ends in an error"),
+            "records",
+        );
+        assert_eq!(good.len() as u64, first_lost - 1);
+        for (i, r) in good.iter().enumerate() {
+            assert_eq!(r.as_ref().unwrap().payload, payloads[i], "LSN {}", i + 1);
+        }
+    });
+}
+
+/// A whole segment missing behind one whose frames fill it to the end:
+/// nothing of the earlier one can have been lost, so the LSNs missing are
+/// a gap, reported at the segment after them.
+#[test]
+fn a_missing_segment_after_a_full_one_is_a_gap() {
+    for_each_backend(|backend| {
+        let root = tempfile::tempdir().unwrap();
+        let log = root.path().join("log");
+        build_block_log(&log, backend, 4);
+        let segs = segment_files(&log, NODE);
+        assert_eq!(scan_segment(&segs[1].1).data_end, SEGMENT_BYTES, "full");
+        std::fs::remove_file(&segs[2].1).unwrap();
+        let gap = |e: &Error, what: &str| match e {
+            Error::Gap {
+                file,
+                expected,
+                found,
+            } => assert_eq!(
+                (file, *expected, *found),
+                (&segs[3].1, segs[2].0, segs[3].0),
+                "{what}"
+            ),
+            other => panic!("{what}: expected Gap, got {other:?}"),
+        };
+        match open_checked(&log, cfg(backend)) {
+            Err(e) => gap(&e, "open"),
+            Ok((_, rep)) => panic!("open succeeded: {rep:?}"),
+        }
+        let v = ringwal::verify::verify_with(&log, &cfg(backend)).unwrap();
+        assert_eq!(v.problems.len(), 1, "{:?}", v.problems);
+        gap(&v.problems[0], "verify");
+        let last = ringwal::verify::records_with(&log, &cfg(backend), 0)
+            .unwrap()
+            .last()
+            .expect("something read");
+        gap(
+            last.as_ref().expect_err("reading ends in an error"),
+            "records",
         );
     });
 }

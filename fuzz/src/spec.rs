@@ -973,6 +973,30 @@ pub struct Opened {
     pub discarded: Option<String>,
 }
 
+/// §2.1: the header of the segment file named with base `base`, and
+/// whether it was read from the copy, if it raises no problem: usable,
+/// in range, matching the name's node and base, of the manifest's log,
+/// and declaring a size no smaller than the file's.
+fn checked_header(
+    base: u64,
+    b: &[u8],
+    node: u32,
+    manifest: Option<ManifestFields>,
+) -> Option<(HeaderValue, bool)> {
+    let SegmentHead::Usable { h, from_copy } = segment_head(b) else {
+        return None;
+    };
+    // §2.1's last paragraph: each failure is damage.
+    let foreign = h.version == 2 && manifest.is_some_and(|m| m.log_id != h.log_id);
+    let bad = h.base_lsn == 0
+        || h.base_lsn > MAX_LSN
+        || h.node != node
+        || h.base_lsn != base
+        || foreign
+        || b.len() as u64 > h.segment_bytes;
+    (!bad).then_some((h, from_copy))
+}
+
 /// The model's reading of one node's directory (file name → bytes), for
 /// a reader whose configured torn window is `window`.
 pub fn judge(files: &BTreeMap<String, Vec<u8>>, node: u32, window: u64) -> Judgment {
@@ -1012,22 +1036,9 @@ pub fn judge(files: &BTreeMap<String, Vec<u8>>, node: u32, window: u64) -> Judgm
     for (i, &(base, name, b)) in segs.iter().enumerate() {
         let newest = i + 1 == count;
         let corrupt = || Judgment::Fails(vec![Problem::Corrupt(name.clone())]);
-        let head = segment_head(b);
-        let (h, from_copy) = match head {
-            SegmentHead::Usable { h, from_copy } => (h, from_copy),
-            _ => return corrupt(),
-        };
-        // §2.1's last paragraph: each failure is damage.
-        let foreign = h.version == 2 && manifest.is_some_and(|m| m.log_id != h.log_id);
-        if h.base_lsn == 0
-            || h.base_lsn > MAX_LSN
-            || h.node != node
-            || h.base_lsn != base
-            || foreign
-            || b.len() as u64 > h.segment_bytes
-        {
+        let Some((h, from_copy)) = checked_header(base, b, node, manifest) else {
             return corrupt();
-        }
+        };
         // A file shorter than its header says, or a declared size that
         // is no segment's (§2 says "a multiple of BLOCK, at least
         // MIN_SEGMENT" but lists no check): where its frame area ends
@@ -1055,7 +1066,15 @@ pub fn judge(files: &BTreeMap<String, Vec<u8>>, node: u32, window: u64) -> Judgm
             return Judgment::Unspecified(why);
         }
         let tw = window.max(h.torn_window);
+        // §6: the next segment's base, from a header with no §2.1
+        // problem, is where an older segment's data must end; a clean end
+        // below it is corrupt here.
+        let next_base = segs
+            .get(i + 1)
+            .and_then(|&(nb, _, nbytes)| checked_header(nb, nbytes, node, manifest))
+            .map(|(nh, _)| nh.base_lsn);
         match judge_end(b, &h, end, &w, newest, tw) {
+            Verdict::Clean if next_base.is_some_and(|nb| nb > w.due()) => return corrupt(),
             Verdict::Full | Verdict::Clean => {}
             Verdict::Torn => out.torn = Some((name.clone(), w.data_end())),
             Verdict::Corrupt(_) => return corrupt(),

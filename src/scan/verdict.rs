@@ -19,7 +19,20 @@
 //! | zero frame                     | non-zero bytes within the window (residue)       | `Torn`              | (no window)      |
 //! | zero frame mid-block           | zeros within the window                          | `Torn`              | `Corrupt`        |
 //! | zero frame on a block boundary | non-zero bytes in the rest of its block          | `Torn` (residue)    | `Corrupt`        |
-//! | zero frame on a block boundary | zeros within the window (older: its block)       | `Clean`             | `Clean`          |
+//! | zero frame on a block boundary | zeros within the window (older: its block)       | `Clean`             | `Clean`, or `Corrupt` below the next base |
+//!
+//! An older segment's `Clean` is held to the next segment's base LSN
+//! (when that segment's header is usable, and so agrees with its name):
+//! its data must end just below it. Where the LSN due at P is below that
+//! base, the LSNs between are missing from this segment's end: `Corrupt`
+//! at P, in this segment. A lost block over its last records reads
+//! exactly like the zeros its writer leaves after its data (the seal,
+//! then never-written or stale bytes), so that is the damage it names;
+//! the format cannot tell it from a whole segment missing between the
+//! two. Only frames that fill the segment (`Full`) prove nothing of it
+//! was lost: the LSNs missing after them are a gap, which the consumer
+//! reports at the next segment, as it does a next base below the LSN due
+//! at P (the two overlap).
 //!
 //! When the valid frames end inside an atomic batch (its last record is
 //! not there), the batch is not part of the data: the table above is
@@ -73,6 +86,9 @@ pub(crate) struct Position {
     newest: bool,
     /// Bytes after the end that a crash may have torn (0 unless newest).
     window: u64,
+    /// An older segment's: the base LSN the next segment's header
+    /// declares, which its data must end just below.
+    next_base: Option<Lsn>,
 }
 
 impl Position {
@@ -82,6 +98,7 @@ impl Position {
         Position {
             newest: false,
             window: 0,
+            next_base: None,
         }
     }
 
@@ -93,6 +110,7 @@ impl Position {
         Position {
             newest: true,
             window: configured_window.max(header.torn_window),
+            next_base: None,
         }
     }
 
@@ -102,6 +120,17 @@ impl Position {
             Position::newest(configured_window, header)
         } else {
             Position::sealed()
+        }
+    }
+
+    /// This position, followed by a segment whose header declares
+    /// `next_base` (see [`declared_base`](super::declared_base); `None`:
+    /// no such segment). An older segment's data must end just below it;
+    /// the newest has none after it, so this changes nothing for it.
+    pub fn followed_by(self, next_base: Option<Lsn>) -> Position {
+        Position {
+            next_base: next_base.filter(|_| !self.newest),
+            ..self
         }
     }
 }
@@ -151,28 +180,40 @@ pub(crate) enum Damage {
         /// The LSN it vouches for.
         durable: Lsn,
     },
+    /// An older segment's data ends cleanly below the LSN the next
+    /// segment's base says it must end with.
+    EndsShort {
+        /// The next segment's base LSN.
+        next_base: Lsn,
+    },
 }
 
 impl Damage {
     /// The damage as `Corrupt`, naming the file and where the frames ended.
     pub fn error(self, file: &std::path::Path, end: SegmentEnd) -> Error {
-        let why = match self {
-            Damage::FramesFollow { next } => {
-                format!("{}, but valid frames follow at offset {next}", end.end)
-            }
-            Damage::OutOfLine => end.end.to_string(),
-            Damage::OpenBatch => format!(
+        let frames = |why: String| Corruption::Frames(why);
+        let reason = match self {
+            Damage::FramesFollow { next } => frames(format!(
+                "{}, but valid frames follow at offset {next}",
+                end.end
+            )),
+            Damage::OutOfLine => frames(end.end.to_string()),
+            Damage::OpenBatch => frames(format!(
                 "the atomic batch from LSN {} never ends: {}",
                 end.due(),
                 end.end
-            ),
-            Damage::Sealed => format!("{} inside a sealed segment", end.end),
-            Damage::Vouched { by, durable } => format!(
+            )),
+            Damage::Sealed => frames(format!("{} inside a sealed segment", end.end)),
+            Damage::Vouched { by, durable } => frames(format!(
                 "{}, but the write at offset {by} vouches that LSN {durable} was already durable",
                 end.end
-            ),
+            )),
+            Damage::EndsShort { next_base } => Corruption::EndsShort {
+                due: end.due(),
+                next_base,
+            },
         };
-        Error::corrupt(file, end.at, Corruption::Frames(why))
+        Error::corrupt(file, end.at, reason)
     }
 }
 
@@ -184,7 +225,15 @@ impl Damage {
 pub(super) fn judge(scan: &mut SegmentScan, end: SegmentEnd, pos: Position) -> Result<Verdict> {
     let frames = judge_frames(scan, end, pos)?;
     if end.batch.is_none() {
-        return Ok(frames);
+        return Ok(match (frames, pos.next_base) {
+            // An older segment's data ending cleanly short of the next
+            // base: its last records are missing (the module's table).
+            // Inside an unfinished batch such an end is damage already.
+            (Verdict::Clean, Some(next_base)) if next_base > end.due() => {
+                Verdict::Corrupt(Damage::EndsShort { next_base })
+            }
+            (v, _) => v,
+        });
     }
     // The frames end inside an atomic batch. Acknowledgements never stop
     // inside one, so the batch was never acknowledged unless a later
