@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use ringwal::{format, Config, Durability, Error, Level, Lsn, SyncMethod, Wal};
-use ringwal_platform::sim::{Faults, SimFs};
+use ringwal_platform::sim::{Faults, NsOp, SimFs};
 
 const DIR: &str = "/sim/log";
 const MAX_RECORD: usize = 6 << 10;
@@ -785,4 +785,162 @@ fn misdirected_writes_never_pass_for_good_data() {
         wal.close().unwrap();
     }
     eprintln!("misdirected writes: {opened} logs opened, {refused} refused as damaged");
+}
+
+// Namespace faults aimed at one operation of the write path.
+
+/// The log every aimed test runs: small segments, every write durable,
+/// nothing encrypted or compressed.
+fn plain_config(fs: &SimFs) -> Config {
+    Config::builder()
+        .sim(fs)
+        .segment_bytes(64 << 10)
+        .max_record_bytes(MAX_RECORD)
+        .build()
+}
+
+/// What an aimed test appended (LSN → payload) and the highest LSN it saw
+/// acknowledged durable.
+#[derive(Default)]
+struct Acked {
+    appended: HashMap<Lsn, Vec<u8>>,
+    durable: Lsn,
+}
+
+/// Append `n` records of 2 KiB (about fifteen fill a segment), waiting
+/// for each to be durable; the first refusal or failed wait ends it.
+fn append_durably(wal: &Wal, n: usize, acked: &mut Acked) -> ringwal::Result<()> {
+    for _ in 0..n {
+        let lsn = wal.next_lsn();
+        let payload: Vec<u8> = lsn
+            .to_le_bytes()
+            .iter()
+            .cycle()
+            .take(2048)
+            .copied()
+            .collect();
+        let t = wal.append(0, &payload)?;
+        acked.appended.insert(t.lsn(), payload);
+        t.wait(Level::Durable)?;
+        acked.durable = t.lsn();
+    }
+    Ok(())
+}
+
+/// A log of `segments` segments on a fresh disk, closed and reopened, so
+/// that the writer has nothing left to do but prepare its first spare
+/// (a create, writes and syncs of that file: no rename, unlink or
+/// directory sync). What an aimed fault hits is then known.
+fn quiet_log(seed: u64, segments: usize) -> (SimFs, Wal, Acked) {
+    let fs = SimFs::new(seed, Faults::default());
+    let (wal, _) = Wal::open(DIR, plain_config(&fs)).unwrap();
+    let mut acked = Acked::default();
+    while segments_on(&fs).len() < segments {
+        append_durably(&wal, 1, &mut acked).unwrap();
+    }
+    wal.close().unwrap();
+    let (wal, _) = Wal::open(DIR, plain_config(&fs)).unwrap();
+    (fs, wal, acked)
+}
+
+/// Fail the `nth` next namespace operation of kind `op`, and nothing else.
+fn aim(fs: &SimFs, op: NsOp, nth: u64) {
+    fs.set_faults(Faults {
+        fail_namespace_at: Some((op, fs.namespace_ops(op) + nth)),
+        ..Faults::default()
+    });
+}
+
+/// The operation log from the injected failure on (the failure first).
+fn since_failure(fs: &SimFs) -> Vec<String> {
+    let log = fs.op_log();
+    let at = log
+        .iter()
+        .rposition(|l| l.ends_with(": EIO"))
+        .expect("a fault was injected");
+    log[at..].to_vec()
+}
+
+/// After a poisoning failure, the writer syncs the directory no more.
+fn assert_no_dir_sync_after_failure(fs: &SimFs, what: &str) {
+    let log = since_failure(fs);
+    assert!(
+        !log[1..].iter().any(|l| l.starts_with("dirsync")),
+        "{what}: the directory was synced again after\n{}",
+        log.join("\n")
+    );
+}
+
+/// Lose power (the surviving disk injects nothing), reopen, and check the
+/// log: LSNs dense, every record the one appended under its LSN, every
+/// acknowledged one from `floor` on there. Returns the reopened log.
+fn crash_and_check(fs: &SimFs, acked: &Acked, floor: Lsn, what: &str) -> (SimFs, Wal) {
+    let image = fs.crash_into(0, Faults::default());
+    let (wal, report) = Wal::open(DIR, plain_config(&image))
+        .unwrap_or_else(|e| panic!("{what}: reopen after the failure: {e}"));
+    let (mut first, mut next) = (None, None);
+    for rec in wal.reader_from(0).unwrap() {
+        let rec = rec.unwrap_or_else(|e| panic!("{what}: read: {e}"));
+        match next {
+            Some(n) => assert_eq!(rec.lsn, n, "{what}: LSNs dense"),
+            None => first = Some(rec.lsn),
+        }
+        let appended = acked.appended.get(&rec.lsn);
+        assert_eq!(appended, Some(&rec.payload), "{what}: LSN {}", rec.lsn);
+        next = Some(rec.lsn + 1);
+    }
+    let last = next.map_or(0, |n| n - 1);
+    assert!(last >= acked.durable, "{what}: {last} < {}", acked.durable);
+    assert_eq!(report.last_lsn, last, "{what}");
+    if acked.durable >= floor {
+        assert!(
+            first.is_some_and(|f| f <= floor),
+            "{what}: starts at {first:?}"
+        );
+    }
+    (image, wal)
+}
+
+/// The manifest's directory sync fails on the preparer thread after a
+/// roll, while the ring is already on its way to the next one: the log
+/// is poisoned, and the ring then names and syncs no further segment
+/// (it would sync the directory again after a failed sync). A burst of
+/// records across several segments, repeated, so that the next roll is
+/// under way when the failure lands.
+#[test]
+fn failed_manifest_sync_after_a_roll_stops_every_later_roll() {
+    for seed in 0..20 {
+        let what = &format!("manifest sync after a roll, life {seed}");
+        let (fs, wal, mut acked) = quiet_log(100 + seed, 1);
+        // The roll's own sync, then the manifest's.
+        aim(&fs, NsOp::DirSync, 2);
+        let mut tickets = Vec::new();
+        for _ in 0..60 {
+            let lsn = wal.next_lsn();
+            let payload = vec![lsn as u8; 2048];
+            match wal.append(0, &payload) {
+                Ok(t) => {
+                    acked.appended.insert(t.lsn(), payload);
+                    tickets.push(t);
+                }
+                Err(_) => break,
+            }
+        }
+        for t in tickets {
+            if t.wait(Level::Durable).is_ok() {
+                acked.durable = acked.durable.max(t.lsn());
+            }
+        }
+        let cause = wal
+            .poison_cause()
+            .map(|p| p.to_string())
+            .unwrap_or_default();
+        assert!(
+            cause.starts_with("writing the manifest failed"),
+            "{what}: {cause}"
+        );
+        drop(wal);
+        assert_no_dir_sync_after_failure(&fs, what);
+        crash_and_check(&fs, &acked, 1, what);
+    }
 }
