@@ -3,6 +3,7 @@
 //! checkpoint and at close, each time carrying only values that grew.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use ringwal_platform::Vfs;
@@ -107,6 +108,8 @@ pub(crate) struct Keeper {
     /// across I/O, so that [`get`](Keeper::get) (the ring's roll asks)
     /// never waits for a write.
     written: Mutex<Manifest>,
+    /// Set once the log is poisoned (see [`stop`](Keeper::stop)).
+    stopped: AtomicBool,
 }
 
 /// The manifest as last written, and whether a write of it failed.
@@ -127,7 +130,16 @@ impl Keeper {
             }),
             handed_over: Mutex::new(None),
             written: Mutex::new(m),
+            stopped: AtomicBool::new(false),
         }
+    }
+
+    /// The log is poisoned: start no more writes. The failure may have
+    /// been a directory fsync's on another thread, and a manifest write
+    /// ends in one, which would follow the failed one (invariant 4). A
+    /// write already under way finishes. Cost: one atomic store.
+    pub fn stop(&self) {
+        self.stopped.store(true, Ordering::Release);
     }
 
     /// The manifest as last written. Never waits for a write in
@@ -139,13 +151,14 @@ impl Keeper {
     /// Raise the manifest's fields to at least `to`'s (none ever moves
     /// back) and, if any moved, write it. Holding the lock across the
     /// write keeps the file's successive versions in the order they were
-    /// decided. After a write failed (the log is poisoned then), none is
-    /// tried again: the old manifest stands, which never promises too
-    /// much. Cost: nothing if nothing grew; otherwise one atomic write.
+    /// decided. After a write failed or the log was poisoned otherwise
+    /// (see [`stop`](Keeper::stop)), none is tried again: the old
+    /// manifest stands, which never promises too much. Cost: nothing if
+    /// nothing grew; otherwise one atomic write.
     pub fn raise(&self, to: Manifest) -> Result<()> {
         let mut state = self.current.lock().unwrap_or_else(|p| p.into_inner());
         let raised = self.raise_locked(&mut state, to);
-        self.write_handed_over(state).and(raised)
+        raised.and(self.write_handed_over(state))
     }
 
     /// [`raise`](Self::raise) without waiting: if another raise is being
@@ -202,6 +215,9 @@ impl Keeper {
     fn raise_locked(&self, state: &mut Current, to: Manifest) -> Result<()> {
         if state.failed {
             return Err(Poison::failed("an earlier write of the manifest failed").error());
+        }
+        if self.stopped.load(Ordering::Acquire) {
+            return Err(Poison::failed("the log is poisoned: the manifest stays as it is").error());
         }
         let cur = &mut state.manifest;
         assert_eq!(

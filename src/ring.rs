@@ -2,6 +2,7 @@
 //! in flight, issues syncs, rolls segments, and acknowledges the contiguous
 //! prefix of completed work (kept by the `ledger`).
 
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -624,39 +625,7 @@ impl Ring {
             "a new segment installed with operations still in flight"
         );
         let seg = self.sh.dir.segment(batch.seg_base);
-        // Named here, on this thread, before the segment's first write is
-        // even queued: the header is durable before the file has its name
-        // (written while the old segment drained, or now), and the name
-        // before any frame. So a segment-named file with a blank header in
-        // front of data is always damage (recovery must never discard it).
-        // The queued header write only ever overlaps writes the roll waits
-        // for anyway; a roll with nothing in flight writes the header here,
-        // synchronously, rather than wait alone on the kernel's I/O
-        // workers, which CPU-bound neighbours can starve for seconds.
-        let (spare, header) = match self.staged.take() {
-            // Its header write was a barrier in the ledger, now empty.
-            Some((spare, header)) => {
-                assert_eq!(
-                    (header.base_lsn, header.salt),
-                    (batch.seg_base, batch.salt),
-                    "a staged header for another segment"
-                );
-                lifecycle::name_spare(&*self.sh.cfg.vfs, &spare, &seg.path)?;
-                (spare, header)
-            }
-            None => {
-                let spare = self.preparer.take()?;
-                let header = self.header_for(&batch);
-                lifecycle::install_spare(
-                    &*self.sh.cfg.vfs,
-                    &spare,
-                    &header,
-                    &seg.path,
-                    self.sh.sync_method,
-                )?;
-                (spare, header)
-            }
-        };
+        let (spare, header) = self.name_next(&batch, &seg.path)?;
         self.dir
             .sync_all()
             .map_err(|e| Error::io(self.sh.dir.path(), e))?;
@@ -690,6 +659,53 @@ impl Ring {
         self.seg = ActiveSegment::installed(&header, batch.seg_id, spare);
         self.write(batch);
         Ok(None)
+    }
+
+    /// Give the spare for the segment `batch` opens its name `path`: the
+    /// staged one, whose header write has completed, or the preparer's
+    /// next, whose header is written here. Returns it with its header.
+    ///
+    /// Named here, on this thread, before the segment's first write is
+    /// even queued: the header is durable before the file has its name
+    /// (written while the old segment drained, or now), and the name
+    /// before any frame. So a segment-named file with a blank header in
+    /// front of data is always damage (recovery must never discard it).
+    /// The queued header write only ever overlaps writes the roll waits
+    /// for anyway; a roll with nothing in flight writes the header here,
+    /// synchronously, rather than wait alone on the kernel's I/O
+    /// workers, which CPU-bound neighbours can starve for seconds.
+    ///
+    /// Cost: a rename, and without a staged spare one durable 4 KiB
+    /// write and a wait for the preparer.
+    fn name_next(&mut self, batch: &Batch, path: &Path) -> Result<(Spare, SegmentHeader)> {
+        let vfs = &*self.sh.cfg.vfs;
+        let (spare, header, staged) = match self.staged.take() {
+            // Its header write was a barrier in the ledger, now empty.
+            Some((spare, header)) => {
+                assert_eq!(
+                    (header.base_lsn, header.salt),
+                    (batch.seg_base, batch.salt),
+                    "a staged header for another segment"
+                );
+                (spare, header, true)
+            }
+            None => (self.preparer.take()?, self.header_for(batch), false),
+        };
+        // Another thread may have poisoned the log while this one waited
+        // for the drain or the spare: the preparer, with the manifest
+        // write it made just before this spare, or a checkpoint. That
+        // failure may be a directory sync's, so nothing more is named or
+        // synced (invariant 4); the spare goes, as at the end of `run`.
+        if let Some(p) = self.sh.acks.poison_cause() {
+            let _ = vfs.remove_file(&spare.path);
+            return Err(p.error());
+        }
+        if staged {
+            lifecycle::name_spare(vfs, &spare, path)?;
+        } else {
+            lifecycle::install_spare(vfs, &spare, &header, path, self.sh.sync_method)?;
+        }
+        Ok((spare, header))
     }
 
     /// The header of the segment `batch` opens.

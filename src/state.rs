@@ -515,7 +515,7 @@ impl Shared {
     }
 
     /// Poison the log: every waiter fails with `cause`, and so does every
-    /// later append.
+    /// later append; the manifest is written no more.
     ///
     /// `Acks` keeps the one cause and sets it before it wakes anyone; the
     /// reservation reads it there, so a waiter woken by the poison finds
@@ -524,18 +524,23 @@ impl Shared {
     /// poison holds that lock until it parks, so the notification cannot
     /// fall between its check and its wait.
     pub fn poison(&self, cause: Poison) {
-        crate::trace::event!(error, dir = %self.dir.path().display(), cause = %cause, "log poisoned");
-        self.acks.poison(cause);
+        self.set_poison(cause);
         drop(self.lock());
         self.space.notify_all();
+    }
+
+    /// The poison's one cause, kept where everything reads it.
+    fn set_poison(&self, cause: Poison) {
+        crate::trace::event!(error, dir = %self.dir.path().display(), cause = %cause, "log poisoned");
+        self.manifest.stop();
+        self.acks.poison(cause);
     }
 
     /// [`poison`](Self::poison) by a caller holding the reservation lock:
     /// no producer can be between its poison check and its wait, so the
     /// notification needs no pass through the lock.
     fn poison_held(&self, cause: Poison) {
-        crate::trace::event!(error, dir = %self.dir.path().display(), cause = %cause, "log poisoned");
-        self.acks.poison(cause);
+        self.set_poison(cause);
         self.space.notify_all();
     }
 
@@ -968,6 +973,26 @@ mod tests {
             OnFull::Wait,
             |_| {}
         )));
+    }
+
+    /// Once poisoned, the log tries no manifest write (the poison may be
+    /// a failed directory fsync, and the write would end in another).
+    /// Had it tried, this one would fail with `Io`: the log's directory
+    /// does not exist.
+    #[test]
+    fn after_the_poison_the_manifest_is_written_no_more() {
+        let sh = test_shared(1);
+        sh.poison(Poison::failed("test"));
+        let before = sh.manifest.get();
+        let raised = format::Manifest {
+            newest_base: 5,
+            ..before
+        };
+        match sh.manifest.raise(raised) {
+            Err(Error::Poisoned { cause }) => assert!(cause.to_string().contains("manifest")),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        assert_eq!(sh.manifest.get(), before);
     }
 
     #[test]

@@ -12,6 +12,12 @@
 //! A second family injects EIO and ENOSPC: every waiter then fails, nothing
 //! in doubt is acknowledged, a failed sync is never retried, and the next
 //! open recovers a consistent log.
+//! A third runs both again with namespace faults on top (failed creates,
+//! renames, unlinks and directory syncs), and single-fault tests aim one
+//! at each path of the write side: a checkpoint's renames and unlinks
+//! (refused with the segment list still what the disk holds), a roll's
+//! directory sync, the manifest's rename and sync, the preparer's spare
+//! (each poisons the log, and the directory is never synced again).
 //!
 //! `RINGWAL_SIM_SEEDS=N` sets the number of seeds (default 500 for pure
 //! crashes, a fifth of that with faults); `RINGWAL_SIM_SEED=S` reruns one.
@@ -25,7 +31,7 @@ use std::sync::{Arc, Mutex};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use ringwal::{format, Config, Durability, Error, Level, Lsn, SyncMethod, Wal};
-use ringwal_platform::sim::{Faults, SimFs};
+use ringwal_platform::sim::{Faults, NsOp, SimFs};
 
 const DIR: &str = "/sim/log";
 const MAX_RECORD: usize = 6 << 10;
@@ -392,6 +398,19 @@ fn crash_round(seed: u64, faults: Faults, rounds: u32) {
     }
 }
 
+/// The operations of the life that ended in the last crash: the op log
+/// from the crash before it (a disk that survived one carries its log).
+fn this_life(mut log: Vec<String>) -> Vec<String> {
+    let is_crash = |l: &String| l.starts_with("crash #");
+    if log.last().is_some_and(is_crash) {
+        log.pop();
+    }
+    match log.iter().rposition(is_crash) {
+        Some(i) => log.split_off(i + 1),
+        None => log,
+    }
+}
+
 fn fs_has_faults(fs: &SimFs) -> bool {
     fs.op_log()
         .iter()
@@ -399,9 +418,24 @@ fn fs_has_faults(fs: &SimFs) -> bool {
 }
 
 /// After a sync of a file failed, that file is never synced again (Linux
-/// may have dropped its dirty pages; a second sync would prove nothing).
+/// may have dropped its dirty pages; a second sync would prove nothing),
+/// and after a directory sync failed, this life syncs the directory no
+/// more.
 fn check_no_retried_sync(seed: u64, fs: &SimFs) {
-    let log = fs.op_log();
+    let log = this_life(fs.op_log());
+    if let Some(i) = log
+        .iter()
+        .position(|l| l.starts_with("dirsync #") && l.ends_with(": EIO"))
+    {
+        if let Some(again) = log[i + 1..].iter().find(|l| l.starts_with("dirsync #")) {
+            panic!(
+                "seed {seed}: a failed directory sync was retried: {again}\nrerun: RINGWAL_SIM_SEED={}\naround the failure ({}):\n{}",
+                seed % 1_000_000,
+                log[i],
+                log[i.saturating_sub(30)..log.len().min(i + 40)].join("\n")
+            );
+        }
+    }
     for (i, line) in log.iter().enumerate() {
         if let Some(rest) = line.strip_prefix("fdatasync #") {
             if let Some(path) = rest
@@ -431,28 +465,67 @@ fn pure_crashes_lose_nothing_acknowledged() {
     }
 }
 
+/// The data faults of the fault family, one kind per seed.
+fn data_faults(seed: u64) -> Faults {
+    match seed % 4 {
+        0 => Faults {
+            write_eio: 0.02,
+            ..Faults::default()
+        },
+        1 => Faults {
+            sync_eio: 0.05,
+            ..Faults::default()
+        },
+        2 => Faults {
+            short_write: 0.02,
+            ..Faults::default()
+        },
+        _ => Faults {
+            capacity: Some(600 << 10),
+            ..Faults::default()
+        },
+    }
+}
+
 #[test]
 fn injected_faults_poison_and_recover() {
     for seed in seeds(100) {
-        let faults = match seed % 4 {
-            0 => Faults {
-                write_eio: 0.02,
+        crash_round(seed + 1_000_000, data_faults(seed), 1);
+    }
+}
+
+/// `faults` with every namespace operation failing now and then: about
+/// three creates, renames or directory syncs in a hundred, so most lives
+/// get past open and many fail part way (unlinks, rare in the workload,
+/// fail more often).
+fn with_namespace_faults(faults: Faults) -> Faults {
+    Faults {
+        create_eio: 0.03,
+        rename_eio: 0.03,
+        unlink_eio: 0.3,
+        dir_sync_eio: 0.03,
+        ..faults
+    }
+}
+
+/// The crash family (every fifth seed) and the fault family (the rest),
+/// with namespace faults on as well: a failed spare create, segment or
+/// manifest rename, unlink or directory sync poisons the log or fails
+/// the checkpoint, nothing acknowledged is lost at the crash after it,
+/// no failed sync (of a file or the directory) is retried, and the log
+/// reopens.
+#[test]
+fn namespace_faults_poison_and_recover() {
+    for seed in seeds(100) {
+        let faults = if seed % 5 == 0 {
+            Faults {
+                sector: if seed % 2 == 0 { 512 } else { 4096 },
                 ..Faults::default()
-            },
-            1 => Faults {
-                sync_eio: 0.05,
-                ..Faults::default()
-            },
-            2 => Faults {
-                short_write: 0.02,
-                ..Faults::default()
-            },
-            _ => Faults {
-                capacity: Some(600 << 10),
-                ..Faults::default()
-            },
+            }
+        } else {
+            data_faults(seed)
         };
-        crash_round(seed + 1_000_000, faults, 1);
+        crash_round(seed + 4_000_000, with_namespace_faults(faults), 1);
     }
 }
 
@@ -469,11 +542,7 @@ fn failed_write_poisons_every_waiter() {
             ..Faults::default()
         },
     );
-    let cfg = Config::builder()
-        .sim(&fs)
-        .segment_bytes(64 << 10)
-        .max_record_bytes(MAX_RECORD)
-        .build();
+    let cfg = plain_config(&fs);
     let (wal, _) = Wal::open(DIR, cfg).unwrap();
     let mut acked = 0;
     let failed_lsn = loop {
@@ -496,11 +565,7 @@ fn failed_write_poisons_every_waiter() {
     assert!(matches!(wal.sync(), Err(Error::Poisoned { .. })));
     drop(wal);
     let image = fs.crash_into(0, Faults::default());
-    let cfg = Config::builder()
-        .sim(&image)
-        .segment_bytes(64 << 10)
-        .max_record_bytes(MAX_RECORD)
-        .build();
+    let cfg = plain_config(&image);
     let (wal, rep) = Wal::open(DIR, cfg).unwrap();
     assert_eq!(
         rep.last_lsn, acked,
@@ -514,11 +579,7 @@ fn failed_write_poisons_every_waiter() {
 #[test]
 fn latent_read_error_fails_open_loudly() {
     let fs = SimFs::new(9, Faults::default());
-    let cfg = Config::builder()
-        .sim(&fs)
-        .segment_bytes(64 << 10)
-        .max_record_bytes(MAX_RECORD)
-        .build();
+    let cfg = plain_config(&fs);
     let (wal, _) = Wal::open(DIR, cfg.clone()).unwrap();
     for i in 0..50u8 {
         wal.append(0, &[i; 200])
@@ -778,4 +839,356 @@ fn misdirected_writes_never_pass_for_good_data() {
         wal.close().unwrap();
     }
     eprintln!("misdirected writes: {opened} logs opened, {refused} refused as damaged");
+}
+
+// Namespace faults aimed at one operation of the write path.
+
+/// The log the single-fault tests run: small segments, every write
+/// durable, nothing encrypted or compressed.
+fn plain_config(fs: &SimFs) -> Config {
+    Config::builder()
+        .sim(fs)
+        .segment_bytes(64 << 10)
+        .max_record_bytes(MAX_RECORD)
+        .build()
+}
+
+/// What an aimed test appended (LSN → payload) and the highest LSN it saw
+/// acknowledged durable.
+#[derive(Default)]
+struct Acked {
+    appended: HashMap<Lsn, Vec<u8>>,
+    durable: Lsn,
+}
+
+/// Append `n` records of 2 KiB (about fifteen fill a segment), waiting
+/// for each to be durable; the first refusal or failed wait ends it.
+fn append_durably(wal: &Wal, n: usize, acked: &mut Acked) -> ringwal::Result<()> {
+    for _ in 0..n {
+        let lsn = wal.next_lsn();
+        let payload: Vec<u8> = lsn
+            .to_le_bytes()
+            .iter()
+            .cycle()
+            .take(2048)
+            .copied()
+            .collect();
+        let t = wal.append(0, &payload)?;
+        acked.appended.insert(t.lsn(), payload);
+        t.wait(Level::Durable)?;
+        acked.durable = t.lsn();
+    }
+    Ok(())
+}
+
+/// A log of `segments` segments on a fresh disk, closed and reopened, so
+/// that the writer has nothing left to do but prepare its first spare
+/// (a create, writes and syncs of that file: no rename, unlink or
+/// directory sync). What an aimed fault hits is then known.
+fn quiet_log(seed: u64, segments: usize) -> (SimFs, Wal, Acked) {
+    let fs = SimFs::new(seed, Faults::default());
+    let (wal, _) = Wal::open(DIR, plain_config(&fs)).unwrap();
+    let mut acked = Acked::default();
+    while segments_on(&fs).len() < segments {
+        append_durably(&wal, 1, &mut acked).unwrap();
+    }
+    wal.close().unwrap();
+    let (wal, _) = Wal::open(DIR, plain_config(&fs)).unwrap();
+    (fs, wal, acked)
+}
+
+/// Fail the `nth` next namespace operation of kind `op`, and nothing else.
+fn aim(fs: &SimFs, op: NsOp, nth: u64) {
+    fs.set_faults(Faults {
+        fail_namespace_at: Some((op, fs.namespace_ops(op) + nth)),
+        ..Faults::default()
+    });
+}
+
+/// The operation log from the injected failure on (the failure first).
+fn since_failure(fs: &SimFs) -> Vec<String> {
+    let log = fs.op_log();
+    let at = log
+        .iter()
+        .rposition(|l| l.ends_with(": EIO"))
+        .expect("a fault was injected");
+    log[at..].to_vec()
+}
+
+/// The log's list of segments is what the disk holds.
+fn assert_list_is_disk(wal: &Wal, fs: &SimFs, what: &str) {
+    let on_disk = segments_on(fs);
+    let stats = wal.stats();
+    assert_eq!(stats.segments, on_disk.len(), "{what}: {on_disk:?}");
+    assert_eq!(stats.oldest_lsn, on_disk[0].0, "{what}: {on_disk:?}");
+    let first = wal.reader_from(0).unwrap().next().map(|r| r.unwrap().lsn);
+    assert_eq!(first, Some(on_disk[0].0), "{what}: the first record read");
+}
+
+/// After a poisoning failure, the writer syncs the directory no more.
+fn assert_no_dir_sync_after_failure(fs: &SimFs, what: &str) {
+    let log = since_failure(fs);
+    assert!(
+        !log[1..].iter().any(|l| l.starts_with("dirsync")),
+        "{what}: the directory was synced again after\n{}",
+        log.join("\n")
+    );
+}
+
+/// Lose power (the surviving disk injects nothing), reopen, and check the
+/// log: LSNs dense, every record the one appended under its LSN, every
+/// acknowledged one from `floor` on there. Returns the reopened log.
+fn crash_and_check(fs: &SimFs, acked: &Acked, floor: Lsn, what: &str) -> (SimFs, Wal) {
+    let image = fs.crash_into(0, Faults::default());
+    let (wal, report) = Wal::open(DIR, plain_config(&image))
+        .unwrap_or_else(|e| panic!("{what}: reopen after the failure: {e}"));
+    let (mut first, mut next) = (None, None);
+    for rec in wal.reader_from(0).unwrap() {
+        let rec = rec.unwrap_or_else(|e| panic!("{what}: read: {e}"));
+        match next {
+            Some(n) => assert_eq!(rec.lsn, n, "{what}: LSNs dense"),
+            None => first = Some(rec.lsn),
+        }
+        let appended = acked.appended.get(&rec.lsn);
+        assert_eq!(appended, Some(&rec.payload), "{what}: LSN {}", rec.lsn);
+        next = Some(rec.lsn + 1);
+    }
+    let last = next.map_or(0, |n| n - 1);
+    assert!(last >= acked.durable, "{what}: {last} < {}", acked.durable);
+    assert_eq!(report.last_lsn, last, "{what}");
+    if acked.durable >= floor {
+        assert!(
+            first.is_some_and(|f| f <= floor),
+            "{what}: starts at {first:?}"
+        );
+    }
+    (image, wal)
+}
+
+/// The path of `Error::Io`, or a panic naming what came instead.
+fn io_path(res: ringwal::Result<usize>, what: &str) -> PathBuf {
+    match res {
+        Err(Error::Io { path, .. }) => path,
+        other => panic!("{what}: expected an I/O error, got {other:?}"),
+    }
+}
+
+/// The poison's message, or a panic if `err` is not `Poisoned`.
+fn poison_context(err: &Error, what: &str) -> String {
+    match err {
+        Error::Poisoned { cause } => cause.to_string(),
+        other => panic!("{what}: expected Poisoned, got {other}"),
+    }
+}
+
+/// A rename that fails at a checkpoint (a removed segment kept as a
+/// spare) fails the checkpoint with `Io` naming that segment and poisons
+/// nothing; the log's list of segments stays what the disk holds (those
+/// renamed before it gone from both, the rest in both), appends go on,
+/// and after a crash the log reopens with everything acknowledged and a
+/// checkpoint there finishes the job.
+#[test]
+fn failed_rename_at_a_checkpoint_keeps_the_list_true() {
+    // A checkpoint's first rename replaces the manifest; then come the
+    // segments', oldest first. Fail the first segment's, then the third's.
+    for nth in [2u64, 4] {
+        let what = &format!("rename {nth} of the checkpoint");
+        let (fs, wal, mut acked) = quiet_log(nth, 6);
+        let segs = segments_on(&fs);
+        let up_to = wal.durable_lsn();
+        aim(&fs, NsOp::Rename, nth);
+        let failed = &segs[nth as usize - 2];
+        assert_eq!(io_path(wal.checkpoint(up_to), what), failed.1);
+        let line = &since_failure(&fs)[0];
+        assert!(
+            line.starts_with(&format!("rename {} -> ", failed.1.display())),
+            "{line}"
+        );
+        assert!(wal.poison_cause().is_none(), "{what}");
+        assert_list_is_disk(&wal, &fs, what);
+        assert_eq!(wal.oldest_lsn(), failed.0, "{what}");
+        append_durably(&wal, 20, &mut acked).unwrap();
+        let (image, wal) = crash_and_check(&fs, &acked, up_to + 1, what);
+        // What the failed checkpoint left, from the failed segment on.
+        let left = segs.len() - (nth as usize - 2) - 1;
+        assert_eq!(wal.checkpoint(up_to).unwrap(), left, "{what}");
+        assert_list_is_disk(&wal, &image, what);
+    }
+}
+
+/// Past the four segments a checkpoint keeps as spares, it unlinks them;
+/// an unlink that fails fails the checkpoint with `Io` naming the
+/// segment, poisons nothing, and keeps the list what the disk holds. The
+/// segments renamed before it are spares the next rolls reuse; a crash
+/// after them loses nothing acknowledged.
+#[test]
+fn failed_unlink_at_a_checkpoint_keeps_the_list_true() {
+    let what = "unlink at a checkpoint";
+    let (fs, wal, mut acked) = quiet_log(7, 7);
+    let segs = segments_on(&fs);
+    let up_to = wal.durable_lsn();
+    // A checkpoint's unlinks: its manifest's leftover temporary file, if
+    // any (none here), then the segments past the four recycled.
+    aim(&fs, NsOp::Unlink, 1);
+    assert_eq!(io_path(wal.checkpoint(up_to), what), segs[4].1);
+    let line = &since_failure(&fs)[0];
+    assert_eq!(line, &format!("unlink {}: EIO", segs[4].1.display()));
+    assert!(wal.poison_cause().is_none());
+    assert_list_is_disk(&wal, &fs, what);
+    assert_eq!(wal.oldest_lsn(), segs[4].0);
+    // Rolls through the recycled spares.
+    append_durably(&wal, 70, &mut acked).unwrap();
+    assert_list_is_disk(&wal, &fs, what);
+    let (image, wal) = crash_and_check(&fs, &acked, up_to + 1, what);
+    wal.checkpoint(up_to).unwrap();
+    assert_list_is_disk(&wal, &image, what);
+}
+
+/// The directory fsync that makes a new segment's name durable fails:
+/// the log is poisoned (the record that needed the segment fails, and
+/// every later call), the directory is never synced again, and after a
+/// crash the log reopens with every acknowledged record.
+#[test]
+fn failed_directory_sync_at_a_roll_poisons() {
+    let what = "directory sync at a roll";
+    let (fs, wal, mut acked) = quiet_log(8, 1);
+    // The preparer syncs no directory until the roll is done: the next
+    // directory sync is the roll's.
+    aim(&fs, NsOp::DirSync, 1);
+    let err = append_durably(&wal, 40, &mut acked).unwrap_err();
+    let cause = poison_context(&err, what);
+    assert!(cause.starts_with("segment roll failed"), "{cause}");
+    assert!(since_failure(&fs)[0].starts_with("dirsync"));
+    assert_eq!(
+        wal.durable_lsn(),
+        acked.durable,
+        "nothing after the failure"
+    );
+    assert!(matches!(wal.append(0, b"x"), Err(Error::Poisoned { .. })));
+    assert!(matches!(wal.sync(), Err(Error::Poisoned { .. })));
+    assert!(matches!(
+        wal.checkpoint(acked.durable),
+        Err(Error::Poisoned { .. })
+    ));
+    assert!(wal.close().is_err(), "{what}: close reports the poison");
+    assert_no_dir_sync_after_failure(&fs, what);
+    crash_and_check(&fs, &acked, 1, what);
+}
+
+/// The manifest's rename fails, at a checkpoint (before any segment is
+/// touched) and at close: the log is poisoned, the checkpoint removed
+/// nothing, the list is still the disk's, and after a crash the log
+/// reopens (past the temporary manifest file left behind) with every
+/// acknowledged record, those the checkpoint meant to remove included.
+#[test]
+fn failed_manifest_rename_poisons() {
+    let what = "manifest rename at a checkpoint";
+    let (fs, wal, acked) = quiet_log(9, 3);
+    let before = segments_on(&fs);
+    aim(&fs, NsOp::Rename, 1);
+    let err = wal.checkpoint(acked.durable).unwrap_err();
+    let cause = poison_context(&err, what);
+    assert!(
+        cause.starts_with("writing the manifest at a checkpoint failed"),
+        "{cause}"
+    );
+    assert!(since_failure(&fs)[0].contains(".manifest.tmp -> "));
+    assert_eq!(segments_on(&fs), before, "{what}");
+    assert_list_is_disk(&wal, &fs, what);
+    assert!(matches!(
+        wal.checkpoint(acked.durable),
+        Err(Error::Poisoned { .. })
+    ));
+    drop(wal);
+    crash_and_check(&fs, &acked, 1, what);
+
+    let what = "manifest rename at close";
+    let (fs, wal, mut acked) = quiet_log(10, 2);
+    append_durably(&wal, 3, &mut acked).unwrap();
+    aim(&fs, NsOp::Rename, 1);
+    let err = wal.close().unwrap_err();
+    let cause = poison_context(&err, what);
+    assert!(
+        cause.starts_with("writing the manifest at close failed"),
+        "{cause}"
+    );
+    crash_and_check(&fs, &acked, 1, what);
+}
+
+/// The preparer fails to create the next spare: the roll that needs it
+/// fails and poisons the log, nothing after it is acknowledged, and the
+/// log reopens with everything that was.
+#[test]
+fn failed_spare_create_poisons_the_roll() {
+    let what = "spare create";
+    let (fs, wal, mut acked) = quiet_log(11, 1);
+    // Wait for the first spare (its create is counted once its name is
+    // there); then a roll has the preparer create the manifest's
+    // temporary file, then the next spare.
+    let spare = Path::new(DIR).join(format::spare_file_name(1, 1));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while fs.read_file(&spare).is_none() {
+        assert!(std::time::Instant::now() < deadline, "no spare prepared");
+        std::thread::yield_now();
+    }
+    aim(&fs, NsOp::Create, 2);
+    let err = append_durably(&wal, 60, &mut acked).unwrap_err();
+    let cause = poison_context(&err, what);
+    assert!(cause.starts_with("segment roll failed"), "{cause}");
+    let line = &since_failure(&fs)[0];
+    let next = Path::new(DIR).join(format::spare_file_name(1, 2));
+    assert_eq!(line, &format!("create {}: EIO", next.display()));
+    assert_eq!(
+        wal.durable_lsn(),
+        acked.durable,
+        "nothing after the failure"
+    );
+    assert!(matches!(wal.append(0, b"x"), Err(Error::Poisoned { .. })));
+    drop(wal);
+    assert_no_dir_sync_after_failure(&fs, what);
+    crash_and_check(&fs, &acked, 1, what);
+}
+
+/// The manifest's directory sync fails on the preparer thread after a
+/// roll, while the ring is already on its way to the next one: the log
+/// is poisoned, and the ring then names and syncs no further segment
+/// (it would sync the directory again after a failed sync). A burst of
+/// records across several segments, repeated, so that the next roll is
+/// under way when the failure lands.
+#[test]
+fn failed_manifest_sync_after_a_roll_stops_every_later_roll() {
+    for seed in 0..20 {
+        let what = &format!("manifest sync after a roll, life {seed}");
+        let (fs, wal, mut acked) = quiet_log(100 + seed, 1);
+        // The roll's own sync, then the manifest's.
+        aim(&fs, NsOp::DirSync, 2);
+        let mut tickets = Vec::new();
+        for _ in 0..60 {
+            let lsn = wal.next_lsn();
+            let payload = vec![lsn as u8; 2048];
+            match wal.append(0, &payload) {
+                Ok(t) => {
+                    acked.appended.insert(t.lsn(), payload);
+                    tickets.push(t);
+                }
+                Err(_) => break,
+            }
+        }
+        for t in tickets {
+            if t.wait(Level::Durable).is_ok() {
+                acked.durable = acked.durable.max(t.lsn());
+            }
+        }
+        let cause = wal
+            .poison_cause()
+            .map(|p| p.to_string())
+            .unwrap_or_default();
+        assert!(
+            cause.starts_with("writing the manifest failed"),
+            "{what}: {cause}"
+        );
+        drop(wal);
+        assert_no_dir_sync_after_failure(&fs, what);
+        crash_and_check(&fs, &acked, 1, what);
+    }
 }

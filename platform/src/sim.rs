@@ -14,9 +14,16 @@
 //! durable.
 //!
 //! Faults are drawn from the seed and the operation's position (the n-th
-//! write, the n-th sync), not from a shared stream, so a seed reproduces the
-//! same faults whatever the thread interleaving. Thread interleaving itself
-//! is not controlled: the engine has real threads.
+//! write, the n-th sync, the n-th rename...), not from a shared stream, so
+//! a seed reproduces the same faults whatever the thread interleaving.
+//! Thread interleaving itself is not controlled: the engine has real
+//! threads.
+//!
+//! Namespace faults (creates, renames, unlinks, directory syncs) fail
+//! before the operation takes effect: a failed create makes no name, a
+//! failed rename or unlink leaves every name as it was. A failed
+//! directory sync makes nothing durable: the operations it would have
+//! covered stay undecided, and a crash keeps a random prefix of them.
 //!
 //! Model limits: preallocation and file length changes are durable at
 //! once; a failed sync forgets the file's pending writes (as Linux drops
@@ -53,6 +60,55 @@ pub struct Faults {
     /// aimed, and is reported done: a misdirected write, which leaves the
     /// place it was meant for as it was and overwrites another.
     pub misdirect: f64,
+    /// Probability that creating a file (an open with `create` or
+    /// `create_new` that would make a new name) fails with EIO.
+    pub create_eio: f64,
+    /// Probability that a rename fails with EIO.
+    pub rename_eio: f64,
+    /// Probability that an unlink fails with EIO.
+    pub unlink_eio: f64,
+    /// Probability that a directory sync fails with EIO (on top of
+    /// `sync_eio`, which counts directory syncs among all syncs).
+    pub dir_sync_eio: f64,
+    /// The n-th namespace operation of a kind (counting from 1, each kind
+    /// on its own; see [`SimFs::namespace_ops`]) fails with EIO.
+    pub fail_namespace_at: Option<(NsOp, u64)>,
+}
+
+/// A kind of namespace operation, for [`Faults::fail_namespace_at`] and
+/// [`SimFs::namespace_ops`]. Only operations that would change the
+/// namespace count: an open of an existing file, or an unlink or rename
+/// of a missing one, fails or succeeds as it would anyway, uncounted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NsOp {
+    /// An open that would create a name.
+    Create,
+    /// A rename of an existing name.
+    Rename,
+    /// An unlink of an existing name.
+    Unlink,
+    /// A directory sync.
+    DirSync,
+}
+
+impl NsOp {
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The `what` of [`chance`]: apart from 1-4, the data faults'.
+    fn salt(self) -> u64 {
+        5 + self as u64
+    }
+
+    fn probability(self, f: &Faults) -> f64 {
+        match self {
+            NsOp::Create => f.create_eio,
+            NsOp::Rename => f.rename_eio,
+            NsOp::Unlink => f.unlink_eio,
+            NsOp::DirSync => f.dir_sync_eio,
+        }
+    }
 }
 
 impl Default for Faults {
@@ -66,6 +122,11 @@ impl Default for Faults {
             capacity: None,
             sector: 512,
             misdirect: 0.0,
+            create_eio: 0.0,
+            rename_eio: 0.0,
+            unlink_eio: 0.0,
+            dir_sync_eio: 0.0,
+            fail_namespace_at: None,
         }
     }
 }
@@ -129,13 +190,16 @@ struct State {
     next_id: u64,
     writes: u64,
     syncs: u64,
+    /// Namespace operations attempted, by `NsOp::index`.
+    ns_ops: [u64; 4],
+    /// What to inject; replaced by `SimFs::set_faults`.
+    faults: Faults,
     frozen: bool,
     log: Vec<String>,
 }
 
 struct Shared {
     seed: u64,
-    faults: Faults,
     state: Mutex<State>,
     handles: AtomicU64,
 }
@@ -188,9 +252,9 @@ impl SimFs {
         SimFs {
             sh: Arc::new(Shared {
                 seed,
-                faults,
                 state: Mutex::new(State {
                     next_id: 1,
+                    faults,
                     ..State::default()
                 }),
                 handles: AtomicU64::new(1),
@@ -231,6 +295,23 @@ impl SimFs {
         self.state().writes
     }
 
+    /// Namespace operations of kind `op` attempted so far, failed ones
+    /// included: the count [`Faults::fail_namespace_at`] refers to.
+    pub fn namespace_ops(&self, op: NsOp) -> u64 {
+        self.state().ns_ops[op.index()]
+    }
+
+    /// Inject `faults` from now on, in place of the ones this disk was
+    /// made or last set with. Operation counts go on from where they are,
+    /// so a test can aim a fault at the next operation of a kind.
+    pub fn set_faults(&self, faults: Faults) {
+        assert!(
+            faults.sector == 512 || faults.sector == 4096,
+            "sector must be 512 or 4096"
+        );
+        self.state().faults = faults;
+    }
+
     /// The last operations, oldest first, for a failure report.
     pub fn op_log(&self) -> Vec<String> {
         self.state().log.clone()
@@ -268,7 +349,8 @@ impl SimFs {
     /// same seed and faults (`crash_no` varies the tearing between crashes
     /// of one run).
     pub fn crash(&self, crash_no: u64) -> SimFs {
-        self.crash_into(crash_no, self.sh.faults.clone())
+        let faults = self.state().faults.clone();
+        self.crash_into(crash_no, faults)
     }
 
     /// As [`crash`](Self::crash), but the surviving disk injects `faults`
@@ -283,7 +365,7 @@ impl SimFs {
             draw += 1;
             mix(salt ^ draw)
         };
-        let sector = self.sh.faults.sector as u64;
+        let sector = st.faults.sector as u64;
         let mut files = HashMap::new();
         let mut ids: Vec<u64> = st.files.keys().copied().collect();
         ids.sort_unstable();
@@ -375,6 +457,22 @@ impl SimFs {
     fn used(st: &State) -> u64 {
         st.files.values().map(|f| f.data.len() as u64).sum()
     }
+
+    /// Count a namespace operation of kind `op` (described by `line` in
+    /// the op log) and fail it with EIO if the faults say so: a pure
+    /// function of the seed, the kind and its count.
+    fn namespace_fault(&self, st: &mut State, op: NsOp, line: &str) -> io::Result<()> {
+        st.ns_ops[op.index()] += 1;
+        let n = st.ns_ops[op.index()];
+        let f = &st.faults;
+        if f.fail_namespace_at == Some((op, n))
+            || chance(self.sh.seed, op.salt(), n, op.probability(f))
+        {
+            SimFs::record(st, format!("{line}: EIO"));
+            return Err(eio("namespace operation"));
+        }
+        Ok(())
+    }
 }
 
 fn overlay(image: &mut Vec<u8>, off: u64, bytes: &[u8]) {
@@ -410,10 +508,10 @@ impl Drop for SimFile {
 
 impl SimFile {
     fn write_inner(&self, data: &[u8], off: u64, dsync: bool) -> io::Result<()> {
-        let faults = &self.fs.sh.faults;
         let seed = self.fs.sh.seed;
         let mut st = self.fs.state();
         SimFs::check_frozen(&st)?;
+        let faults = st.faults.clone();
         st.writes += 1;
         let n = st.writes;
         let line = format!(
@@ -469,10 +567,10 @@ impl SimFile {
     }
 
     fn sync_inner(&self, what: &str) -> io::Result<()> {
-        let faults = &self.fs.sh.faults;
         let seed = self.fs.sh.seed;
         let mut st = self.fs.state();
         SimFs::check_frozen(&st)?;
+        let faults = st.faults.clone();
         st.syncs += 1;
         let n = st.syncs;
         let f = st.files.get_mut(&self.id).expect("open file exists");
@@ -539,9 +637,7 @@ impl FileIo for SimFile {
         let mut st = self.fs.state();
         SimFs::check_frozen(&st)?;
         let cur = st.files[&self.id].data.len() as u64;
-        if self
-            .fs
-            .sh
+        if st
             .faults
             .capacity
             .is_some_and(|cap| SimFs::used(&st) + len.saturating_sub(cur) > cap)
@@ -626,6 +722,7 @@ impl Vfs for SimFs {
             Some(_) if how.create_new => return Err(io::Error::from_raw_os_error(libc::EEXIST)),
             Some(&id) => id,
             None if how.create || how.create_new => {
+                self.namespace_fault(&mut st, NsOp::Create, &format!("create {}", path.display()))?;
                 let id = st.next_id;
                 st.next_id += 1;
                 st.files.insert(id, FileState::default());
@@ -664,40 +761,46 @@ impl Vfs for SimFs {
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         let mut st = self.state();
         SimFs::check_frozen(&st)?;
-        let Some(id) = st.names.remove(from) else {
+        if !st.names.contains_key(from) {
             return Err(io::Error::from_raw_os_error(libc::ENOENT));
-        };
+        }
+        let line = format!("rename {} -> {}", from.display(), to.display());
+        self.namespace_fault(&mut st, NsOp::Rename, &line)?;
+        let id = st.names.remove(from).expect("checked above");
         st.names.insert(to.to_path_buf(), id);
         st.dir_log
             .push(DirOp::Rename(from.to_path_buf(), to.to_path_buf()));
-        SimFs::record(
-            &mut st,
-            format!("rename {} -> {}", from.display(), to.display()),
-        );
+        SimFs::record(&mut st, line);
         Ok(())
     }
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         let mut st = self.state();
         SimFs::check_frozen(&st)?;
-        if st.names.remove(path).is_none() {
+        if !st.names.contains_key(path) {
             return Err(io::Error::from_raw_os_error(libc::ENOENT));
         }
+        self.namespace_fault(&mut st, NsOp::Unlink, &format!("unlink {}", path.display()))?;
+        st.names.remove(path);
         st.dir_log.push(DirOp::Remove(path.to_path_buf()));
         SimFs::record(&mut st, format!("unlink {}", path.display()));
         Ok(())
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        let faults = &self.sh.faults;
         let mut st = self.state();
         SimFs::check_frozen(&st)?;
         st.syncs += 1;
         let n = st.syncs;
-        if faults.fail_sync_at == Some(n) || chance(self.sh.seed, 3, n, faults.sync_eio) {
-            SimFs::record(&mut st, format!("dirsync #{n} {}: EIO", dir.display()));
+        let line = format!("dirsync #{n} {}", dir.display());
+        let f = &st.faults;
+        if f.fail_sync_at == Some(n) || chance(self.sh.seed, 3, n, f.sync_eio) {
+            SimFs::record(&mut st, format!("{line}: EIO"));
             return Err(eio("directory sync"));
         }
+        // The operations it would have covered stay in `dir_log`: after a
+        // failed sync they may or may not be durable.
+        self.namespace_fault(&mut st, NsOp::DirSync, &line)?;
         let log = std::mem::take(&mut st.dir_log);
         let (mine, rest): (Vec<DirOp>, Vec<DirOp>) =
             log.into_iter().partition(|op| op.dir() == dir);
@@ -707,7 +810,7 @@ impl Vfs for SimFs {
         }
         st.durable_names = names;
         st.dir_log = rest;
-        SimFs::record(&mut st, format!("dirsync #{n} {}", dir.display()));
+        SimFs::record(&mut st, line);
         Ok(())
     }
 
@@ -803,6 +906,118 @@ mod tests {
                 .all(|&b| b == 0));
         }
         assert_eq!(fs.syncs(), 3);
+    }
+
+    fn failing(op: NsOp, n: u64) -> Faults {
+        Faults {
+            fail_namespace_at: Some((op, n)),
+            ..Faults::default()
+        }
+    }
+
+    #[test]
+    fn a_failed_namespace_operation_changes_no_name() {
+        let dir = Path::new("/d");
+        let (a, b) = (dir.join("a"), dir.join("b"));
+        let names = |fs: &SimFs| fs.list(dir).unwrap();
+
+        let fs = SimFs::new(1, failing(NsOp::Create, 2));
+        fs.create_dir_all(dir).unwrap();
+        fs.open(&a, how_new()).unwrap();
+        // Opening an existing file with `create` creates nothing: uncounted.
+        let again = OpenHow {
+            write: true,
+            create: true,
+            ..OpenHow::default()
+        };
+        fs.open(&a, again).unwrap();
+        assert_eq!(fs.namespace_ops(NsOp::Create), 1);
+        let err = fs.open(&b, how_new()).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EIO));
+        assert_eq!(names(&fs), ["a"]);
+        fs.open(&b, how_new()).unwrap(); // the third create is not the second
+
+        let fs = SimFs::new(1, failing(NsOp::Rename, 1));
+        fs.create_dir_all(dir).unwrap();
+        fs.open(&a, how_new()).unwrap();
+        // A rename of a missing name fails as always, uncounted.
+        assert!(fs.rename(&b, &a).is_err());
+        assert_eq!(fs.namespace_ops(NsOp::Rename), 0);
+        assert!(fs.rename(&a, &b).is_err());
+        assert_eq!(names(&fs), ["a"]);
+        fs.rename(&a, &b).unwrap();
+        assert_eq!(names(&fs), ["b"]);
+
+        let fs = SimFs::new(1, failing(NsOp::Unlink, 1));
+        fs.create_dir_all(dir).unwrap();
+        fs.open(&a, how_new()).unwrap();
+        assert!(fs.remove_file(&a).is_err());
+        assert_eq!(names(&fs), ["a"]);
+        fs.remove_file(&a).unwrap();
+        assert!(names(&fs).is_empty());
+        assert_eq!(fs.namespace_ops(NsOp::Unlink), 2);
+    }
+
+    /// After a failed directory sync, what it would have covered is
+    /// undecided: a crash keeps it or not.
+    #[test]
+    fn a_failed_directory_sync_leaves_the_names_undecided() {
+        let fs = SimFs::new(2, failing(NsOp::DirSync, 2));
+        let dir = Path::new("/d");
+        fs.create_dir_all(dir).unwrap();
+        fs.open(&dir.join("a"), how_new()).unwrap();
+        fs.sync_dir(dir).unwrap();
+        fs.rename(&dir.join("a"), &dir.join("b")).unwrap();
+        assert!(fs.sync_dir(dir).is_err());
+        let mut seen = std::collections::BTreeSet::new();
+        for c in 0..32 {
+            seen.insert(fs.crash(c).list(dir).unwrap());
+        }
+        assert_eq!(seen.len(), 2, "{seen:?}");
+        // Directory syncs count among all syncs as well.
+        assert_eq!((fs.namespace_ops(NsOp::DirSync), fs.syncs()), (2, 2));
+    }
+
+    /// Which namespace operations fail is a function of the seed and each
+    /// operation's number, the same on every run; `set_faults` aims at
+    /// the next one.
+    #[test]
+    fn namespace_faults_follow_the_seed() {
+        let run = |seed: u64| {
+            let fs = SimFs::new(
+                seed,
+                Faults {
+                    create_eio: 0.3,
+                    rename_eio: 0.3,
+                    unlink_eio: 0.3,
+                    dir_sync_eio: 0.3,
+                    ..Faults::default()
+                },
+            );
+            let dir = Path::new("/d");
+            fs.create_dir_all(dir).unwrap();
+            let mut failed = Vec::new();
+            for i in 0..40 {
+                let (a, b) = (dir.join(format!("a{i}")), dir.join(format!("b{i}")));
+                failed.push(fs.open(&a, how_new()).is_err());
+                failed.push(fs.rename(&a, &b).is_err());
+                failed.push(fs.remove_file(&b).is_err() && fs.remove_file(&a).is_err());
+                failed.push(fs.sync_dir(dir).is_err());
+            }
+            failed
+        };
+        assert_eq!(run(11), run(11));
+        assert_ne!(run(11), run(12));
+        assert!(run(11).iter().any(|&f| f) && !run(11).iter().all(|&f| f));
+
+        let fs = SimFs::new(3, Faults::default());
+        let dir = Path::new("/d");
+        fs.create_dir_all(dir).unwrap();
+        fs.open(&dir.join("a"), how_new()).unwrap();
+        let next = fs.namespace_ops(NsOp::Rename) + 1;
+        fs.set_faults(failing(NsOp::Rename, next));
+        assert!(fs.rename(&dir.join("a"), &dir.join("b")).is_err());
+        fs.rename(&dir.join("a"), &dir.join("b")).unwrap();
     }
 
     #[test]
