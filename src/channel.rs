@@ -4,7 +4,7 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use crossbeam_channel::select;
+//! use ringwal::crossbeam_channel::{self, select};
 //! use ringwal::channel::Channels;
 //! use ringwal::{Config, Durability, Level, Wal};
 //!

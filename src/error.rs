@@ -183,6 +183,18 @@ pub enum Error {
     /// A configuration value is out of range.
     #[error("invalid configuration: {0}")]
     InvalidConfig(String),
+    /// An LSN passed to a call lies past the end of the log: a snapshot
+    /// LSN for a checkpoint marker that no record has been handed out for
+    /// yet. Nothing was appended or changed.
+    #[error("{what} {lsn} is past the end of the log (last LSN {last})")]
+    PastEnd {
+        /// The argument, by its name in the API (`snapshot_lsn`).
+        what: &'static str,
+        /// The LSN given.
+        lsn: Lsn,
+        /// The last LSN handed out when it was given (0: none yet).
+        last: Lsn,
+    },
     /// A point read of an LSN not written yet (or 0, which no record
     /// has). Wait for it with `Wal::wait_for(lsn, Level::Written)`.
     #[error("LSN {lsn} is not written yet (written up to {written})")]

@@ -66,6 +66,9 @@ pub use collector::{Collector, Replayed, Watermarks};
 pub use config::{
     Backend, Config, ConfigBuilder, DirectIo, Durability, Level, RecoveryMode, SyncMethod, WhenFull,
 };
+/// The channel crate the [`channel`] API's receivers come from, so that
+/// callers `select!` on them with the same version.
+pub use crossbeam_channel;
 pub use crypt::{Key, KeyProblem, KeyProvider, StaticKeys};
 pub use error::{Corruption, Error, Lsn, Poison, Result};
 pub use follow::{DirFollower, Follower};

@@ -639,9 +639,30 @@ impl Wal {
         self.shared.next_lsn.load(Ordering::Acquire)
     }
 
+    /// The last LSN handed out (0 before the first append of a new log):
+    /// `next_lsn() - 1`. Handed out is not written: wait for it with
+    /// [`wait_for`](Self::wait_for). Cost: one atomic load.
+    pub fn last_lsn(&self) -> Lsn {
+        self.next_lsn() - 1
+    }
+
     /// The oldest LSN still on disk (after checkpoints).
     pub fn oldest_lsn(&self) -> Lsn {
         self.shared.segment_set().oldest_base().unwrap_or(1)
+    }
+
+    /// The oldest segment kept, by its id: its base LSN (the LSN of its
+    /// first record, as its file name says). Checkpoints move it forward.
+    /// Cost: one uncontended lock.
+    pub fn oldest_segment(&self) -> Lsn {
+        self.oldest_lsn()
+    }
+
+    /// The segment new records go to, by its id: its base LSN. A roll
+    /// decided by an append moves it at once, before the ring installs
+    /// the file. Cost: the reservation lock, briefly.
+    pub fn active_segment(&self) -> Lsn {
+        self.shared.lock().seg_base
     }
 
     /// The engine state, for the crate's own tests.
@@ -933,16 +954,17 @@ impl Wal {
     ///
     /// # Errors
     ///
-    /// [`Error::Gap`] if `snapshot_lsn` is not below
-    /// [`next_lsn`](Self::next_lsn); otherwise as [`append`](Self::append).
-    /// Nothing is appended on error.
+    /// [`Error::PastEnd`] if `snapshot_lsn` is past
+    /// [`last_lsn`](Self::last_lsn) (no snapshot can cover a record not
+    /// handed out yet); otherwise as [`append`](Self::append). Nothing is
+    /// appended on error.
     pub fn checkpoint_marker(&self, snapshot_lsn: Lsn) -> Result<Ticket> {
-        let next = self.next_lsn();
-        if snapshot_lsn >= next {
-            return Err(Error::Gap {
-                file: self.shared.dir.path().to_path_buf(),
-                expected: next,
-                found: snapshot_lsn,
+        let last = self.last_lsn();
+        if snapshot_lsn > last {
+            return Err(Error::PastEnd {
+                what: "snapshot_lsn",
+                lsn: snapshot_lsn,
+                last,
             });
         }
         let bytes = snapshot_lsn.to_le_bytes();

@@ -73,10 +73,11 @@ fn marker_beyond_the_log_is_refused() {
         fill_to(&wal, 3);
         let next = wal.next_lsn();
         match wal.checkpoint_marker(next) {
-            Err(Error::Gap {
-                expected, found, ..
-            }) => assert_eq!((expected, found), (next, next)),
-            other => panic!("expected Gap, got {other:?}"),
+            Err(Error::PastEnd { what, lsn, last }) => {
+                assert_eq!((what, lsn, last), ("snapshot_lsn", next, wal.last_lsn()));
+                assert_eq!(last, next - 1);
+            }
+            other => panic!("expected PastEnd, got {other:?}"),
         }
         assert_eq!(wal.next_lsn(), next, "nothing appended");
         assert_eq!(wal.last_checkpoint_marker(), None);
