@@ -215,7 +215,8 @@ fn raise_manifest(sh: &Shared, oldest_kept: Lsn) -> Result<()> {
 /// the room to producers blocked at the size limit, who wait for exactly
 /// this.
 fn release(sh: &Shared, freed: u64) {
-    if let Some(oldest) = sh.segment_set().oldest_base() {
+    let oldest = sh.segment_set().oldest_base();
+    if let Some(oldest) = oldest {
         sh.index().prune_below(oldest);
     }
     let mut r = sh.lock();
