@@ -38,12 +38,10 @@ pub(crate) fn read(vfs: &dyn Vfs, dir: &LogDir) -> Result<Option<Manifest>> {
 
 /// Replace the node's manifest with `m`, atomically and durably.
 pub(crate) fn write(vfs: &dyn Vfs, dir: &LogDir, m: &Manifest) -> Result<()> {
-    let node = dir.node();
     files::atomic_write_in(
         vfs,
         dir.path(),
-        &format::manifest_file_name(node),
-        &format::manifest_temp_name(node),
+        &format::manifest_file_name(dir.node()),
         &m.encode(),
     )
 }

@@ -102,6 +102,45 @@ fn second_open_is_locked_and_nodes_are_independent() {
     });
 }
 
+/// A temporary manifest a writer killed mid-replacement left is no part
+/// of the log: readers pass over it, and the next writer of that node,
+/// which holds the lock, removes it (another node's stays).
+#[test]
+fn a_crashed_writers_temporary_manifest_is_ignored_then_removed() {
+    let _logs = opening_logs();
+    let root = tempfile::tempdir().unwrap();
+    let log = root.path().join("log");
+    let (wal, _) = Wal::open(&log, cfg(Backend::Threaded)).unwrap();
+    wal.append(0, b"x").unwrap().wait(Level::Durable).unwrap();
+    wal.close().unwrap();
+    let temp = |node| {
+        let target = format::manifest_file_name(node);
+        log.join(format::temp_file_name(&target, 4_000_000, 3, 0xfeed))
+    };
+    std::fs::write(temp(NODE), b"half a manifest").unwrap();
+    std::fs::write(temp(NODE + 1), b"another node's").unwrap();
+
+    let v = ringwal::verify::verify(&log, NODE).unwrap();
+    assert!(v.is_consistent(), "{:?}", v.problems);
+    assert_eq!(v.records(), 1);
+    let plan = ringwal::verify::recovery_plan(&log, &cfg(Backend::Threaded)).unwrap();
+    assert!(plan.is_noop(), "{plan:?}");
+    assert_eq!(ringwal::verify::nodes(&log).unwrap(), [NODE]);
+
+    let (wal, report) = Wal::open(&log, cfg(Backend::Threaded)).unwrap();
+    assert_eq!(report.records, 1);
+    assert!(report.discarded.is_empty(), "{report:?}");
+    assert!(
+        !temp(NODE).exists(),
+        "the writer removes its node's leftover"
+    );
+    assert!(
+        temp(NODE + 1).exists(),
+        "another node's file is not its own"
+    );
+    wal.close().unwrap();
+}
+
 // ---------------------------------------------------------------------------
 // 2. LSNs across reopen cycles; checkpoints.
 
