@@ -382,6 +382,115 @@ fn too_large_writes_nothing_and_invalid_config_is_refused() {
     });
 }
 
+/// Every setting of the builder given a value no log can run with: the
+/// largest values of its type (whose derived sizes overflow), zero where
+/// zero means nothing, and values just past the documented limits. Each
+/// is `InvalidConfig` naming the setting, never a panic (with overflow
+/// checks, or a wrapped size accepted without them: run also with
+/// `--release`), and nothing is created.
+#[test]
+fn nonsense_settings_are_invalid_config_naming_the_setting_never_a_panic() {
+    use ringwal::crypt::TAG_BYTES;
+    use ringwal::{Config, WhenFull};
+    use std::time::Duration;
+    let b = || Config::builder().backend(Backend::Threaded);
+    let max_payload = format::MAX_PAYLOAD;
+    let huge_segment = u64::MAX - (format::BLOCK as u64 - 1);
+    let block = |timeout| WhenFull::Block { timeout };
+    // The documented limits: segments up to 1 TiB, waits up to a year.
+    let largest_segment = 1u64 << 40;
+    let a_year = Duration::from_secs(365 * 24 * 60 * 60);
+    let table = [
+        ("node", b().node(format::MAX_NODE + 1)),
+        ("node", b().node(u32::MAX)),
+        ("segment_bytes", b().segment_bytes(0)),
+        (
+            "segment_bytes",
+            b().segment_bytes(format::MIN_SEGMENT_BYTES - 4096),
+        ),
+        (
+            "segment_bytes",
+            b().segment_bytes(format::MIN_SEGMENT_BYTES + 8),
+        ),
+        ("segment_bytes", b().segment_bytes(u64::MAX)),
+        ("segment_bytes", b().segment_bytes(huge_segment)),
+        ("segment_bytes", b().segment_bytes(largest_segment + 4096)),
+        ("max_record_bytes", b().max_record_bytes(0)),
+        ("max_record_bytes", b().max_record_bytes(usize::MAX)),
+        (
+            "max_record_bytes",
+            b().max_record_bytes(usize::MAX - TAG_BYTES),
+        ),
+        (
+            "max_record_bytes",
+            b().max_record_bytes(usize::MAX - TAG_BYTES + 1),
+        ),
+        (
+            "max_record_bytes",
+            b().max_record_bytes(max_payload - TAG_BYTES + 1),
+        ),
+        ("max_record_bytes", b().max_record_bytes(max_payload)),
+        (
+            "max_record_bytes",
+            b().segment_bytes(SEGMENT_BYTES).max_record_bytes(64 << 10),
+        ),
+        ("max_inflight", b().max_inflight(0)),
+        ("max_inflight", b().max_inflight(257)),
+        ("max_inflight", b().max_inflight(usize::MAX)),
+        ("write_bytes", b().write_bytes(0)),
+        ("write_bytes", b().write_bytes(format::BLOCK - 1)),
+        ("write_bytes", b().write_bytes((64 << 20) + 1)),
+        ("write_bytes", b().write_bytes(usize::MAX)),
+        (
+            "write_bytes",
+            b().write_bytes(usize::MAX - (format::BLOCK - 1)),
+        ),
+        ("ring_cpu", b().ring_cpu(Some(usize::MAX))),
+        (
+            "max_log_bytes",
+            b().max_log_bytes(Some(0), WhenFull::DropOldest),
+        ),
+        (
+            "max_log_bytes",
+            b().segment_bytes(SEGMENT_BYTES)
+                .max_log_bytes(Some(2 * SEGMENT_BYTES - 1), WhenFull::DropOldest),
+        ),
+        (
+            "max_log_bytes",
+            b().segment_bytes(largest_segment)
+                .max_log_bytes(Some(2 * largest_segment - 1), WhenFull::DropOldest),
+        ),
+        (
+            "timeout",
+            b().max_log_bytes(Some(u64::MAX), block(Duration::MAX)),
+        ),
+        (
+            "timeout",
+            b().max_log_bytes(Some(u64::MAX), block(a_year + Duration::from_nanos(1))),
+        ),
+    ];
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("never-created");
+    let mut wrong = Vec::new();
+    for (i, (setting, builder)) in table.into_iter().enumerate() {
+        let cfg = builder.build();
+        let open = std::panic::AssertUnwindSafe(|| Wal::open(&dir, cfg));
+        match std::panic::catch_unwind(open) {
+            Ok(Err(Error::InvalidConfig(msg))) if msg.contains(setting) => {}
+            Ok(Err(Error::InvalidConfig(msg))) => {
+                wrong.push(format!("{i} {setting}: {msg:?} does not name it"))
+            }
+            Ok(other) => wrong.push(format!("{i} {setting}: not refused: {other:?}")),
+            Err(_) => wrong.push(format!("{i} {setting}: Wal::open panicked")),
+        }
+        if dir.exists() {
+            wrong.push(format!("{i} {setting}: a refused config created the log"));
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
 /// Age-based retention removes exactly the segments whose successor was
 /// created before the cutoff (every record of such a segment is older),
 /// never one with a record written after it, and never the active one.
