@@ -8,9 +8,10 @@ use ringwal_platform::{RealFs, Vfs};
 use crate::codec::Compression;
 use crate::crypt::{KeyProvider, Keys, TAG_BYTES};
 use crate::error::{Error, Result};
-use crate::format::{self, Codec};
+use crate::format::{self, Codec, Kind};
 use crate::observer::{DurabilityObserver, ObserverSlot};
 use crate::packing::Cursor;
+use crate::payload;
 
 /// Which I/O queue the ring thread drives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -439,6 +440,61 @@ impl Config {
         write.max(need).next_multiple_of(format::BLOCK)
     }
 
+    /// Whether records whose payloads are `lens` bytes as stored before
+    /// any sealing (after compression, if it paid), placed in order as
+    /// one record or one atomic batch, fit a fresh segment of this
+    /// configuration: behind its header, in staging buffers of
+    /// [`buffer_bytes`](Self::buffer_bytes), each opened by its vouch and
+    /// closed by padding. A segment seals frames of `kind` only while the
+    /// key provider names a current key, decided at each roll, so with a
+    /// provider they must fit both sealed and plain. The one place this
+    /// is decided: validation asks it of the largest records, the
+    /// reservation of every append before it takes its lock.
+    ///
+    /// `Err(TooLarge)` with the bytes the records would take in a fresh
+    /// segment and the room one has. Cost: one pass over `lens` per way
+    /// of sealing; no allocation.
+    pub(crate) fn fit_fresh<I>(&self, lens: I, kind: Kind) -> Result<()>
+    where
+        I: Iterator<Item = usize> + Clone,
+    {
+        let fresh = Cursor::at(format::HEADER_BYTES as u64);
+        let cap = self.buffer_bytes();
+        let ways: &[bool] = if self.keys.provided() && payload::seals(kind) {
+            &[false, true]
+        } else {
+            &[false]
+        };
+        for &sealed in ways {
+            let flens = lens
+                .clone()
+                .map(|n| format::frame_len(payload::stored_len(n, sealed)));
+            let after = fresh.place_all(flens, cap);
+            if !Cursor::fits(after, self.segment_bytes) {
+                return Err(Error::TooLarge {
+                    len: (after.closed_end() - fresh.end) as usize,
+                    max: (self.segment_bytes - fresh.end) as usize,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a record of every length up to `len` fits a fresh segment
+    /// alone ([`fit_fresh`](Self::fit_fresh)). Where a frame's buffer
+    /// closes does not grow with the frame: one ending on a block
+    /// boundary needs no padding, while one 8 or 16 bytes shorter leaves
+    /// too little room for a padding frame's header, and its padding runs
+    /// through the next block. So the worst lengths up to `len` are `len`
+    /// and the two one and two frame alignments below it (compression
+    /// only ever stores fewer bytes). Cost: at most six placements.
+    fn fits_every_record_up_to(&self, len: usize) -> bool {
+        (0..3).all(|k| {
+            let n = len.saturating_sub(k * format::FRAME_ALIGN);
+            self.fit_fresh(std::iter::once(n), Kind::Data).is_ok()
+        })
+    }
+
     /// The largest payload a frame of this writer stores: the largest
     /// record with an authentication tag (compression only ever stores
     /// fewer bytes than it was given). A record size past the format's
@@ -487,16 +543,20 @@ impl Config {
         self.validate_limits()?;
         crate::codec::check_supported(self.compression.codec)?;
         // Every size is in range now, so what is derived from them below
-        // is small. The largest record must fit a fresh segment behind
-        // its header and a write's vouch, with the padding that closes it.
-        let fresh = Cursor::at(format::HEADER_BYTES as u64);
-        let alone = fresh.place(
-            format::frame_len(self.max_stored_bytes()),
-            self.buffer_bytes(),
-        );
-        if !Cursor::fits(alone.0, self.segment_bytes) {
+        // is small.
+        if !self.fits_every_record_up_to(self.max_record_bytes) {
+            // What fits is every length up to some largest one.
+            let (mut fits, mut not) = (0, self.max_record_bytes);
+            while not - fits > 1 {
+                let mid = fits + (not - fits) / 2;
+                *(if self.fits_every_record_up_to(mid) {
+                    &mut fits
+                } else {
+                    &mut not
+                }) = mid;
+            }
             return bad(format!(
-                "max_record_bytes {} does not fit in a segment of {} bytes",
+                "max_record_bytes {} does not fit in a segment of {} bytes: at most {fits} does",
                 self.max_record_bytes, self.segment_bytes
             ));
         }
@@ -654,10 +714,11 @@ impl ConfigBuilder {
     }
     /// Largest payload accepted, in bytes: at least 1, at most
     /// `format::MAX_PAYLOAD` less the 16-byte authentication tag, and
-    /// small enough that such a record fits an empty segment. Default
-    /// 1 MiB. Staging buffers
-    /// are sized to hold one such record, and the torn window recovery
-    /// allows at the tail grows with it.
+    /// small enough that a record of every length up to it fits an empty
+    /// segment (with a key provider, sealed and plain); a refusal names
+    /// the largest that does. Default 1 MiB. Staging buffers are sized to
+    /// hold one such record, and the torn window recovery allows at the
+    /// tail grows with it.
     pub fn max_record_bytes(mut self, bytes: usize) -> Self {
         self.cfg.max_record_bytes = bytes;
         self

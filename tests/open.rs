@@ -544,3 +544,111 @@ fn checkpoint_older_than_removes_only_segments_wholly_older() {
     );
     wal.close().unwrap();
 }
+
+/// One shape of log for the record-size search: segment size, write
+/// size, and keying (no provider; a provider with a current key, so
+/// segments are sealed; a provider naming none, so they are plain while
+/// a key may become current at any roll).
+#[derive(Clone, Copy, Debug)]
+struct Shape {
+    segment: u64,
+    write: usize,
+    keying: Option<Option<u32>>,
+}
+
+impl Shape {
+    /// Its configuration with records up to `max`, on `disk`.
+    fn config(self, max: usize, disk: &ringwal_platform::sim::SimFs) -> ringwal::Config {
+        let b = ringwal::Config::builder()
+            .segment_bytes(self.segment)
+            .write_bytes(self.write)
+            .max_record_bytes(max)
+            .sim(disk);
+        match self.keying {
+            None => b.build(),
+            Some(current) => {
+                let keys = ringwal::StaticKeys::new();
+                keys.insert(1, ringwal::Key::new([7; 32]), false);
+                keys.set_current(current);
+                b.encryption(std::sync::Arc::new(keys)).build()
+            }
+        }
+    }
+
+    /// Whether `Wal::open` accepts records up to `max`; any refusal but
+    /// one naming `max_record_bytes` fails the test.
+    fn accepts(self, max: usize) -> bool {
+        let disk = ringwal_platform::sim::SimFs::new(1, Default::default());
+        match Wal::open("/wal", self.config(max, &disk)) {
+            Ok((wal, _)) => {
+                wal.close().unwrap();
+                true
+            }
+            Err(Error::InvalidConfig(m)) if m.contains("max_record_bytes") => false,
+            Err(e) => panic!("{self:?}: max_record_bytes {max}: {e}"),
+        }
+    }
+}
+
+/// The largest record size a configuration accepts is one it can keep:
+/// the accepted sizes are every size up to a maximum (none refused below
+/// it, none accepted just above it), the maximum loses at most a block
+/// to the format, and a record of every length near it, and of a few
+/// smaller ones, appends and reads back, sealed or not.
+#[test]
+fn every_record_up_to_the_accepted_maximum_appends_and_reads_back() {
+    let mut rng = seeded_rng("record sizes");
+    let room = |seg: u64| (seg - format::HEADER_BYTES as u64) as usize;
+    for segment in [64 << 10, 68 << 10, 132 << 10] {
+        // Staging buffers sized by the largest record, or by the write.
+        for write in [4 << 10, 1 << 20] {
+            for keying in [None, Some(Some(1)), Some(None)] {
+                let shape = Shape {
+                    segment,
+                    write,
+                    keying,
+                };
+                // The largest accepted, if what is accepted is a prefix.
+                let (mut lo, mut hi) = (1, room(segment));
+                assert!(shape.accepts(lo) && !shape.accepts(hi), "{shape:?}");
+                while hi - lo > 1 {
+                    let mid = lo + (hi - lo) / 2;
+                    *(if shape.accepts(mid) { &mut lo } else { &mut hi }) = mid;
+                }
+                let max = lo;
+                assert!(max + format::BLOCK >= room(segment), "{shape:?}: {max}");
+                for n in max + 1..=max + 64 {
+                    assert!(!shape.accepts(n), "{shape:?}: {max} accepted, then {n}");
+                }
+                let disk = ringwal_platform::sim::SimFs::new(1, Default::default());
+                match Wal::open("/wal", shape.config(max + 1, &disk)) {
+                    Err(Error::InvalidConfig(m)) => {
+                        assert!(m.contains(&format!("at most {max} does")), "{shape:?}: {m}")
+                    }
+                    other => panic!("{shape:?}: {other:?}"),
+                }
+                let disk = ringwal_platform::sim::SimFs::new(2, Default::default());
+                let (wal, _) = Wal::open("/wal", shape.config(max, &disk)).unwrap();
+                let lens: Vec<usize> = [0, 1, 8, 9, 4096, max / 2]
+                    .into_iter()
+                    // Past the lengths whose frames end within a padding
+                    // frame's header of a block boundary.
+                    .chain(max - 32..=max)
+                    .collect();
+                let mut want = Vec::new();
+                for len in lens {
+                    let mut payload = vec![0u8; len];
+                    rng.fill(&mut payload[..]);
+                    if let Err(e) = wal.append(0, &payload) {
+                        panic!("{shape:?}: max {max}: a record of {len}: {e}");
+                    }
+                    want.push(payload);
+                }
+                wal.sync().unwrap();
+                let got: Vec<Vec<u8>> = read_all(&wal).into_iter().map(|r| r.payload).collect();
+                assert!(got == want, "{shape:?}: the records read back differ");
+                wal.close().unwrap();
+            }
+        }
+    }
+}
