@@ -8,9 +8,10 @@ use ringwal_platform::{RealFs, Vfs};
 use crate::codec::Compression;
 use crate::crypt::{KeyProvider, Keys, TAG_BYTES};
 use crate::error::{Error, Result};
-use crate::format::{self, Codec};
+use crate::format::{self, Codec, Kind};
 use crate::observer::{DurabilityObserver, ObserverSlot};
 use crate::packing::Cursor;
+use crate::payload;
 
 /// Which I/O queue the ring thread drives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -222,7 +223,8 @@ pub enum WhenFull {
     /// unharmed): the disk never fills, so the log is never poisoned by
     /// ENOSPC. Appends that fit the current segment go on meanwhile.
     Block {
-        /// The longest an append waits.
+        /// The longest an append waits: at most a year (a longer one is
+        /// refused at open).
         timeout: Duration,
     },
     /// The oldest segments are deleted (never the one being written) until
@@ -231,6 +233,20 @@ pub enum WhenFull {
     /// collector knows exactly what it lost.
     DropOldest,
 }
+
+/// Largest segment (1 TiB): any count of segments a disk can hold times
+/// this stays far inside `u64`.
+const MAX_SEGMENT_BYTES: u64 = 1 << 40;
+
+/// Most writes in flight at once.
+const MAX_INFLIGHT: usize = 256;
+
+/// Largest target size of one write.
+const MAX_WRITE_BYTES: usize = 64 << 20;
+
+/// Longest an append may wait for room under the size limit (a year): a
+/// deadline this far ahead is one every clock can represent.
+const MAX_BLOCK_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 60 * 60);
 
 /// Configuration for [`Wal::open`](crate::Wal::open). Build with
 /// [`Config::builder`] or start from [`Config::default`].
@@ -400,8 +416,10 @@ impl Config {
 
     /// The widest region a crash can leave partly written at the tail of
     /// the newest segment: every write that may have been in flight.
+    /// Settings past their limits (a configuration `Wal::open` refuses,
+    /// handed to a reader) count at the limit, so this never overflows.
     pub fn torn_window(&self) -> u64 {
-        (self.max_inflight as u64) * (self.buffer_bytes() as u64)
+        (self.max_inflight.min(MAX_INFLIGHT) as u64) * (self.buffer_bytes() as u64)
     }
 
     /// Whether a batch write is durable by itself when it completes (the
@@ -414,86 +432,176 @@ impl Config {
 
     /// Bytes in one staging buffer: a full write plus room for the largest
     /// record and its padding, so any record fits in an empty buffer.
+    /// Settings past their limits count at the limit, as in
+    /// [`torn_window`](Self::torn_window): at most 128 MiB and 8 KiB.
     pub(crate) fn buffer_bytes(&self) -> usize {
         let need = format::frame_len(self.max_stored_bytes()) + 2 * format::BLOCK;
-        self.write_bytes.max(need).next_multiple_of(format::BLOCK)
+        let write = self.write_bytes.min(MAX_WRITE_BYTES);
+        write.max(need).next_multiple_of(format::BLOCK)
+    }
+
+    /// Whether records whose payloads are `lens` bytes as stored before
+    /// any sealing (after compression, if it paid), placed in order as
+    /// one record or one atomic batch, fit a fresh segment of this
+    /// configuration: behind its header, in staging buffers of
+    /// [`buffer_bytes`](Self::buffer_bytes), each opened by its vouch and
+    /// closed by padding. A segment seals frames of `kind` only while the
+    /// key provider names a current key, decided at each roll, so with a
+    /// provider they must fit both sealed and plain. The one place this
+    /// is decided: validation asks it of the largest records, the
+    /// reservation of every append before it takes its lock.
+    ///
+    /// `Err(TooLarge)` with the bytes the records would take in a fresh
+    /// segment and the room one has. Cost: one pass over `lens` per way
+    /// of sealing; no allocation.
+    pub(crate) fn fit_fresh<I>(&self, lens: I, kind: Kind) -> Result<()>
+    where
+        I: Iterator<Item = usize> + Clone,
+    {
+        let fresh = Cursor::at(format::HEADER_BYTES as u64);
+        let cap = self.buffer_bytes();
+        let ways: &[bool] = if self.keys.provided() && payload::seals(kind) {
+            &[false, true]
+        } else {
+            &[false]
+        };
+        for &sealed in ways {
+            let flens = lens
+                .clone()
+                .map(|n| format::frame_len(payload::stored_len(n, sealed)));
+            let after = fresh.place_all(flens, cap);
+            if !Cursor::fits(after, self.segment_bytes) {
+                return Err(Error::TooLarge {
+                    len: (after.closed_end() - fresh.end) as usize,
+                    max: (self.segment_bytes - fresh.end) as usize,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a record of every length up to `len` fits a fresh segment
+    /// alone ([`fit_fresh`](Self::fit_fresh)). Where a frame's buffer
+    /// closes does not grow with the frame: one ending on a block
+    /// boundary needs no padding, while one 8 or 16 bytes shorter leaves
+    /// too little room for a padding frame's header, and its padding runs
+    /// through the next block. So the worst lengths up to `len` are `len`
+    /// and the two one and two frame alignments below it (compression
+    /// only ever stores fewer bytes). Cost: at most six placements.
+    fn fits_every_record_up_to(&self, len: usize) -> bool {
+        (0..3).all(|k| {
+            let n = len.saturating_sub(k * format::FRAME_ALIGN);
+            self.fit_fresh(std::iter::once(n), Kind::Data).is_ok()
+        })
     }
 
     /// The largest payload a frame of this writer stores: the largest
     /// record with an authentication tag (compression only ever stores
-    /// fewer bytes than it was given).
+    /// fewer bytes than it was given). A record size past the format's
+    /// limit counts at the limit.
     pub(crate) fn max_stored_bytes(&self) -> usize {
-        self.max_record_bytes + TAG_BYTES
+        self.max_record_bytes.min(format::MAX_PAYLOAD - TAG_BYTES) + TAG_BYTES
     }
 
+    /// Refuse every setting out of range, naming it, before anything is
+    /// derived from the settings: each range is checked in arithmetic
+    /// that cannot overflow, so no value panics or wraps here.
     pub(crate) fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(Error::InvalidConfig(m));
         if self.node > format::MAX_NODE {
-            return bad(format!(
-                "node id {} exceeds {}",
-                self.node,
-                format::MAX_NODE
-            ));
+            return bad(format!("node {} exceeds {}", self.node, format::MAX_NODE));
         }
         if !self.segment_bytes.is_multiple_of(format::BLOCK as u64)
-            || self.segment_bytes < format::MIN_SEGMENT_BYTES
+            || !(format::MIN_SEGMENT_BYTES..=MAX_SEGMENT_BYTES).contains(&self.segment_bytes)
         {
             return bad(format!(
-                "segment size {} must be a multiple of {} and at least 64 KiB",
+                "segment_bytes {} must be a multiple of {} in 64 KiB..=1 TiB",
                 self.segment_bytes,
                 format::BLOCK
             ));
         }
         // Room for an authentication tag within the format's limit.
-        if self.max_record_bytes == 0 || self.max_stored_bytes() > format::MAX_PAYLOAD {
+        let max_record = format::MAX_PAYLOAD - TAG_BYTES;
+        if !(1..=max_record).contains(&self.max_record_bytes) {
             return bad(format!(
-                "max record size must be in 1..={}",
-                format::MAX_PAYLOAD - TAG_BYTES
+                "max_record_bytes {} must be in 1..={max_record}",
+                self.max_record_bytes
             ));
         }
-        crate::codec::check_supported(self.compression.codec)?;
-        // The segment being written is never dropped nor waited away:
-        // the limit must leave room for it and one more.
-        if let Some(max) = self.max_log_bytes {
-            if max < 2 * self.segment_bytes {
-                return bad(format!(
-                    "max log size {max} must be at least two segments ({} bytes)",
-                    2 * self.segment_bytes
-                ));
-            }
-        }
-        // The largest record must fit a fresh segment behind its header
-        // and a write's vouch, with room for the padding that closes it.
-        let fresh = Cursor::at(format::HEADER_BYTES as u64);
-        let alone = fresh.place(
-            format::frame_len(self.max_stored_bytes()),
-            self.buffer_bytes(),
-        );
-        if !Cursor::fits(alone.0, self.segment_bytes) {
+        if !(1..=MAX_INFLIGHT).contains(&self.max_inflight) {
             return bad(format!(
-                "max record size {} does not fit in a segment of {} bytes",
+                "max_inflight {} must be in 1..={MAX_INFLIGHT}",
+                self.max_inflight
+            ));
+        }
+        if !(format::BLOCK..=MAX_WRITE_BYTES).contains(&self.write_bytes) {
+            return bad(format!(
+                "write_bytes {} must be in 4 KiB..=64 MiB",
+                self.write_bytes
+            ));
+        }
+        self.validate_limits()?;
+        crate::codec::check_supported(self.compression.codec)?;
+        // Every size is in range now, so what is derived from them below
+        // is small.
+        if !self.fits_every_record_up_to(self.max_record_bytes) {
+            // What fits is every length up to some largest one.
+            let (mut fits, mut not) = (0, self.max_record_bytes);
+            while not - fits > 1 {
+                let mid = fits + (not - fits) / 2;
+                *(if self.fits_every_record_up_to(mid) {
+                    &mut fits
+                } else {
+                    &mut not
+                }) = mid;
+            }
+            return bad(format!(
+                "max_record_bytes {} does not fit in a segment of {} bytes: at most {fits} does",
                 self.max_record_bytes, self.segment_bytes
             ));
         }
-        if !(1..=256).contains(&self.max_inflight) {
-            return bad("max in-flight writes must be in 1..=256".into());
+        self.validate_placement()
+    }
+
+    /// The size limit and what happens at it: the segment being written
+    /// is never dropped nor waited away, so the limit must leave room for
+    /// it and one more; a wait must end at an instant the clock can name.
+    fn validate_limits(&self) -> Result<()> {
+        if let Some(max) = self.max_log_bytes {
+            // Two segments of at most 1 TiB never overflow.
+            let two = 2 * self.segment_bytes;
+            if max < two {
+                return Err(Error::InvalidConfig(format!(
+                    "max_log_bytes {max} must be at least two segments ({two} bytes)"
+                )));
+            }
         }
-        if self.write_bytes < format::BLOCK || self.write_bytes > 64 << 20 {
-            return bad("write size must be in 4 KiB..=64 MiB".into());
+        if let WhenFull::Block { timeout } = self.when_full {
+            if timeout > MAX_BLOCK_TIMEOUT {
+                return Err(Error::InvalidConfig(format!(
+                    "max_log_bytes: the Block timeout {timeout:?} exceeds a year"
+                )));
+            }
         }
+        Ok(())
+    }
+
+    /// Where the ring thread runs and which queue it drives.
+    fn validate_placement(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::InvalidConfig(m));
         if let Some(cpu) = self.ring_cpu {
             let allowed = ringwal_platform::cpu::allowed();
             if !allowed.contains(&cpu) {
                 return bad(format!(
-                    "ring CPU {cpu} is not one this process may run on (allowed: {allowed:?})"
+                    "ring_cpu {cpu} is not one this process may run on (allowed: {allowed:?})"
                 ));
             }
         }
         if self.backend == Backend::Uring && !self.vfs.is_real() {
-            return bad("the io_uring backend needs the real file system".into());
+            return bad("backend: io_uring needs the real file system".into());
         }
         if self.backend == Backend::Uring && !cfg!(target_os = "linux") {
-            return bad("the io_uring backend needs Linux".into());
+            return bad("backend: io_uring needs Linux".into());
         }
         Ok(())
     }
@@ -573,7 +681,8 @@ impl ConfigBuilder {
         self.cfg.node = node;
         self
     }
-    /// Segment file size in bytes, a multiple of 4 KiB. Default 64 MiB.
+    /// Segment file size in bytes, a multiple of 4 KiB in 64 KiB..=1 TiB.
+    /// Default 64 MiB.
     /// Each segment is preallocated off the write path, and zero-written
     /// once too unless the log's writes are large (then writing every byte
     /// twice would cost more than the unwritten extents do).
@@ -603,9 +712,13 @@ impl ConfigBuilder {
         self.cfg.sync_method = method;
         self
     }
-    /// Largest payload accepted, in bytes. Default 1 MiB. Staging buffers
-    /// are sized to hold one such record, and the torn window recovery
-    /// allows at the tail grows with it.
+    /// Largest payload accepted, in bytes: at least 1, at most
+    /// `format::MAX_PAYLOAD` less the 16-byte authentication tag, and
+    /// small enough that a record of every length up to it fits an empty
+    /// segment (with a key provider, sealed and plain); a refusal names
+    /// the largest that does. Default 1 MiB. Staging buffers are sized to
+    /// hold one such record, and the torn window recovery allows at the
+    /// tail grows with it.
     pub fn max_record_bytes(mut self, bytes: usize) -> Self {
         self.cfg.max_record_bytes = bytes;
         self
@@ -615,7 +728,8 @@ impl ConfigBuilder {
         self.cfg.max_inflight = n;
         self
     }
-    /// Target size of one write (group commit batch). Default 1 MiB.
+    /// Target size of one write (group commit batch), 4 KiB..=64 MiB.
+    /// Default 1 MiB.
     pub fn write_bytes(mut self, bytes: usize) -> Self {
         self.cfg.write_bytes = bytes;
         self
@@ -686,6 +800,25 @@ mod tests {
                 .contains("unknown level \"fast\": expected one of accepted, written, durable"),
             "{e}"
         );
+    }
+
+    /// A reader may be handed a configuration no writer could open; the
+    /// sizes derived from it count its settings at their limits.
+    #[test]
+    fn derived_sizes_of_settings_past_their_limits_never_overflow() {
+        let at_limits = Config::builder()
+            .max_record_bytes(format::MAX_PAYLOAD - TAG_BYTES)
+            .write_bytes(MAX_WRITE_BYTES)
+            .max_inflight(MAX_INFLIGHT)
+            .build();
+        let past = Config::builder()
+            .max_record_bytes(usize::MAX)
+            .write_bytes(usize::MAX)
+            .max_inflight(usize::MAX)
+            .build();
+        assert_eq!(past.buffer_bytes(), at_limits.buffer_bytes());
+        assert_eq!(past.torn_window(), at_limits.torn_window());
+        assert!(past.validate().is_err());
     }
 
     #[test]

@@ -7,6 +7,8 @@
 //! before it returns: nothing here is durable "later".
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 use ringwal_platform::{OpenHow, RealFs, Vfs};
 
@@ -14,37 +16,64 @@ use crate::error::{Corruption, Error, Result};
 use crate::format;
 
 /// Replace `dir/name` with `bytes` so that after a crash the file holds
-/// either its old contents or the new ones, whole: write `dir/tmp`, make
-/// it durable, rename it over `name`, and make the rename durable.
+/// either its old contents or the new ones, whole: write a temporary file
+/// of this call's own beside it ([`temp_path`]), make it durable, rename
+/// it over `name`, and make the rename durable.
 ///
-/// A `tmp` left by an earlier crash is removed first. Cost: an unlink, a
-/// create, one write, one fdatasync, one rename and one directory fsync;
-/// blocking.
-pub(crate) fn atomic_write_in(
-    vfs: &dyn Vfs,
-    dir: &Path,
-    name: &str,
-    tmp: &str,
-    bytes: &[u8],
-) -> Result<()> {
-    let tmp = dir.join(tmp);
+/// Writers of one target never share a temporary file, so concurrent
+/// calls each place their own bytes (the last rename wins) and none
+/// touches another's file. A call that fails before its rename removes
+/// its temporary file and leaves `name` as it was; a crash can leave one
+/// behind, which nothing here removes (it may be another writer's).
+///
+/// Cost: a create, one write, one fdatasync, one rename and one directory
+/// fsync; blocking.
+pub(crate) fn atomic_write_in(vfs: &dyn Vfs, dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
+    let tmp = temp_path(dir, name);
     let path = dir.join(name);
-    match vfs.remove_file(&tmp) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(Error::io(&tmp, e)),
-        _ => {}
-    }
     let how = OpenHow {
         write: true,
         create_new: true,
         ..OpenHow::default()
     };
     let file = vfs.open(&tmp, how).map_err(|e| Error::io(&tmp, e))?;
-    file.write_at(bytes, 0, false)
+    let placed = file
+        .write_at(bytes, 0, false)
         .and_then(|()| file.sync_data())
-        .map_err(|e| Error::io(&tmp, e))?;
-    drop(file);
-    vfs.rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
+        .map_err(|e| Error::io(&tmp, e))
+        .and_then(|()| {
+            drop(file);
+            vfs.rename(&tmp, &path).map_err(|e| Error::io(&path, e))
+        });
+    if let Err(e) = placed {
+        // Best effort: the failure reported is the one that matters, and
+        // a temporary file left over is never taken for the target.
+        let _ = vfs.remove_file(&tmp);
+        return Err(e);
+    }
     vfs.sync_dir(dir).map_err(|e| Error::io(dir, e))
+}
+
+/// A temporary file for replacing `dir/name` that no other call, in this
+/// process or any other, uses: `format::temp_file_name` with this
+/// process's id, a process-wide count, and a random draw made once per
+/// process. Beside the target, because a rename is atomic only within
+/// one file system. Cost: one atomic increment; one `getrandom` the
+/// first time.
+fn temp_path(dir: &Path, name: &str) -> PathBuf {
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    static NONCE: OnceLock<u64> = OnceLock::new();
+    // Only tells this process's names from a dead one's under a reused
+    // id; the time stands in should the OS's source fail.
+    let nonce = *NONCE.get_or_init(|| {
+        getrandom::u64().unwrap_or_else(|_| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64)
+        })
+    });
+    let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+    dir.join(format::temp_file_name(name, std::process::id(), seq, nonce))
 }
 
 /// The whole of `dir/name`, or `None` if there is no such file. Cost: an
@@ -73,9 +102,8 @@ pub(crate) fn read_small(vfs: &dyn Vfs, path: &Path) -> Result<Option<Vec<u8>>> 
     Ok(Some(buf))
 }
 
-/// Where `path`'s temporary file goes: beside it (a rename is atomic only
-/// within one file system), hidden, named after it.
-fn temp_name(path: &Path) -> Result<(PathBuf, String, String)> {
+/// The directory and file name of `path`, for [`atomic_write_in`].
+fn split(path: &Path) -> Result<(&Path, String)> {
     let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
         return Err(Error::InvalidConfig(format!(
             "{}: not a file path",
@@ -87,28 +115,35 @@ fn temp_name(path: &Path) -> Result<(PathBuf, String, String)> {
     } else {
         dir
     };
-    let name = name.to_string_lossy().into_owned();
-    let tmp = format!(".{name}.tmp");
-    Ok((dir.to_path_buf(), name, tmp))
+    Ok((dir, name.to_string_lossy().into_owned()))
 }
 
 /// Replace the file at `path` with `bytes`, so that after a crash at any
 /// point it holds either its old contents or the new ones, whole, and
 /// once this returns, the new ones durably: write a temporary file beside
-/// it (`.NAME.tmp`, one an earlier crash left is removed first), fsync
-/// it, rename it over `path`, fsync the directory.
+/// it (hidden, `.NAME.PID-SEQ-NONCE.tmp`, this call's own), fsync it,
+/// rename it over `path`, fsync the directory.
+///
+/// Calls may replace one path from many threads or processes at once:
+/// each succeeds with its own bytes placed whole, and the file ends up
+/// holding the bytes of the last rename. A crash can leave a temporary
+/// file behind; none is ever removed here, since it may be another
+/// writer's in flight (one may delete them when no writer of the path
+/// runs; they are never read).
 ///
 /// # Errors
 ///
-/// `Io` (or `NoSpace`) naming the file or directory that failed; the old
-/// contents are then intact. `InvalidConfig` for a path without a file
-/// name.
+/// `Io` (or `NoSpace`) naming the file or directory that failed; this
+/// call's temporary file is removed. Unless the error names the
+/// directory, the old contents are intact; when it does (its final fsync
+/// failed), the new contents are in place but may not survive a crash.
+/// `InvalidConfig` for a path without a file name.
 ///
-/// Cost: an unlink, a create, one write, one fdatasync, one rename and
-/// one directory fsync.
+/// Cost: a create, one write, one fdatasync, one rename and one
+/// directory fsync.
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
-    let (dir, name, tmp) = temp_name(path)?;
-    atomic_write_in(&RealFs, &dir, &name, &tmp, bytes)
+    let (dir, name) = split(path)?;
+    atomic_write_in(&RealFs, dir, &name, bytes)
 }
 
 /// Make the entries of `dir` (files created, renamed or removed in it)

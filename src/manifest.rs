@@ -82,12 +82,10 @@ pub(crate) fn broken_promise(m: &Manifest, dir: &LogDir, disk: OnDisk<'_>) -> Op
 
 /// Replace the node's manifest with `m`, atomically and durably.
 pub(crate) fn write(vfs: &dyn Vfs, dir: &LogDir, m: &Manifest) -> Result<()> {
-    let node = dir.node();
     files::atomic_write_in(
         vfs,
         dir.path(),
-        &format::manifest_file_name(node),
-        &format::manifest_temp_name(node),
+        &format::manifest_file_name(dir.node()),
         &m.encode(),
     )
 }

@@ -229,6 +229,9 @@ pub(crate) struct Analysis {
     /// Segments read through their header's copy.
     pub headers_from_copy: Vec<PathBuf>,
     pub spares: Vec<PathBuf>,
+    /// Temporary manifests a crashed writer left: no part of the log, so
+    /// no plan shows them; the writer removes them.
+    pub manifest_temps: Vec<PathBuf>,
     /// Segments after a point-in-time recovery point.
     pub set_aside: Vec<PathBuf>,
     /// Corruption and gaps, in file order; non-empty means strict open fails.
@@ -493,6 +496,7 @@ pub(crate) fn analyze(dir: &LogDir, cfg: &Config, policy: Policy) -> Result<Anal
     let listing = dir.list(&*cfg.vfs)?;
     let mut out = Analysis {
         spares: listing.spares,
+        manifest_temps: listing.manifest_temps,
         ..Analysis::default()
     };
     match manifest::read(&*cfg.vfs, dir) {
@@ -690,6 +694,15 @@ pub(crate) fn recover(dir: &LogDir, cfg: &Config) -> Result<Recovered> {
     for p in &plan.remove {
         cfg.vfs.remove_file(p).map_err(|e| Error::io(p, e))?;
         report.discarded.push(p.clone());
+    }
+    // Under the lock no other writer of the manifest runs, so these are
+    // a crash's leftovers. Not made durable: one that comes back after a
+    // power loss is removed by the next open.
+    for p in &a.manifest_temps {
+        match cfg.vfs.remove_file(p) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(Error::io(p, e)),
+            _ => {}
+        }
     }
     for p in &plan.set_aside {
         let to = set_aside_name(&*cfg.vfs, p)?;

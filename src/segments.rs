@@ -114,12 +114,18 @@ pub(crate) struct Listing {
     pub segments: Vec<SegmentFile>,
     /// Spare files: preallocated, not yet part of the log.
     pub spares: Vec<PathBuf>,
+    /// Temporary manifests a crashed writer left (`format::temp_file_name`
+    /// of the node's manifest): never part of the log, and only a writer
+    /// holding the node's lock may remove them.
+    pub manifest_temps: Vec<PathBuf>,
 }
 
-/// List `node`'s segments and spares in `dir`. Other nodes' files and
-/// unrelated files are ignored. Cost: one `readdir` pass.
+/// List `node`'s segments, spares and temporary manifests in `dir`.
+/// Other nodes' files and unrelated files are ignored. Cost: one
+/// `readdir` pass.
 pub(crate) fn list(vfs: &dyn Vfs, dir: &Path, node: u32) -> Result<Listing> {
     let mut out = Listing::default();
+    let manifest = format::manifest_file_name(node);
     for name in vfs.list(dir).map_err(|e| Error::io(dir, e))? {
         if let Some((n, base)) = format::parse_segment_file_name(&name) {
             if n == node {
@@ -132,6 +138,8 @@ pub(crate) fn list(vfs: &dyn Vfs, dir: &Path, node: u32) -> Result<Listing> {
             if n == node {
                 out.spares.push(dir.join(&name));
             }
+        } else if format::parse_temp_file_name(&name) == Some(manifest.as_str()) {
+            out.manifest_temps.push(dir.join(&name));
         }
     }
     out.segments.sort_by_key(|s| s.base);

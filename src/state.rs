@@ -594,14 +594,7 @@ impl Shared {
         };
         let flens = move |sealed: bool| (0..records.len()).map(move |i| flen_of(i, sealed));
         let fresh = Cursor::at(format::HEADER_BYTES as u64);
-        // A fresh segment may be sealed (the provider decides at the roll).
-        let in_fresh = fresh.place_all(flens(cfg.keys.provided() && payload::seals(kind)), cap);
-        if !Cursor::fits(in_fresh, cfg.segment_bytes) {
-            return Err(Error::TooLarge {
-                len: (in_fresh.closed_end() - fresh.end) as usize,
-                max: (cfg.segment_bytes - fresh.end) as usize,
-            });
-        }
+        cfg.fit_fresh((0..records.len()).map(|i| stored(i).1.len()), kind)?;
         // When a roll waits for the size limit: until when.
         let mut limit_deadline = None;
         let mut r = self.lock();

@@ -474,7 +474,9 @@ impl Wal {
     /// - [`Error::EmptyBatch`]: `records` is empty.
     /// - [`Error::TooLarge`]: a record exceeds
     ///   [`max_record_bytes`](crate::ConfigBuilder::max_record_bytes), or the
-    ///   batch does not fit one segment.
+    ///   batch does not fit one fresh segment (with a key provider, both
+    ///   sealed and plain: a segment is sealed only while the provider
+    ///   names a current key at its roll).
     /// - [`Error::Poisoned`], [`Error::NoSpace`], [`Error::Closed`],
     ///   [`Error::LsnExhausted`]: as for [`append`](Self::append).
     pub fn append_batch(&self, records: &[(u16, &[u8])]) -> Result<Ticket> {

@@ -3,7 +3,7 @@
 //! for good when torn, damaged or foreign.
 
 use ringwal::files::{atomic_write, fsync_dir, read_checkpoint, write_checkpoint};
-use ringwal::format::CheckpointError;
+use ringwal::format::{self, CheckpointError};
 use ringwal::{Corruption, Error};
 
 #[test]
@@ -16,18 +16,20 @@ fn a_checkpoint_file_reads_back_and_replaces_the_old_one_whole() {
         read_checkpoint(&path).unwrap().unwrap(),
         b"state at LSN 100"
     );
-    // A temporary file an earlier crash left behind is not in the way.
-    std::fs::write(dir.path().join(".snapshot.ckpt.tmp"), b"half").unwrap();
+    // A temporary file an earlier crash (or a writer in flight) left is
+    // not in the way, and not this writer's to remove.
+    let other = format::temp_file_name("snapshot.ckpt", std::process::id(), u64::MAX, 1);
+    std::fs::write(dir.path().join(&other), b"half").unwrap();
     write_checkpoint(&path, b"state at LSN 200").unwrap();
     assert_eq!(
         read_checkpoint(&path).unwrap().unwrap(),
         b"state at LSN 200"
     );
-    let names: Vec<_> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    assert_eq!(names, ["snapshot.ckpt"], "no temporary file left");
+    assert_eq!(
+        names_in(dir.path()),
+        [other.as_str(), "snapshot.ckpt"],
+        "no temporary file of its own left, the other one untouched"
+    );
     fsync_dir(dir.path()).unwrap();
 }
 
@@ -73,4 +75,78 @@ fn atomic_write_replaces_a_plain_file() {
         atomic_write(&missing, b"x"),
         Err(Error::Io { .. })
     ));
+    // A rename that fails (the name is a directory) leaves the old entry
+    // as it was and no temporary file behind.
+    let taken = dir.path().join("taken");
+    std::fs::create_dir(&taken).unwrap();
+    std::fs::write(taken.join("inside"), b"kept").unwrap();
+    match atomic_write(&taken, b"x") {
+        Err(Error::Io { path, .. }) => assert_eq!(path, taken),
+        other => panic!("expected Io naming the target, got {other:?}"),
+    }
+    assert_eq!(std::fs::read(taken.join("inside")).unwrap(), b"kept");
+    assert_eq!(names_in(dir.path()), ["state.json", "taken"]);
+}
+
+/// The names in `dir`, sorted.
+fn names_in(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+/// `threads` writers replace `path` at once, each `rounds` times with a
+/// payload of its own (`payload(thread, round)`) through `write`; every
+/// call must succeed. Returns every payload written.
+fn race_writers(
+    path: &std::path::Path,
+    write: fn(&std::path::Path, &[u8]) -> ringwal::Result<()>,
+) -> Vec<Vec<u8>> {
+    const THREADS: usize = 8;
+    const ROUNDS: usize = 25;
+    let payload = |t: usize, r: usize| format!("writer {t} round {r} ").repeat(1 + t * 37 + r);
+    let start = std::sync::Barrier::new(THREADS);
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let start = &start;
+            s.spawn(move || {
+                start.wait();
+                for r in 0..ROUNDS {
+                    if let Err(e) = write(path, payload(t, r).as_bytes()) {
+                        panic!("writer {t} round {r}: {e:?}");
+                    }
+                }
+            });
+        }
+    });
+    (0..THREADS)
+        .flat_map(|t| (0..ROUNDS).map(move |r| payload(t, r).into_bytes()))
+        .collect()
+}
+
+#[test]
+fn concurrent_checkpoint_writers_all_succeed_and_one_payload_wins_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("snapshot.ckpt");
+    let written = race_writers(&path, write_checkpoint);
+    let last = read_checkpoint(&path).unwrap().unwrap();
+    assert!(written.contains(&last), "the file holds no payload written");
+    assert_eq!(
+        names_in(dir.path()),
+        ["snapshot.ckpt"],
+        "temporary files left"
+    );
+}
+
+#[test]
+fn concurrent_atomic_writes_all_succeed_and_one_wins_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.json");
+    let written = race_writers(&path, atomic_write);
+    let last = std::fs::read(&path).unwrap();
+    assert!(written.contains(&last), "the file holds no payload written");
+    assert_eq!(names_in(dir.path()), ["state.json"], "temporary files left");
 }

@@ -102,6 +102,45 @@ fn second_open_is_locked_and_nodes_are_independent() {
     });
 }
 
+/// A temporary manifest a writer killed mid-replacement left is no part
+/// of the log: readers pass over it, and the next writer of that node,
+/// which holds the lock, removes it (another node's stays).
+#[test]
+fn a_crashed_writers_temporary_manifest_is_ignored_then_removed() {
+    let _logs = opening_logs();
+    let root = tempfile::tempdir().unwrap();
+    let log = root.path().join("log");
+    let (wal, _) = Wal::open(&log, cfg(Backend::Threaded)).unwrap();
+    wal.append(0, b"x").unwrap().wait(Level::Durable).unwrap();
+    wal.close().unwrap();
+    let temp = |node| {
+        let target = format::manifest_file_name(node);
+        log.join(format::temp_file_name(&target, 4_000_000, 3, 0xfeed))
+    };
+    std::fs::write(temp(NODE), b"half a manifest").unwrap();
+    std::fs::write(temp(NODE + 1), b"another node's").unwrap();
+
+    let v = ringwal::verify::verify(&log, NODE).unwrap();
+    assert!(v.is_consistent(), "{:?}", v.problems);
+    assert_eq!(v.records(), 1);
+    let plan = ringwal::verify::recovery_plan(&log, &cfg(Backend::Threaded)).unwrap();
+    assert!(plan.is_noop(), "{plan:?}");
+    assert_eq!(ringwal::verify::nodes(&log).unwrap(), [NODE]);
+
+    let (wal, report) = Wal::open(&log, cfg(Backend::Threaded)).unwrap();
+    assert_eq!(report.records, 1);
+    assert!(report.discarded.is_empty(), "{report:?}");
+    assert!(
+        !temp(NODE).exists(),
+        "the writer removes its node's leftover"
+    );
+    assert!(
+        temp(NODE + 1).exists(),
+        "another node's file is not its own"
+    );
+    wal.close().unwrap();
+}
+
 // ---------------------------------------------------------------------------
 // 2. LSNs across reopen cycles; checkpoints.
 
@@ -343,6 +382,115 @@ fn too_large_writes_nothing_and_invalid_config_is_refused() {
     });
 }
 
+/// Every setting of the builder given a value no log can run with: the
+/// largest values of its type (whose derived sizes overflow), zero where
+/// zero means nothing, and values just past the documented limits. Each
+/// is `InvalidConfig` naming the setting, never a panic (with overflow
+/// checks, or a wrapped size accepted without them: run also with
+/// `--release`), and nothing is created.
+#[test]
+fn nonsense_settings_are_invalid_config_naming_the_setting_never_a_panic() {
+    use ringwal::crypt::TAG_BYTES;
+    use ringwal::{Config, WhenFull};
+    use std::time::Duration;
+    let b = || Config::builder().backend(Backend::Threaded);
+    let max_payload = format::MAX_PAYLOAD;
+    let huge_segment = u64::MAX - (format::BLOCK as u64 - 1);
+    let block = |timeout| WhenFull::Block { timeout };
+    // The documented limits: segments up to 1 TiB, waits up to a year.
+    let largest_segment = 1u64 << 40;
+    let a_year = Duration::from_secs(365 * 24 * 60 * 60);
+    let table = [
+        ("node", b().node(format::MAX_NODE + 1)),
+        ("node", b().node(u32::MAX)),
+        ("segment_bytes", b().segment_bytes(0)),
+        (
+            "segment_bytes",
+            b().segment_bytes(format::MIN_SEGMENT_BYTES - 4096),
+        ),
+        (
+            "segment_bytes",
+            b().segment_bytes(format::MIN_SEGMENT_BYTES + 8),
+        ),
+        ("segment_bytes", b().segment_bytes(u64::MAX)),
+        ("segment_bytes", b().segment_bytes(huge_segment)),
+        ("segment_bytes", b().segment_bytes(largest_segment + 4096)),
+        ("max_record_bytes", b().max_record_bytes(0)),
+        ("max_record_bytes", b().max_record_bytes(usize::MAX)),
+        (
+            "max_record_bytes",
+            b().max_record_bytes(usize::MAX - TAG_BYTES),
+        ),
+        (
+            "max_record_bytes",
+            b().max_record_bytes(usize::MAX - TAG_BYTES + 1),
+        ),
+        (
+            "max_record_bytes",
+            b().max_record_bytes(max_payload - TAG_BYTES + 1),
+        ),
+        ("max_record_bytes", b().max_record_bytes(max_payload)),
+        (
+            "max_record_bytes",
+            b().segment_bytes(SEGMENT_BYTES).max_record_bytes(64 << 10),
+        ),
+        ("max_inflight", b().max_inflight(0)),
+        ("max_inflight", b().max_inflight(257)),
+        ("max_inflight", b().max_inflight(usize::MAX)),
+        ("write_bytes", b().write_bytes(0)),
+        ("write_bytes", b().write_bytes(format::BLOCK - 1)),
+        ("write_bytes", b().write_bytes((64 << 20) + 1)),
+        ("write_bytes", b().write_bytes(usize::MAX)),
+        (
+            "write_bytes",
+            b().write_bytes(usize::MAX - (format::BLOCK - 1)),
+        ),
+        ("ring_cpu", b().ring_cpu(Some(usize::MAX))),
+        (
+            "max_log_bytes",
+            b().max_log_bytes(Some(0), WhenFull::DropOldest),
+        ),
+        (
+            "max_log_bytes",
+            b().segment_bytes(SEGMENT_BYTES)
+                .max_log_bytes(Some(2 * SEGMENT_BYTES - 1), WhenFull::DropOldest),
+        ),
+        (
+            "max_log_bytes",
+            b().segment_bytes(largest_segment)
+                .max_log_bytes(Some(2 * largest_segment - 1), WhenFull::DropOldest),
+        ),
+        (
+            "timeout",
+            b().max_log_bytes(Some(u64::MAX), block(Duration::MAX)),
+        ),
+        (
+            "timeout",
+            b().max_log_bytes(Some(u64::MAX), block(a_year + Duration::from_nanos(1))),
+        ),
+    ];
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("never-created");
+    let mut wrong = Vec::new();
+    for (i, (setting, builder)) in table.into_iter().enumerate() {
+        let cfg = builder.build();
+        let open = std::panic::AssertUnwindSafe(|| Wal::open(&dir, cfg));
+        match std::panic::catch_unwind(open) {
+            Ok(Err(Error::InvalidConfig(msg))) if msg.contains(setting) => {}
+            Ok(Err(Error::InvalidConfig(msg))) => {
+                wrong.push(format!("{i} {setting}: {msg:?} does not name it"))
+            }
+            Ok(other) => wrong.push(format!("{i} {setting}: not refused: {other:?}")),
+            Err(_) => wrong.push(format!("{i} {setting}: Wal::open panicked")),
+        }
+        if dir.exists() {
+            wrong.push(format!("{i} {setting}: a refused config created the log"));
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
 /// Age-based retention removes exactly the segments whose successor was
 /// created before the cutoff (every record of such a segment is older),
 /// never one with a record written after it, and never the active one.
@@ -395,4 +543,112 @@ fn checkpoint_older_than_removes_only_segments_wholly_older() {
         "nothing more that old"
     );
     wal.close().unwrap();
+}
+
+/// One shape of log for the record-size search: segment size, write
+/// size, and keying (no provider; a provider with a current key, so
+/// segments are sealed; a provider naming none, so they are plain while
+/// a key may become current at any roll).
+#[derive(Clone, Copy, Debug)]
+struct Shape {
+    segment: u64,
+    write: usize,
+    keying: Option<Option<u32>>,
+}
+
+impl Shape {
+    /// Its configuration with records up to `max`, on `disk`.
+    fn config(self, max: usize, disk: &ringwal_platform::sim::SimFs) -> ringwal::Config {
+        let b = ringwal::Config::builder()
+            .segment_bytes(self.segment)
+            .write_bytes(self.write)
+            .max_record_bytes(max)
+            .sim(disk);
+        match self.keying {
+            None => b.build(),
+            Some(current) => {
+                let keys = ringwal::StaticKeys::new();
+                keys.insert(1, ringwal::Key::new([7; 32]), false);
+                keys.set_current(current);
+                b.encryption(std::sync::Arc::new(keys)).build()
+            }
+        }
+    }
+
+    /// Whether `Wal::open` accepts records up to `max`; any refusal but
+    /// one naming `max_record_bytes` fails the test.
+    fn accepts(self, max: usize) -> bool {
+        let disk = ringwal_platform::sim::SimFs::new(1, Default::default());
+        match Wal::open("/wal", self.config(max, &disk)) {
+            Ok((wal, _)) => {
+                wal.close().unwrap();
+                true
+            }
+            Err(Error::InvalidConfig(m)) if m.contains("max_record_bytes") => false,
+            Err(e) => panic!("{self:?}: max_record_bytes {max}: {e}"),
+        }
+    }
+}
+
+/// The largest record size a configuration accepts is one it can keep:
+/// the accepted sizes are every size up to a maximum (none refused below
+/// it, none accepted just above it), the maximum loses at most a block
+/// to the format, and a record of every length near it, and of a few
+/// smaller ones, appends and reads back, sealed or not.
+#[test]
+fn every_record_up_to_the_accepted_maximum_appends_and_reads_back() {
+    let mut rng = seeded_rng("record sizes");
+    let room = |seg: u64| (seg - format::HEADER_BYTES as u64) as usize;
+    for segment in [64 << 10, 68 << 10, 132 << 10] {
+        // Staging buffers sized by the largest record, or by the write.
+        for write in [4 << 10, 1 << 20] {
+            for keying in [None, Some(Some(1)), Some(None)] {
+                let shape = Shape {
+                    segment,
+                    write,
+                    keying,
+                };
+                // The largest accepted, if what is accepted is a prefix.
+                let (mut lo, mut hi) = (1, room(segment));
+                assert!(shape.accepts(lo) && !shape.accepts(hi), "{shape:?}");
+                while hi - lo > 1 {
+                    let mid = lo + (hi - lo) / 2;
+                    *(if shape.accepts(mid) { &mut lo } else { &mut hi }) = mid;
+                }
+                let max = lo;
+                assert!(max + format::BLOCK >= room(segment), "{shape:?}: {max}");
+                for n in max + 1..=max + 64 {
+                    assert!(!shape.accepts(n), "{shape:?}: {max} accepted, then {n}");
+                }
+                let disk = ringwal_platform::sim::SimFs::new(1, Default::default());
+                match Wal::open("/wal", shape.config(max + 1, &disk)) {
+                    Err(Error::InvalidConfig(m)) => {
+                        assert!(m.contains(&format!("at most {max} does")), "{shape:?}: {m}")
+                    }
+                    other => panic!("{shape:?}: {other:?}"),
+                }
+                let disk = ringwal_platform::sim::SimFs::new(2, Default::default());
+                let (wal, _) = Wal::open("/wal", shape.config(max, &disk)).unwrap();
+                let lens: Vec<usize> = [0, 1, 8, 9, 4096, max / 2]
+                    .into_iter()
+                    // Past the lengths whose frames end within a padding
+                    // frame's header of a block boundary.
+                    .chain(max - 32..=max)
+                    .collect();
+                let mut want = Vec::new();
+                for len in lens {
+                    let mut payload = vec![0u8; len];
+                    rng.fill(&mut payload[..]);
+                    if let Err(e) = wal.append(0, &payload) {
+                        panic!("{shape:?}: max {max}: a record of {len}: {e}");
+                    }
+                    want.push(payload);
+                }
+                wal.sync().unwrap();
+                let got: Vec<Vec<u8>> = read_all(&wal).into_iter().map(|r| r.payload).collect();
+                assert!(got == want, "{shape:?}: the records read back differ");
+                wal.close().unwrap();
+            }
+        }
+    }
 }

@@ -299,7 +299,7 @@ impl ManifestDeviation {
     pub const NODE: u8 = 32;
     /// A bit flipped anywhere in it.
     pub const DAMAGED: u8 = 64;
-    /// A leftover `N.manifest.tmp` (ignored by readers): still clean.
+    /// A leftover temporary manifest (ignored by readers): still clean.
     pub const TEMP_FILE: u8 = 128;
 
     fn has(self, bit: u8) -> bool {
@@ -1051,7 +1051,10 @@ fn add_manifest(
     files.push((format::manifest_file_name(1), bytes));
     if d.has(ManifestDeviation::TEMP_FILE) {
         let junk = c.short_run().to_vec();
-        files.push((format::manifest_temp_name(1), junk));
+        files.push((
+            format::temp_file_name(&format::manifest_file_name(1), 1, 0, 0),
+            junk,
+        ));
     }
     // Only the two documented failures on an otherwise clean log.
     let others = ManifestDeviation::OLDEST_BEHIND

@@ -1,10 +1,12 @@
-//! File names: segments, spares, lock files.
+//! File names: segments, spares, manifests, lock files, and the
+//! temporary files atomic replacement writes.
 
 use super::SPARE_SUFFIX;
 
 const SEGMENT_EXT: &str = ".wal";
 const LOCK_EXT: &str = ".lock";
 const MANIFEST_EXT: &str = ".manifest";
+const TEMP_EXT: &str = ".tmp";
 const SPARE_INFIX: &str = "-spare-";
 const NODE_DIGITS: usize = 5;
 const SEQ_DIGITS: usize = 20;
@@ -84,11 +86,34 @@ pub fn manifest_file_name(node: u32) -> String {
     format!("{node:05}{MANIFEST_EXT}")
 }
 
-/// Name under which a node's next manifest is written before it is renamed
-/// over the current one, e.g. `00001.manifest.tmp`; left behind only by a
-/// crash, and removed by the next writer. Cost: one small allocation.
-pub fn manifest_temp_name(node: u32) -> String {
-    format!("{node:05}{MANIFEST_EXT}.tmp")
+/// Name of a temporary file that becomes `target` once whole (it is
+/// renamed over it), e.g. `.00001.manifest.4242-7-00c0ffee00c0ffee.tmp`:
+/// hidden, and made unique by the writing process's id `pid`, a count
+/// `seq` that process never repeats, and a random `nonce` (against a dead
+/// process's leftover under a reused id), so that no two writers of one
+/// target ever share one. Round-trips through [`parse_temp_file_name`].
+/// Cost: one small allocation.
+pub fn temp_file_name(target: &str, pid: u32, seq: u64, nonce: u64) -> String {
+    format!(".{target}.{pid}-{seq}-{nonce:016x}{TEMP_EXT}")
+}
+
+/// Inverse of [`temp_file_name`]: the target a temporary file was to
+/// replace, and `None` for any name not of that shape (the unique part
+/// must be decimal digits, `-`, decimal digits, `-`, 16 hex digits).
+///
+/// Cost: linear in the name length; no allocation.
+pub fn parse_temp_file_name(name: &str) -> Option<&str> {
+    let rest = name.strip_prefix('.')?.strip_suffix(TEMP_EXT)?;
+    let (target, unique) = rest.rsplit_once('.')?;
+    let mut parts = unique.split('-');
+    let digits =
+        |p: Option<&str>| p.is_some_and(|p| !p.is_empty() && p.bytes().all(|c| c.is_ascii_digit()));
+    let hex = |p: Option<&str>| {
+        p.is_some_and(|p| p.len() == 16 && p.bytes().all(|c| c.is_ascii_hexdigit()))
+    };
+    let ok =
+        digits(parts.next()) && digits(parts.next()) && hex(parts.next()) && parts.next().is_none();
+    (ok && !target.is_empty()).then_some(target)
 }
 
 /// Name of the lock file that guards a node's log directory, e.g.

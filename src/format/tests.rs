@@ -570,6 +570,41 @@ fn file_name_near_misses() {
     }
 }
 
+#[test]
+fn temp_file_names_round_trip_and_near_misses_are_refused() {
+    for target in ["00001.manifest", "snapshot.ckpt", "a", ".hidden", "x.tmp"] {
+        let name = temp_file_name(target, 4242, 7, 0x00c0_ffee);
+        assert!(name.starts_with('.'), "{name:?} is not hidden");
+        assert_eq!(parse_temp_file_name(&name), Some(target), "{name:?}");
+    }
+    assert_ne!(
+        temp_file_name("a", 1, 1, 5),
+        temp_file_name("a", 1, 2, 5),
+        "the count alone makes names differ"
+    );
+    let bad = [
+        "",
+        ".tmp",
+        "00001.manifest.tmp",
+        ".00001.manifest.tmp",
+        "..1-2-00000000000000ff.tmp",
+        ".a.1-2-00000000000000ff",
+        "a.1-2-00000000000000ff.tmp",
+        ".a.1-2-00000000000000f.tmp",
+        ".a.1-2-00000000000000fff.tmp",
+        ".a.1-2-0000000000000fgf.tmp",
+        ".a.-2-00000000000000ff.tmp",
+        ".a.1--00000000000000ff.tmp",
+        ".a.1-2-3-00000000000000ff.tmp",
+        ".a.x-2-00000000000000ff.tmp",
+        ".a.1-2-00000000000000ff.tmp~",
+        "00001-00000000000000000001.wal",
+    ];
+    for n in bad {
+        assert_eq!(parse_temp_file_name(n), None, "{n:?}");
+    }
+}
+
 fn kind_strategy() -> impl Strategy<Value = Kind> {
     prop::sample::select(vec![
         Kind::Data,
