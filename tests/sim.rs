@@ -1092,7 +1092,11 @@ fn failed_manifest_rename_poisons() {
         cause.starts_with("writing the manifest at a checkpoint failed"),
         "{cause}"
     );
-    assert!(since_failure(&fs)[0].contains(".manifest.tmp -> "));
+    let failed = &since_failure(&fs)[0];
+    assert!(
+        failed.contains(".manifest.") && failed.contains(".tmp -> "),
+        "{failed}"
+    );
     assert_eq!(segments_on(&fs), before, "{what}");
     assert_list_is_disk(&wal, &fs, what);
     assert!(matches!(
