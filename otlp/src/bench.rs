@@ -18,7 +18,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use hdrhistogram::Histogram;
 use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use hyper_util::rt::TokioIo;
@@ -255,14 +254,18 @@ async fn one_run(kind: Kind, dir: &Path, plan: &Plan, body: Bytes) -> Result<Sam
     for _ in 0..plan.clients {
         clients.push(tokio::spawn(client(addr, body.clone(), from, until)));
     }
-    let mut hist = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
-    let (mut done, mut refused) = (0u64, 0u64);
+    let (mut latencies, mut refused) = (Vec::new(), 0u64);
     for c in clients {
-        let (h, n, r) = c.await.map_err(|e| e.to_string())??;
-        hist.add(&h).map_err(|e| e.to_string())?;
-        done += n;
+        let (l, r) = c.await.map_err(|e| e.to_string())??;
+        latencies.extend(l);
         refused += r;
     }
+    latencies.sort_unstable();
+    let quantile = |q: f64| {
+        let last = latencies.len().saturating_sub(1);
+        let at = ((latencies.len() as f64 * q).ceil() as usize).saturating_sub(1);
+        latencies.get(at.min(last)).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+    };
     let _ = stop_tx.send(true);
     server
         .await
@@ -275,29 +278,29 @@ async fn one_run(kind: Kind, dir: &Path, plan: &Plan, body: Bytes) -> Result<Sam
             .map_err(|e| e.to_string())??;
     }
     Ok(Sample {
-        per_sec: done as f64 / plan.measure.as_secs_f64(),
-        p50_ms: hist.value_at_quantile(0.50) as f64 / 1000.0,
-        p99_ms: hist.value_at_quantile(0.99) as f64 / 1000.0,
+        per_sec: latencies.len() as f64 / plan.measure.as_secs_f64(),
+        p50_ms: quantile(0.50),
+        p99_ms: quantile(0.99),
         refused,
     })
 }
 
 /// One closed-loop client: post `body` to `/v1/traces` until `until`;
-/// the latencies (µs) and counts of the bodies sent from `from` on.
+/// the latencies of the 200s to bodies sent from `from` on and answered
+/// by `until`, and how many such bodies were refused.
 async fn client(
     addr: std::net::SocketAddr,
     body: Bytes,
     from: Instant,
     until: Instant,
-) -> Result<(Histogram<u64>, u64, u64), String> {
+) -> Result<(Vec<Duration>, u64), String> {
     let stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
     stream.set_nodelay(true).map_err(|e| e.to_string())?;
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|e| e.to_string())?;
     let conn = tokio::spawn(conn);
-    let mut hist = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
-    let (mut done, mut refused) = (0, 0);
+    let (mut latencies, mut refused) = (Vec::new(), 0);
     let uri = format!("http://{addr}/v1/traces");
     loop {
         let sent = Instant::now();
@@ -324,14 +327,12 @@ async fn client(
             continue;
         }
         if ok {
-            let micros = answered.duration_since(sent).as_micros();
-            hist.saturating_record(u64::try_from(micros).unwrap_or(u64::MAX));
-            done += 1;
+            latencies.push(answered.duration_since(sent));
         } else {
             refused += 1;
         }
     }
     drop(sender);
     let _ = conn.await;
-    Ok((hist, done, refused))
+    Ok((latencies, refused))
 }
