@@ -264,7 +264,9 @@ async fn one_run(kind: Kind, dir: &Path, plan: &Plan, body: Bytes) -> Result<Sam
     let quantile = |q: f64| {
         let last = latencies.len().saturating_sub(1);
         let at = ((latencies.len() as f64 * q).ceil() as usize).saturating_sub(1);
-        latencies.get(at.min(last)).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+        latencies
+            .get(at.min(last))
+            .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
     };
     let _ = stop_tx.send(true);
     server
