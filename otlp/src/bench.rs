@@ -195,9 +195,9 @@ pub fn traces_body(size: usize) -> Vec<u8> {
     request.encode_to_vec()
 }
 
-async fn one_run(kind: Kind, dir: &Path, plan: &Plan, body: Bytes) -> Result<Sample, String> {
-    let max_body = (body.len() * 2).max(1 << 20);
-    let sink = match kind {
+/// A fresh sink of `kind` in `dir`.
+async fn sink(kind: Kind, dir: &Path, max_body: usize) -> Result<Sink, String> {
+    Ok(match kind {
         Kind::FsyncFile => {
             let path = dir.join("bodies");
             let file = std::fs::OpenOptions::new()
@@ -229,7 +229,12 @@ async fn one_run(kind: Kind, dir: &Path, plan: &Plan, body: Bytes) -> Result<Sam
                 .map_err(|e| e.to_string())??;
             Sink::Log(receiver)
         }
-    };
+    })
+}
+
+async fn one_run(kind: Kind, dir: &Path, plan: &Plan, body: Bytes) -> Result<Sample, String> {
+    let max_body = (body.len() * 2).max(1 << 20);
+    let sink = sink(kind, dir, max_body).await?;
     let (fatal, _) = watch::channel(false);
     let app = Arc::new(App {
         sink,

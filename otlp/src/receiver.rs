@@ -135,19 +135,7 @@ impl Receiver {
             }
         }
         truncate(&collector);
-        let (mut feeds, mut flushers) = (Vec::new(), Vec::new());
-        for shard in shards {
-            let (tx, rx) = crossbeam_channel::unbounded();
-            let collector = collector.clone();
-            let sealing = opts.sealing;
-            let name = format!("flush-{}", Signal::ALL[feeds.len()].name());
-            let handle = std::thread::Builder::new()
-                .name(name)
-                .spawn(move || flusher(shard, &collector, rx, sealing))
-                .map_err(|e| format!("starting a flusher: {e}"))?;
-            feeds.push(tx);
-            flushers.push(handle);
-        }
+        let (feeds, flushers) = start_flushers(shards, &collector, opts.sealing)?;
         let receiver = Receiver {
             collector,
             feeds,
@@ -206,6 +194,29 @@ impl Receiver {
             Err(failed.join("; "))
         }
     }
+}
+
+type Flushers = (Vec<Sender<Msg>>, Vec<JoinHandle<Result<(), String>>>);
+
+/// One flusher thread per shard, in signal order, and the channels that
+/// feed them.
+fn start_flushers(
+    shards: Vec<Shard>,
+    collector: &Arc<Collector>,
+    sealing: Sealing,
+) -> Result<Flushers, String> {
+    let (mut feeds, mut flushers) = (Vec::new(), Vec::new());
+    for (shard, signal) in shards.into_iter().zip(Signal::ALL) {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let collector = collector.clone();
+        let handle = std::thread::Builder::new()
+            .name(format!("flush-{}", signal.name()))
+            .spawn(move || flusher(shard, &collector, rx, sealing))
+            .map_err(|e| format!("starting a flusher: {e}"))?;
+        feeds.push(tx);
+        flushers.push(handle);
+    }
+    Ok((feeds, flushers))
 }
 
 /// Drop whole segments every published block covers. Failure only keeps
