@@ -184,6 +184,8 @@ pub enum Durability {
     /// collectors: the interval bounds what a power loss can take.
     Deferred {
         /// How often to sync in the background; `None`: only on demand.
+        /// In a configuration file, a duration such as `"50ms"` or `"2s"`.
+        #[cfg_attr(feature = "serde", serde(default, with = "humantime_serde"))]
         sync_interval: Option<Duration>,
     },
 }
@@ -224,7 +226,9 @@ pub enum WhenFull {
     /// ENOSPC. Appends that fit the current segment go on meanwhile.
     Block {
         /// The longest an append waits: at most a year (a longer one is
-        /// refused at open).
+        /// refused at open). In a configuration file, a duration such as
+        /// `"250ms"` or `"10s"`.
+        #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
         timeout: Duration,
     },
     /// The oldest segments are deleted (never the one being written) until

@@ -55,6 +55,36 @@ fn a_config_round_trips_and_a_file_names_settings_as_the_library_does() {
     assert_eq!(partial.node(), 3);
     assert_eq!(partial.segment_bytes(), Config::default().segment_bytes());
     assert_eq!(partial.durability(), Durability::EveryWrite);
+    // Durations as people write them.
+    assert!(text.contains("\"sync_interval\":\"50ms\""), "{text}");
+    assert!(text.contains("\"timeout\":\"250ms\""), "{text}");
+    let written: Config = serde_json::from_str(
+        r#"{"durability": {"deferred": {"sync_interval": "2s"}},
+            "max_log_bytes": 1073741824,
+            "when_full": {"block": {"timeout": "1m 30s"}}}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        written.durability(),
+        Durability::Deferred {
+            sync_interval: Some(Duration::from_secs(2))
+        }
+    );
+    let (_, when_full) = written.max_log_bytes().unwrap();
+    assert_eq!(
+        when_full,
+        WhenFull::Block {
+            timeout: Duration::from_secs(90)
+        }
+    );
+    let e = serde_json::from_str::<Config>(
+        r#"{"durability": {"deferred": {"sync_interval": "soon"}}}"#,
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("soon") || e.to_string().contains("unit"),
+        "{e}"
+    );
     // A misspelt setting is an error, not silently the default.
     let e = serde_json::from_str::<Config>(r#"{"segment_byte": 1}"#).unwrap_err();
     assert!(e.to_string().contains("segment_byte"), "{e}");
