@@ -1,7 +1,9 @@
 //! The file toolkit a layer above the log builds its snapshots on: files
-//! replaced atomically, directory syncs, and CRC-framed checkpoint files
-//! that are never taken for good when torn or foreign. The log's own
-//! manifest is written the same way.
+//! replaced atomically, directories swapped atomically, directory syncs,
+//! CRC-framed checkpoint files that are never taken for good when torn or
+//! foreign; and the log's segment files as a directory shows them: their
+//! names, discovery, and whole-segment truncation. The log's own manifest
+//! is written the same way.
 //!
 //! Every function blocks the calling thread on the file system and syncs
 //! before it returns: nothing here is durable "later".
@@ -10,10 +12,13 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
-use ringwal_platform::{OpenHow, RealFs, Vfs};
+use ringwal_platform::{file as pf, Advice, OpenHow, RealFs, Vfs};
 
-use crate::error::{Corruption, Error, Result};
+use crate::error::{Corruption, Error, Lsn, Result};
 use crate::format;
+pub use crate::format::{parse_segment_file_name, segment_file_name};
+use crate::manifest;
+use crate::segments::{self, LogDir};
 
 /// Replace `dir/name` with `bytes` so that after a crash the file holds
 /// either its old contents or the new ones, whole: write a temporary file
@@ -183,13 +188,197 @@ pub fn write_checkpoint(path: &Path, payload: &[u8]) -> Result<()> {
 ///
 /// Cost: one open and a read of the whole file; one allocation.
 pub fn read_checkpoint(path: &Path) -> Result<Option<Vec<u8>>> {
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
+    read_checkpoint_advised(path, false)
+}
+
+/// [`read_checkpoint`], then tell the kernel the file's pages may leave
+/// the page cache (`POSIX_FADV_DONTNEED`): for a snapshot read once at
+/// start, which would otherwise crowd out what the process reads next.
+///
+/// # Errors
+///
+/// As [`read_checkpoint`].
+///
+/// Cost: as [`read_checkpoint`], plus one `posix_fadvise` (none on macOS,
+/// which has no such advice).
+pub fn read_checkpoint_dontneed(path: &Path) -> Result<Option<Vec<u8>>> {
+    read_checkpoint_advised(path, true)
+}
+
+fn read_checkpoint_advised(path: &Path, drop_cache: bool) -> Result<Option<Vec<u8>>> {
+    let io = |e| Error::io(path, e);
+    let file = match RealFs.open(path, OpenHow::default()) {
+        Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::io(path, e)),
+        Err(e) => return Err(io(e)),
     };
+    let len = file.size().map_err(io)?;
+    let mut bytes = vec![0u8; usize::try_from(len).unwrap_or(usize::MAX)];
+    let mut done = 0;
+    while done < bytes.len() {
+        match file.read_at(&mut bytes[done..], done as u64).map_err(io)? {
+            0 => break,
+            n => done += n,
+        }
+    }
+    bytes.truncate(done);
+    if drop_cache {
+        // Advice only: a kernel that ignores it costs nothing but cache.
+        let _ = file.advise(0, len, Advice::DontNeed);
+    }
     match format::decode_checkpoint(&bytes) {
         Ok(payload) => Ok(Some(payload.to_vec())),
         Err(e) => Err(Error::corrupt(path, 0, Corruption::CheckpointFile(e))),
     }
+}
+
+/// Swap the directories `a` and `b` atomically and durably: each one's
+/// entries are synced, the two names are exchanged in one step (there is
+/// no moment at which either name is missing), and the parent
+/// directories are synced. After a crash each name holds either its old
+/// directory or the other one, whole. For a layer that builds a new
+/// generation of its state beside the old one and puts it in place.
+///
+/// # Errors
+///
+/// `Io` naming the directory whose sync failed, or `a` when the exchange
+/// itself was refused: both must exist, on one file system that supports
+/// it (Linux: ext4, XFS, btrfs, tmpfs; macOS: APFS). Never retry a failed
+/// sync and assume the swap durable.
+///
+/// Cost: two directory fsyncs, one `renameat2` (`renamex_np` on macOS),
+/// and one or two more directory fsyncs.
+pub fn swap_dirs(a: &Path, b: &Path) -> Result<()> {
+    fsync_dir(a)?;
+    fsync_dir(b)?;
+    pf::exchange(a, b).map_err(|e| Error::io(a, e))?;
+    let parent = |p: &Path| match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let (pa, pb) = (parent(a), parent(b));
+    fsync_dir(&pa)?;
+    if pa != pb {
+        fsync_dir(&pb)?;
+    }
+    Ok(())
+}
+
+/// A segment file of a log, as the directory shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SegmentMeta {
+    /// Where it is.
+    pub path: PathBuf,
+    /// The node it belongs to (from its name).
+    pub node: u32,
+    /// The LSN of its first record (from its name).
+    pub base_lsn: Lsn,
+    /// Its size: every segment is preallocated, so this is its segment
+    /// size, not how much of it holds records.
+    pub bytes: u64,
+}
+
+/// The path of `node`'s segment whose first record is `base_lsn` in
+/// `dir`: `dir` joined with [`segment_file_name`]. Cost: one allocation.
+pub fn segment_path(dir: &Path, node: u32, base_lsn: Lsn) -> PathBuf {
+    LogDir::new(dir, node).segment(base_lsn).path
+}
+
+/// `node`'s segment files in `dir`, oldest first (names sort in LSN
+/// order), with their sizes. Files of other nodes, spares and anything
+/// else are left out; nothing is read but the directory and each file's
+/// size, so a damaged segment is listed like any other (`verify` judges
+/// them).
+///
+/// # Errors
+///
+/// `NoLog` if `dir` does not exist, is not a directory or holds no
+/// segment of `node`; `Io` naming a file that cannot be opened.
+///
+/// Cost: one `readdir`, and an open and an `fstat` per segment.
+pub fn discover_segments(dir: &Path, node: u32) -> Result<Vec<SegmentMeta>> {
+    let log = LogDir::new(dir, node);
+    log.list_log(&RealFs, false)?
+        .segments
+        .into_iter()
+        .map(|f| {
+            let bytes = RealFs
+                .open(&f.path, OpenHow::default())
+                .and_then(|file| file.size())
+                .map_err(|e| Error::io(&f.path, e))?;
+            Ok(SegmentMeta {
+                path: f.path,
+                node,
+                base_lsn: f.base,
+                bytes,
+            })
+        })
+        .collect()
+}
+
+/// What [`truncate_segments`] removed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Truncated {
+    /// The segments removed, oldest first.
+    pub removed: Vec<SegmentMeta>,
+    /// The base LSN of the oldest segment left: every LSN below it is
+    /// gone.
+    pub oldest_kept: Lsn,
+}
+
+/// Remove `node`'s whole segments in `dir` whose every record is below
+/// `below`, oldest first, never the newest (the one a writer appends to):
+/// what `Wal::checkpoint(below - 1)` does, for a directory no writer has
+/// open. The manifest is raised first, so that the next open holds the
+/// log to what is left and a crash part way leaves more segments than it
+/// promises, never fewer; then each file is unlinked, then the directory
+/// is synced.
+///
+/// # Errors
+///
+/// `Locked` while a writer holds the node (use `Wal::checkpoint` there);
+/// `NoLog` when there is no log of `node` in `dir`; `Io` naming the file
+/// or directory that failed, with the segments removed before it gone
+/// (and listed by a later call as not there). Never retry a failed
+/// directory sync and assume the removals durable.
+///
+/// Cost: the node's lock, one `readdir`, an `fstat` per segment, one
+/// manifest write when anything goes (a create, a write, two fsyncs and
+/// a rename), an unlink per segment removed, and one directory fsync.
+pub fn truncate_segments(dir: &Path, node: u32, below: Lsn) -> Result<Truncated> {
+    let log = LogDir::new(dir, node);
+    let _lock = segments::lock_writer(&RealFs, &log)?;
+    let listed = discover_segments(dir, node)?;
+    let going = listed
+        .windows(2)
+        .take_while(|w| w[1].base_lsn <= below)
+        .count();
+    let oldest_kept = listed[going].base_lsn;
+    if going == 0 {
+        return Ok(Truncated {
+            removed: Vec::new(),
+            oldest_kept,
+        });
+    }
+    if let Some(m) = manifest::read(&RealFs, &log)? {
+        let raised = format::Manifest {
+            oldest_lsn: m.oldest_lsn.max(oldest_kept),
+            ..m
+        };
+        manifest::write(&RealFs, &log, &raised)?;
+    }
+    let mut removed = Vec::with_capacity(going);
+    for seg in &listed[..going] {
+        RealFs
+            .remove_file(&seg.path)
+            .map_err(|e| Error::io(&seg.path, e))?;
+        removed.push(seg.clone());
+    }
+    fsync_dir(dir)?;
+    Ok(Truncated {
+        removed,
+        oldest_kept,
+    })
 }

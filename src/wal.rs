@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use ringwal_platform::{Notifier, OpenHow};
+use ringwal_platform::Notifier;
 
 use crate::config::{Backend, Config, Level, SyncMethod};
 use crate::error::{Error, Lsn, Poison, Result};
@@ -180,60 +180,11 @@ impl Wal {
         let given = dir.as_ref();
         let vfs = cfg.vfs.clone();
         if !cfg.create_if_missing {
-            let no_log = || Error::NoLog {
-                dir: given.to_path_buf(),
-                node: cfg.node,
-            };
-            match vfs.list(given) {
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(no_log()),
-                Err(e) => return Err(Error::io(given, e)),
-                Ok(_) => {}
-            }
-            let probe = LogDir::new(given, cfg.node);
-            if probe.list(&*vfs)?.segments.is_empty() {
-                return Err(no_log());
-            }
+            LogDir::new(given, cfg.node).list_log(&*vfs, false)?;
         }
         create_dir_durably(&*vfs, given)?;
         let dir = LogDir::resolve(&*vfs, given, cfg.node)?;
-        let lock_path = dir.lock();
-        let lock = vfs
-            .open(
-                &lock_path,
-                OpenHow {
-                    write: true,
-                    create: true,
-                    ..OpenHow::default()
-                },
-            )
-            .map_err(|e| Error::io(&lock_path, e))?;
-        if !lock.try_lock().map_err(|e| Error::io(&lock_path, e))? {
-            // The holder wrote its id there; a file being rewritten reads
-            // as no id, never as a wrong one (the id is checked to parse).
-            let mut buf = [0u8; LOCK_PID_BYTES];
-            let n = lock.read_at(&mut buf, 0).unwrap_or(0);
-            let pid = std::str::from_utf8(&buf[..n])
-                .ok()
-                .and_then(|s| s.trim().parse().ok());
-            return Err(Error::Locked {
-                path: lock_path,
-                pid,
-            });
-        }
-        // Who holds the lock, for the next writer's error message: padded
-        // to a fixed width so a shorter id never leaves digits of a longer
-        // one behind. Written before recovery, which can take seconds, so
-        // that a writer refused meanwhile is not shown a previous holder's
-        // id. Not synced: it only matters while this process lives. The
-        // lock file is no part of the log: recovery's "nothing modified"
-        // is about segments and the manifest.
-        let pid = format!(
-            "{:<width$}\n",
-            std::process::id(),
-            width = LOCK_PID_BYTES - 1
-        );
-        lock.write_at(pid.as_bytes(), 0, false)
-            .map_err(|e| Error::io(&lock_path, e))?;
+        let lock = segments::lock_writer(&*vfs, &dir)?;
         let mut rec = recovery::recover(&dir, &cfg)?;
         let log_id = rec.log_id.unwrap_or_else(lifecycle::new_salt);
         // The key new segments are sealed with: a provider naming a key
@@ -1131,9 +1082,6 @@ impl Drop for Wal {
 /// `mkdir -p dir`, and make every directory it created durable in its
 /// parent: a log whose directory entry a power loss could take away is no
 /// log. Cost: one listing, plus a directory fsync per created level.
-/// Bytes of the writer's process id in its lock file (a u32 in decimal,
-/// padded, and a newline).
-const LOCK_PID_BYTES: usize = 11;
 
 fn create_dir_durably(vfs: &dyn ringwal_platform::Vfs, dir: &Path) -> Result<()> {
     let mut missing = Vec::new();

@@ -150,3 +150,106 @@ fn concurrent_atomic_writes_all_succeed_and_one_wins_whole() {
     assert!(written.contains(&last), "the file holds no payload written");
     assert_eq!(names_in(dir.path()), ["state.json"], "temporary files left");
 }
+
+/// A closed log of 64 KiB segments holding `n` records of 1 KiB.
+fn small_log(dir: &std::path::Path, n: u32) -> ringwal::Lsn {
+    let cfg = ringwal::Config::builder()
+        .segment_bytes(64 << 10)
+        .max_record_bytes(4 << 10)
+        .build();
+    let (wal, _) = ringwal::Wal::open(dir, cfg).unwrap();
+    for i in 0..n {
+        let _ = wal.append(1, &[i as u8; 1024]).unwrap();
+    }
+    let last = wal.last_lsn();
+    wal.close().unwrap();
+    last
+}
+
+#[test]
+fn segments_are_named_discovered_and_truncated_whole() {
+    use ringwal::files::{
+        discover_segments, parse_segment_file_name, segment_file_name, segment_path,
+        truncate_segments,
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("log");
+    let last = small_log(&dir, 300);
+
+    let name = segment_file_name(3, 42);
+    assert_eq!(parse_segment_file_name(&name), Some((3, 42)));
+    assert_eq!(segment_path(&dir, 3, 42), dir.join(&name));
+    assert_eq!(parse_segment_file_name("notes.txt"), None);
+
+    let found = discover_segments(&dir, 1).unwrap();
+    assert!(found.len() >= 4, "{found:?}");
+    assert_eq!(found[0].base_lsn, 1);
+    for w in found.windows(2) {
+        assert!(w[0].base_lsn < w[1].base_lsn);
+    }
+    assert!(found.iter().all(|s| s.bytes == 64 << 10 && s.node == 1));
+    assert!(matches!(
+        discover_segments(&dir, 2),
+        Err(Error::NoLog { node: 2, .. })
+    ));
+
+    // Below the third segment's base: exactly the first two go.
+    let below = found[2].base_lsn;
+    let t = truncate_segments(&dir, 1, below).unwrap();
+    assert_eq!(t.removed, found[..2].to_vec());
+    assert_eq!(t.oldest_kept, below);
+    assert!(t.removed.iter().all(|s| !s.path.exists()));
+    // Nothing more is below it; the newest is never removed.
+    assert!(truncate_segments(&dir, 1, below)
+        .unwrap()
+        .removed
+        .is_empty());
+    let everything = truncate_segments(&dir, 1, u64::MAX).unwrap();
+    assert_eq!(discover_segments(&dir, 1).unwrap().len(), 1);
+    assert_eq!(everything.oldest_kept, found.last().unwrap().base_lsn);
+
+    // The log opens on what is left, with the manifest raised: no gap.
+    let (wal, _) = ringwal::Wal::open(&dir, ringwal::Config::default()).unwrap();
+    assert_eq!(wal.oldest_lsn(), everything.oldest_kept);
+    assert_eq!(wal.last_lsn(), last);
+    // A writer holds the node: truncation is refused, nothing removed.
+    assert!(matches!(
+        truncate_segments(&dir, 1, u64::MAX),
+        Err(Error::Locked { .. })
+    ));
+    wal.close().unwrap();
+}
+
+#[test]
+fn directories_swap_whole_and_checkpoints_read_without_staying_cached() {
+    use ringwal::files::{read_checkpoint_dontneed, swap_dirs};
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("current"), tmp.path().join("next"));
+    std::fs::create_dir(&a).unwrap();
+    std::fs::create_dir(&b).unwrap();
+    write_checkpoint(&a.join("state"), b"generation 1").unwrap();
+    write_checkpoint(&b.join("state"), b"generation 2").unwrap();
+    swap_dirs(&a, &b).unwrap();
+    assert_eq!(
+        read_checkpoint_dontneed(&a.join("state")).unwrap().unwrap(),
+        b"generation 2"
+    );
+    assert_eq!(
+        read_checkpoint(&b.join("state")).unwrap().unwrap(),
+        b"generation 1"
+    );
+    assert_eq!(read_checkpoint_dontneed(&a.join("missing")).unwrap(), None);
+    let e = swap_dirs(&a, &tmp.path().join("absent")).unwrap_err();
+    assert!(matches!(e, Error::Io { .. }), "{e}");
+    // A torn checkpoint is refused by the uncached read too.
+    let torn = a.join("state");
+    let bytes = std::fs::read(&torn).unwrap();
+    std::fs::write(&torn, &bytes[..bytes.len() - 3]).unwrap();
+    assert!(matches!(
+        read_checkpoint_dontneed(&torn),
+        Err(Error::Corrupt {
+            reason: Corruption::CheckpointFile(_),
+            ..
+        })
+    ));
+}
