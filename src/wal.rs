@@ -1082,7 +1082,6 @@ impl Drop for Wal {
 /// `mkdir -p dir`, and make every directory it created durable in its
 /// parent: a log whose directory entry a power loss could take away is no
 /// log. Cost: one listing, plus a directory fsync per created level.
-
 fn create_dir_durably(vfs: &dyn ringwal_platform::Vfs, dir: &Path) -> Result<()> {
     let mut missing = Vec::new();
     let mut at = Some(dir);
