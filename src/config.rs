@@ -271,6 +271,8 @@ pub struct Config {
     pub(crate) vfs: Arc<dyn Vfs>,
     pub(crate) observer: ObserverSlot,
     pub(crate) create_if_missing: bool,
+    pub(crate) file_mode: u32,
+    pub(crate) dir_mode: u32,
     pub(crate) soft_log_bytes: Option<u64>,
     pub(crate) keys: Keys,
     pub(crate) compression: Compression,
@@ -296,6 +298,8 @@ impl Default for Config {
             vfs: RealFs::shared(),
             observer: ObserverSlot::default(),
             create_if_missing: true,
+            file_mode: ringwal_platform::PRIVATE_FILE_MODE,
+            dir_mode: ringwal_platform::PRIVATE_DIR_MODE,
             soft_log_bytes: None,
             keys: Keys::default(),
             compression: Compression::default(),
@@ -379,6 +383,17 @@ impl Config {
     /// Whether `Wal::open` creates a log that is not there.
     pub fn create_if_missing(&self) -> bool {
         self.create_if_missing
+    }
+
+    /// The permission bits of every file the log creates (default 0600).
+    pub fn file_mode(&self) -> u32 {
+        self.file_mode
+    }
+
+    /// The permission bits of every directory the log creates (default
+    /// 0700).
+    pub fn dir_mode(&self) -> u32 {
+        self.dir_mode
     }
 
     /// The soft limit on the log's size on disk, if any.
@@ -512,6 +527,16 @@ impl Config {
     /// that cannot overflow, so no value panics or wraps here.
     pub(crate) fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(Error::InvalidConfig(m));
+        for (what, mode, owner) in [
+            ("file_mode", self.file_mode, 0o600),
+            ("dir_mode", self.dir_mode, 0o700),
+        ] {
+            if mode & !0o777 != 0 || mode & owner != owner {
+                return bad(format!(
+                    "{what} {mode:#o} must be permission bits (at most 0o777) keeping the owner's {owner:#o}"
+                ));
+            }
+        }
         if self.node > format::MAX_NODE {
             return bad(format!("node {} exceeds {}", self.node, format::MAX_NODE));
         }
@@ -627,6 +652,28 @@ impl ConfigBuilder {
     /// [`Error::NoLog`]: crate::Error::NoLog
     pub fn create_if_missing(mut self, create: bool) -> Self {
         self.cfg.create_if_missing = create;
+        self
+    }
+
+    /// The permission bits every file the log creates gets, exactly,
+    /// whatever the process's umask: segments, spares, the manifest, the
+    /// lock file and temporary files. Default 0600: a log holds whatever
+    /// its users append, so no other local user reads it. Widen it (0640)
+    /// for a deployment whose readers share a group. Files that exist
+    /// keep their own mode: opening a log never changes it. Must keep the
+    /// owner's read and write (0600) and hold nothing but permission bits.
+    /// Cost: one `fchmod` per file created.
+    pub fn file_mode(mut self, mode: u32) -> Self {
+        self.cfg.file_mode = mode;
+        self
+    }
+
+    /// The permission bits a directory the log creates gets (the log's
+    /// own and any missing parent), exactly, whatever the umask. Default
+    /// 0700. Must keep the owner's (0700). Cost: one `chmod` per directory
+    /// created.
+    pub fn dir_mode(mut self, mode: u32) -> Self {
+        self.cfg.dir_mode = mode;
         self
     }
     /// A soft limit on the log's size on disk: past it, the observer's

@@ -136,13 +136,42 @@ impl StaticKeys {
     }
 
     /// One key read from `path` as key `id`, current: the file holds the
-    /// 32 key bytes raw, or as 64 hexadecimal digits. Cost: one file read.
+    /// 32 key bytes raw, or as 64 hexadecimal digits. A file that group or
+    /// others may read or write is refused, as OpenSSH refuses such a
+    /// private key: whoever can read the key can read the log. Cost: one
+    /// `stat` and one file read.
     ///
     /// # Errors
     ///
     /// [`Error::Io`] if the file cannot be read; [`Error::Key`] with
-    /// [`KeyProblem::Unusable`] if it holds anything else.
+    /// [`KeyProblem::Exposed`] (naming its mode) if others may access it,
+    /// [`KeyProblem::Unusable`] if it holds anything but a key.
     pub fn from_key_file(path: &Path, id: u32) -> Result<StaticKeys> {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(path)
+            .map_err(|e| Error::io(path, e))?
+            .permissions()
+            .mode()
+            & 0o7777;
+        if mode & 0o077 != 0 {
+            return Err(Error::Key {
+                file: path.to_path_buf(),
+                key_id: id,
+                problem: KeyProblem::Exposed { mode },
+            });
+        }
+        StaticKeys::from_exposed_key_file(path, id)
+    }
+
+    /// [`from_key_file`](Self::from_key_file) without the check of who
+    /// else may read the file: for a secrets mount whose modes cannot be
+    /// made private. Cost: one file read.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] if the file cannot be read; [`Error::Key`] with
+    /// [`KeyProblem::Unusable`] if it holds anything but a key.
+    pub fn from_exposed_key_file(path: &Path, id: u32) -> Result<StaticKeys> {
         let bytes = Zeroizing::new(std::fs::read(path).map_err(|e| Error::io(path, e))?);
         let key = Key::parse(&bytes).ok_or_else(|| Error::Key {
             file: path.to_path_buf(),
@@ -176,6 +205,12 @@ pub enum KeyProblem {
     Wrong,
     /// A key file that holds neither 32 bytes nor 64 hex digits.
     Unusable,
+    /// A key file that group or others may read or write (its mode):
+    /// refused unless explicitly allowed.
+    Exposed {
+        /// The file's permission bits.
+        mode: u32,
+    },
 }
 
 impl fmt::Display for KeyProblem {
@@ -184,6 +219,13 @@ impl fmt::Display for KeyProblem {
             KeyProblem::Missing => "no key with that id was given",
             KeyProblem::Wrong => "the key given is not the one it was written with",
             KeyProblem::Unusable => "a key file holds 32 bytes or 64 hex digits",
+            KeyProblem::Exposed { mode } => {
+                return write!(
+                    f,
+                    "the key file's mode {mode:04o} lets others read or change the key: \
+                     make it 0600, or allow it explicitly"
+                )
+            }
         })
     }
 }

@@ -33,12 +33,19 @@ use crate::segments::{self, LogDir};
 ///
 /// Cost: a create, one write, one fdatasync, one rename and one directory
 /// fsync; blocking.
-pub(crate) fn atomic_write_in(vfs: &dyn Vfs, dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
+pub(crate) fn atomic_write_in(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    name: &str,
+    bytes: &[u8],
+    mode: u32,
+) -> Result<()> {
     let tmp = temp_path(dir, name);
     let path = dir.join(name);
     let how = OpenHow {
         write: true,
         create_new: true,
+        mode: Some(mode),
         ..OpenHow::default()
     };
     let file = vfs.open(&tmp, how).map_err(|e| Error::io(&tmp, e))?;
@@ -148,7 +155,13 @@ fn split(path: &Path) -> Result<(&Path, String)> {
 /// directory fsync.
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
     let (dir, name) = split(path)?;
-    atomic_write_in(&RealFs, dir, &name, bytes)
+    atomic_write_in(
+        &RealFs,
+        dir,
+        &name,
+        bytes,
+        ringwal_platform::PRIVATE_FILE_MODE,
+    )
 }
 
 /// Make the entries of `dir` (files created, renamed or removed in it)

@@ -514,7 +514,7 @@ pub(crate) fn prepare_spare(
     hurry: &dyn Fn() -> bool,
 ) -> Result<Spare> {
     let path = dir.spare(seq);
-    let (file, _) = open_file(vfs, &path, true, policy)?;
+    let (file, _) = open_file(vfs, &path, Some(dir), policy)?;
     let fail = |e| {
         let _ = vfs.remove_file(&path);
         Error::io(&path, e)
@@ -581,7 +581,7 @@ pub(crate) fn recycle_spare(
     policy: DirectIo,
     method: SyncMethod,
 ) -> Result<Spare> {
-    let (file, _) = open_file(vfs, path, false, policy)?;
+    let (file, _) = open_file(vfs, path, None, policy)?;
     let io = |e| Error::io(path, e);
     let size = file.size().map_err(io)?;
     if size != bytes {

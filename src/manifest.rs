@@ -87,6 +87,7 @@ pub(crate) fn write(vfs: &dyn Vfs, dir: &LogDir, m: &Manifest) -> Result<()> {
         dir.path(),
         &format::manifest_file_name(dir.node()),
         &m.encode(),
+        dir.file_mode(),
     )
 }
 

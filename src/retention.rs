@@ -346,8 +346,8 @@ mod tests {
     }
 
     impl Vfs for Gated {
-        fn create_dir_all(&self, dir: &Path) -> std::io::Result<()> {
-            RealFs.create_dir_all(dir)
+        fn create_dir_all(&self, dir: &Path, mode: u32) -> std::io::Result<()> {
+            RealFs.create_dir_all(dir, mode)
         }
         fn list(&self, dir: &Path) -> std::io::Result<Vec<String>> {
             RealFs.list(dir)

@@ -19,6 +19,8 @@ use crate::format;
 pub(crate) struct LogDir {
     path: PathBuf,
     node: u32,
+    /// The permission bits of the files a writer creates here.
+    file_mode: u32,
 }
 
 impl LogDir {
@@ -27,6 +29,7 @@ impl LogDir {
         LogDir {
             path: dir.to_path_buf(),
             node,
+            file_mode: ringwal_platform::PRIVATE_FILE_MODE,
         }
     }
 
@@ -34,7 +37,34 @@ impl LogDir {
     /// Cost: one `realpath`.
     pub fn resolve(vfs: &dyn Vfs, dir: &Path, node: u32) -> Result<LogDir> {
         let path = vfs.canonicalize(dir).map_err(|e| Error::io(dir, e))?;
-        Ok(LogDir { path, node })
+        Ok(LogDir {
+            path,
+            node,
+            file_mode: ringwal_platform::PRIVATE_FILE_MODE,
+        })
+    }
+
+    /// The permission bits of the files a writer creates here.
+    pub fn file_mode(&self) -> u32 {
+        self.file_mode
+    }
+
+    /// The same directory, whose created files get `mode`.
+    pub fn with_file_mode(mut self, mode: u32) -> LogDir {
+        self.file_mode = mode;
+        self
+    }
+
+    /// How a file this log creates is opened: for writing, created with
+    /// this directory's file mode.
+    pub fn creating(&self, create_new: bool) -> OpenHow {
+        OpenHow {
+            write: true,
+            create_new,
+            create: !create_new,
+            mode: Some(self.file_mode),
+            ..OpenHow::default()
+        }
     }
 
     /// The directory.
@@ -164,14 +194,7 @@ const LOCK_PID_BYTES: usize = 11;
 pub(crate) fn lock_writer(vfs: &dyn Vfs, dir: &LogDir) -> Result<VFile> {
     let lock_path = dir.lock();
     let lock = vfs
-        .open(
-            &lock_path,
-            OpenHow {
-                write: true,
-                create: true,
-                ..OpenHow::default()
-            },
-        )
+        .open(&lock_path, dir.creating(false))
         .map_err(|e| Error::io(&lock_path, e))?;
     if !lock.try_lock().map_err(|e| Error::io(&lock_path, e))? {
         // The holder wrote its id there; a file being rewritten reads
@@ -203,19 +226,21 @@ pub(crate) fn lock_writer(vfs: &dyn Vfs, dir: &LogDir) -> Result<VFile> {
     Ok(lock)
 }
 
-/// Open (or create) a segment-class file for writing under the O_DIRECT
-/// policy. Returns the file and whether O_DIRECT is in effect.
+/// Open (or, with `create_new`, create as a file of that log, with its
+/// file mode) a segment-class file for writing under the O_DIRECT policy.
+/// Returns the file and whether O_DIRECT is in effect.
 pub(crate) fn open_file(
     vfs: &dyn Vfs,
     path: &Path,
-    create_new: bool,
+    create_new: Option<&LogDir>,
     policy: DirectIo,
 ) -> Result<(VFile, bool)> {
     let want = policy != DirectIo::Off;
     let how = OpenHow {
         write: true,
-        create_new,
+        create_new: create_new.is_some(),
         direct: want,
+        mode: create_new.map(|d| d.file_mode),
         ..OpenHow::default()
     };
     match vfs.open(path, how) {

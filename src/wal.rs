@@ -182,8 +182,8 @@ impl Wal {
         if !cfg.create_if_missing {
             LogDir::new(given, cfg.node).list_log(&*vfs, false)?;
         }
-        create_dir_durably(&*vfs, given)?;
-        let dir = LogDir::resolve(&*vfs, given, cfg.node)?;
+        create_dir_durably(&*vfs, given, cfg.dir_mode)?;
+        let dir = LogDir::resolve(&*vfs, given, cfg.node)?.with_file_mode(cfg.file_mode);
         let lock = segments::lock_writer(&*vfs, &dir)?;
         let mut rec = recovery::recover(&dir, &cfg)?;
         let log_id = rec.log_id.unwrap_or_else(lifecycle::new_salt);
@@ -223,7 +223,7 @@ impl Wal {
                 (seg, header, at)
             }
         };
-        let (file, direct_io) = segments::open_file(&*cfg.vfs, &active.path, false, cfg.direct_io)?;
+        let (file, direct_io) = segments::open_file(&*cfg.vfs, &active.path, None, cfg.direct_io)?;
         // What the log holds now, all of it durable (recovery synced what
         // it found): the manifest every later open holds it to. Written
         // afresh, not raised: a point-in-time recovery may have set the
@@ -1082,7 +1082,7 @@ impl Drop for Wal {
 /// `mkdir -p dir`, and make every directory it created durable in its
 /// parent: a log whose directory entry a power loss could take away is no
 /// log. Cost: one listing, plus a directory fsync per created level.
-fn create_dir_durably(vfs: &dyn ringwal_platform::Vfs, dir: &Path) -> Result<()> {
+fn create_dir_durably(vfs: &dyn ringwal_platform::Vfs, dir: &Path, mode: u32) -> Result<()> {
     let mut missing = Vec::new();
     let mut at = Some(dir);
     while let Some(d) = at.filter(|d| !d.as_os_str().is_empty()) {
@@ -1096,7 +1096,8 @@ fn create_dir_durably(vfs: &dyn ringwal_platform::Vfs, dir: &Path) -> Result<()>
     if missing.is_empty() {
         return Ok(());
     }
-    vfs.create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    vfs.create_dir_all(dir, mode)
+        .map_err(|e| Error::io(dir, e))?;
     for d in missing {
         let parent = match d.parent() {
             Some(p) if !p.as_os_str().is_empty() => p,

@@ -382,6 +382,9 @@ fn a_key_file_holds_raw_or_hex_bytes_and_anything_else_is_refused() {
     std::fs::write(&raw, [7u8; 32]).unwrap();
     std::fs::write(&hex, format!("{}\n", "07".repeat(32))).unwrap();
     std::fs::write(&bad, "not a key").unwrap();
+    for f in [&raw, &hex, &bad] {
+        std::fs::set_permissions(f, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    }
     let dir = root.path().join("log");
     let _open = opening_logs();
     let write_with = |p: &Path| {
@@ -404,4 +407,35 @@ fn a_key_file_holds_raw_or_hex_bytes_and_anything_else_is_refused() {
         }) => assert_eq!(file, bad),
         other => panic!("expected an unusable key file, got {other:?}"),
     }
+}
+
+#[test]
+fn a_key_file_others_can_read_is_refused_unless_allowed_and_never_shown() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = tempfile::tempdir().unwrap();
+    let key = root.path().join("shared.key");
+    std::fs::write(&key, format!("{}\n", "5a".repeat(32))).unwrap();
+    for mode in [0o644, 0o640, 0o604, 0o620] {
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(mode)).unwrap();
+        match StaticKeys::from_key_file(&key, 1) {
+            Err(
+                e @ Error::Key {
+                    problem: KeyProblem::Exposed { mode: m },
+                    ..
+                },
+            ) => {
+                assert_eq!(m, mode);
+                let msg = e.to_string();
+                assert!(msg.contains(&format!("{mode:04o}")), "{msg}");
+                assert!(msg.contains("shared.key"), "{msg}");
+                assert!(!msg.contains("5a5a"), "key bytes in {msg}");
+            }
+            other => panic!("{mode:o}: expected an exposed key file, got {other:?}"),
+        }
+        // Allowed explicitly, for a secrets mount.
+        let k = StaticKeys::from_exposed_key_file(&key, 1).unwrap();
+        assert!(!format!("{k:?}").contains("5a5a"), "key bytes in Debug");
+    }
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o400)).unwrap();
+    StaticKeys::from_key_file(&key, 1).unwrap();
 }

@@ -652,3 +652,170 @@ fn every_record_up_to_the_accepted_maximum_appends_and_reads_back() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------
+// Private by default: every file and directory a log creates.
+
+const MODES_CHILD: &str = "RINGWAL_MODES_CHILD_DIR";
+const MODES_WIDE: &str = "RINGWAL_MODES_CHILD_WIDE";
+
+fn mode_of(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+/// Not a test on its own: the child of the test below, run under a
+/// umask it sets. Makes every kind of file a log has: a directory and
+/// its missing parent, segments, a spare, a recycled spare, the
+/// manifest (and its temporary file, renamed), the lock file, and a
+/// checkpoint file of the toolkit.
+#[test]
+fn modes_child() {
+    let Some(dir) = std::env::var_os(MODES_CHILD) else {
+        return;
+    };
+    let dir = std::path::Path::new(&dir).join("parent").join("log");
+    let mut b = small(Backend::Threaded);
+    if std::env::var_os(MODES_WIDE).is_some() {
+        b = b.file_mode(0o640).dir_mode(0o750);
+    }
+    let (wal, _) = Wal::open(&dir, b.build()).unwrap();
+    while wal.stats().rolls < 3 {
+        wal.append(0, &[1u8; 4000])
+            .unwrap()
+            .wait(Level::Durable)
+            .unwrap();
+    }
+    assert!(wal.checkpoint(wal.last_lsn()).unwrap() > 0);
+    // The spares live only while the log is open: report them now.
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let e = e.unwrap();
+        println!(
+            "@{} {:o}",
+            e.file_name().to_string_lossy(),
+            mode_of(&e.path())
+        );
+    }
+    wal.close().unwrap();
+    ringwal::files::write_checkpoint(&dir.join("snapshot"), b"state").unwrap();
+}
+
+#[test]
+fn every_file_and_directory_a_log_creates_is_private_whatever_the_umask() {
+    let _spawn = spawning_processes();
+    for (umask, wide) in [("022", false), ("000", false), ("077", true), ("000", true)] {
+        let root = tempfile::tempdir().unwrap();
+        let mut cmd = std::process::Command::new("sh");
+        cmd.arg("-c")
+            .arg(format!("umask {umask} && exec \"$0\" \"$@\""))
+            .arg(std::env::current_exe().unwrap())
+            .args([
+                "modes_child",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+                "-q",
+            ])
+            .env(MODES_CHILD, root.path());
+        if wide {
+            cmd.env(MODES_WIDE, "1");
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "child: {out:?}");
+        let (file, dirm) = if wide { (0o640, 0o750) } else { (0o600, 0o700) };
+        let log = root.path().join("parent").join("log");
+        let what = format!("umask {umask}, wide {wide}");
+        assert_eq!(mode_of(&root.path().join("parent")), dirm, "{what}: parent");
+        assert_eq!(mode_of(&log), dirm, "{what}: log directory");
+        let mut kinds = std::collections::BTreeSet::new();
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        let while_open = stdout.lines().filter_map(|l| l.strip_prefix('@')).map(|l| {
+            let (name, mode) = l.split_once(' ').unwrap();
+            (name.to_string(), u32::from_str_radix(mode, 8).unwrap())
+        });
+        let after_close = std::fs::read_dir(&log).unwrap().map(|e| {
+            let e = e.unwrap();
+            (e.file_name().into_string().unwrap(), mode_of(&e.path()))
+        });
+        for (name, mode) in while_open.chain(after_close.collect::<Vec<_>>()) {
+            let kind = if format::parse_segment_file_name(&name).is_some() {
+                "segment"
+            } else if format::parse_spare_file_name(&name).is_some() {
+                "spare"
+            } else {
+                name.rsplit('.').next().unwrap().to_string().leak()
+            };
+            kinds.insert(kind);
+            // The toolkit's files are the caller's, private always.
+            let expected = if name == "snapshot" { 0o600 } else { file };
+            assert_eq!(mode, expected, "{what}: {name}");
+        }
+        for kind in ["segment", "spare", "manifest", "lock", "snapshot"] {
+            assert!(
+                kinds.iter().any(|k| k.contains(kind)),
+                "{what}: no {kind} in {kinds:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn an_existing_log_keeps_its_owners_modes_and_bad_modes_are_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = tempfile::tempdir().unwrap();
+    let (wal, _) = Wal::open(root.path(), cfg(Backend::Threaded)).unwrap();
+    wal.close().unwrap();
+    let seg = segment_files(root.path(), NODE).pop().unwrap().1;
+    std::fs::set_permissions(&seg, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (wal, _) = Wal::open(root.path(), cfg(Backend::Threaded)).unwrap();
+    wal.close().unwrap();
+    assert_eq!(mode_of(&seg), 0o644, "an open never changes a file's mode");
+    assert_eq!(mode_of(root.path()), 0o755);
+    for (file, dir) in [
+        (0o400, 0o700),
+        (0o1600, 0o700),
+        (0o600, 0o500),
+        (0o600, 0o10700),
+    ] {
+        let cfg = small(Backend::Threaded)
+            .file_mode(file)
+            .dir_mode(dir)
+            .build();
+        let e = Wal::open(root.path(), cfg).map(|_| ()).unwrap_err();
+        assert!(
+            matches!(&e, Error::InvalidConfig(m) if m.contains("_mode")),
+            "{file:#o} {dir:#o}: {e}"
+        );
+    }
+}
+
+/// The mode goes through the file-system interface: the simulated disk
+/// records what every created file and directory was given.
+#[test]
+fn the_simulated_disk_records_every_created_files_mode() {
+    use ringwal_platform::sim::{Faults, SimFs};
+    for (file, dir) in [(0o600, 0o700), (0o640, 0o750)] {
+        let fs = SimFs::new(7, Faults::default());
+        let log = std::path::Path::new("/sim/log");
+        let cfg = small(Backend::Threaded)
+            .sim(&fs)
+            .file_mode(file)
+            .dir_mode(dir)
+            .build();
+        let (wal, _) = Wal::open(log, cfg).unwrap();
+        while wal.stats().rolls < 2 {
+            wal.append(0, &[2u8; 4000])
+                .unwrap()
+                .wait(Level::Written)
+                .unwrap();
+        }
+        let names = fs.vfs().list(log).unwrap();
+        assert!(names.len() >= 4, "{names:?}");
+        for name in &names {
+            assert_eq!(fs.mode_of(&log.join(name)), Some(file), "{name}");
+        }
+        assert_eq!(fs.mode_of(log), Some(dir));
+        wal.close().unwrap();
+    }
+}

@@ -158,16 +158,26 @@ impl AppendArgs {
 pub(crate) struct KeyArg {
     /// The log's key: a file holding 32 bytes, raw or as 64 hex digits
     /// (key id 1). `append` encrypts with it; readers decrypt with it.
+    /// A key file that group or others may read is refused.
     #[arg(long, value_name = "FILE")]
     pub key_file: Option<PathBuf>,
+    /// Accept a --key-file that group or others may read or write (a
+    /// secrets mount whose modes cannot be made private).
+    #[arg(long, requires = "key_file")]
+    pub allow_readable_key: bool,
 }
 
 impl KeyArg {
     /// A configuration of `node` with the key, if one was given.
     pub fn config(&self, node: u32) -> Result<ConfigBuilder, Failure> {
         let b = Config::builder().node(node);
+        let read = if self.allow_readable_key {
+            StaticKeys::from_exposed_key_file
+        } else {
+            StaticKeys::from_key_file
+        };
         Ok(match &self.key_file {
-            Some(path) => b.encryption(Arc::new(StaticKeys::from_key_file(path, 1)?)),
+            Some(path) => b.encryption(Arc::new(read(path, 1)?)),
             None => b,
         })
     }

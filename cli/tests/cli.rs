@@ -1331,6 +1331,17 @@ fn key_file_encrypts_appends_and_every_reader_needs_it() {
     let other = root.path().join("other.key");
     std::fs::write(&key, format!("{}\n", "3c".repeat(32))).unwrap();
     std::fs::write(&other, [9u8; 32]).unwrap();
+    // Key files must be private; a readable one needs --allow-readable-key.
+    let private = |f: &Path| {
+        std::fs::set_permissions(f, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap()
+    };
+    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let o = run(&["append", p(&dir), "--key-file", p(&key)], b"x\n");
+    assert_one_line_error(&o);
+    assert!(stderr(&o).contains("mode 0644"), "{o:?}");
+    assert!(!dir.exists(), "nothing written with a refused key");
+    private(&key);
+    private(&other);
     let input = telemetry_lines(50);
     let o = run(
         &["append", p(&dir), "--key-file", p(&key)],
@@ -1402,6 +1413,11 @@ fn key_file_encrypts_appends_and_every_reader_needs_it() {
     let o = run(&["cat", p(&dir), "--key-file", p(&dir.join("nope"))], b"");
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     std::fs::write(root.path().join("bad.key"), "short").unwrap();
+    std::fs::set_permissions(
+        root.path().join("bad.key"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
     let o = run(
         &[
             "cat",

@@ -3,10 +3,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
-// O_DIRECT goes in as a custom open flag on Linux; macOS uses F_NOCACHE.
-#[cfg(target_os = "linux")]
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
 
@@ -21,11 +18,11 @@ use crate::vfs::Advice;
 /// [`is_direct_unsupported`] is true, and the caller retries without.
 ///
 /// Cost: one `open(2)` (plus one `fcntl(2)` on macOS).
-pub fn open_segment(path: &Path, create_new: bool, direct: bool) -> io::Result<File> {
+pub fn open_segment(path: &Path, create_new: bool, direct: bool, mode: u32) -> io::Result<File> {
     let mut opts = OpenOptions::new();
     opts.read(true).write(true);
     if create_new {
-        opts.create_new(true);
+        opts.create_new(true).mode(mode);
     }
     #[cfg(target_os = "linux")]
     if direct {
@@ -42,7 +39,51 @@ pub fn open_segment(path: &Path, create_new: bool, direct: bool) -> io::Result<F
     }
     #[cfg(not(any(target_os = "linux", target_os = "macos")))]
     let _ = direct;
+    if create_new {
+        set_mode(&file, mode)?;
+    }
     Ok(file)
+}
+
+/// Create `path`, which must not exist, for reading and writing, with
+/// exactly the permission bits `mode` (the umask only ever narrows what
+/// `open(2)` is given, so the bits are set again once the file exists).
+/// Cost: one `open(2)` and one `fchmod(2)`.
+pub fn create_new(path: &Path, mode: u32) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(path)?;
+    set_mode(&file, mode)?;
+    Ok(file)
+}
+
+/// Give `file` exactly the permission bits `mode`. Cost: one `fchmod(2)`.
+fn set_mode(file: &File, mode: u32) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    file.set_permissions(std::fs::Permissions::from_mode(mode))
+}
+
+/// `mkdir -p dir`, every directory it creates with exactly the permission
+/// bits `mode`, whatever the umask; directories that exist keep theirs.
+/// Cost: one `mkdir(2)` and one `chmod(2)` per level created, and a
+/// `stat(2)` per level looked at.
+pub fn create_dir_all(dir: &Path, mode: u32) -> io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    if dir.as_os_str().is_empty() || dir.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent() {
+        create_dir_all(parent, mode)?;
+    }
+    match std::fs::DirBuilder::new().mode(mode).create(dir) {
+        Ok(()) => std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)),
+        // Made meanwhile by someone else: theirs, with their mode.
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// True when `err` is how the kernel says the filesystem does not support
@@ -323,11 +364,11 @@ mod tests {
     fn direct_write_read_roundtrip() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("seg");
-        let file = match open_segment(&path, true, true) {
+        let file = match open_segment(&path, true, true, 0o600) {
             Ok(f) => f,
             Err(e) if is_direct_unsupported(&e) => {
                 std::fs::remove_file(&path).ok();
-                open_segment(&path, true, false).unwrap()
+                open_segment(&path, true, false, 0o600).unwrap()
             }
             Err(e) => panic!("{e}"),
         };
@@ -341,7 +382,7 @@ mod tests {
         read_exact_at(&file, back.as_mut_slice(), 4096).unwrap();
         assert_eq!(&back.as_slice()[..5], b"hello");
         assert!(
-            open_segment(&path, true, false).is_err(),
+            open_segment(&path, true, false, 0o600).is_err(),
             "create_new must refuse an existing file"
         );
         sync_dir(dir.path()).unwrap();

@@ -37,7 +37,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::vfs::{Advice, FileIo, OpenHow, VFile, Vfs};
+use crate::vfs::{Advice, FileIo, OpenHow, VFile, Vfs, PRIVATE_FILE_MODE};
 
 /// What to inject, and how a crash tears writes.
 #[derive(Clone, Debug, PartialEq)]
@@ -140,6 +140,8 @@ struct FileState {
     /// Writes since the last successful sync, in completion order.
     pending: Vec<(u64, Vec<u8>)>,
     syncs: u64,
+    /// Permission bits it was created with (a mode, as `chmod` takes it).
+    mode: u32,
 }
 
 #[derive(Clone, Debug)]
@@ -183,6 +185,8 @@ struct State {
     /// Namespace operations not yet covered by a directory sync.
     dir_log: Vec<DirOp>,
     dirs: Vec<PathBuf>,
+    /// Permission bits each directory was created with.
+    dir_modes: BTreeMap<PathBuf, u32>,
     /// Which handle holds each file's lock.
     locks: HashMap<u64, u64>,
     /// Paths with a latent read error at an offset.
@@ -323,6 +327,17 @@ impl SimFs {
         self.state().read_errors.push((path.to_path_buf(), offset));
     }
 
+    /// The permission bits the file at `path` was created with, or those
+    /// of the directory `path` (`None` if neither exists): what a real
+    /// disk's `stat` would show, whatever the process's umask.
+    pub fn mode_of(&self, path: &Path) -> Option<u32> {
+        let st = self.state();
+        if let Some(id) = st.names.get(path) {
+            return st.files.get(id).map(|f| f.mode);
+        }
+        st.dir_modes.get(path).copied()
+    }
+
     /// The current contents of the file named `path` (what reads see).
     pub fn read_file(&self, path: &Path) -> Option<Vec<u8>> {
         let st = self.state();
@@ -404,6 +419,7 @@ impl SimFs {
                     durable: image,
                     pending: Vec::new(),
                     syncs: 0,
+                    mode: f.mode,
                 },
             );
         }
@@ -423,6 +439,7 @@ impl SimFs {
         st.log.push(summary.clone());
         let log = st.log.clone();
         let dirs = st.dirs.clone();
+        let dir_modes = st.dir_modes.clone();
         let next_id = st.next_id;
         drop(st);
         let new = SimFs::new(seed, faults);
@@ -432,6 +449,7 @@ impl SimFs {
             ns.durable_names = names.clone();
             ns.names = names;
             ns.dirs = dirs;
+            ns.dir_modes = dir_modes;
             ns.next_id = next_id;
             ns.log = log;
             ns.writes = 0;
@@ -688,11 +706,12 @@ impl FileIo for SimFile {
 }
 
 impl Vfs for SimFs {
-    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+    fn create_dir_all(&self, dir: &Path, mode: u32) -> io::Result<()> {
         let mut st = self.state();
         SimFs::check_frozen(&st)?;
         if !st.dirs.iter().any(|d| d == dir) {
             st.dirs.push(dir.to_path_buf());
+            st.dir_modes.insert(dir.to_path_buf(), mode);
         }
         Ok(())
     }
@@ -725,7 +744,14 @@ impl Vfs for SimFs {
                 self.namespace_fault(&mut st, NsOp::Create, &format!("create {}", path.display()))?;
                 let id = st.next_id;
                 st.next_id += 1;
-                st.files.insert(id, FileState::default());
+                let mode = how.mode.unwrap_or(PRIVATE_FILE_MODE);
+                st.files.insert(
+                    id,
+                    FileState {
+                        mode,
+                        ..FileState::default()
+                    },
+                );
                 st.names.insert(path.to_path_buf(), id);
                 st.dir_log.push(DirOp::Create(path.to_path_buf(), id));
                 SimFs::record(&mut st, format!("create {}", path.display()));
@@ -835,7 +861,7 @@ mod tests {
     fn durable_data_survives_and_unsynced_may_not() {
         let fs = SimFs::new(7, Faults::default());
         let dir = Path::new("/d");
-        fs.create_dir_all(dir).unwrap();
+        fs.create_dir_all(dir, 0o700).unwrap();
         let f = fs.open(&dir.join("a"), how_new()).unwrap();
         f.preallocate(8192).unwrap();
         f.write_at(&[1; 4096], 0, true).unwrap();
@@ -863,7 +889,7 @@ mod tests {
     fn namespace_needs_a_directory_sync() {
         let fs = SimFs::new(1, Faults::default());
         let dir = Path::new("/d");
-        fs.create_dir_all(dir).unwrap();
+        fs.create_dir_all(dir, 0o700).unwrap();
         let f = fs.open(&dir.join("a"), how_new()).unwrap();
         f.write_at(b"x", 0, true).unwrap();
         fs.sync_dir(dir).unwrap();
@@ -890,7 +916,7 @@ mod tests {
             },
         );
         let dir = Path::new("/d");
-        fs.create_dir_all(dir).unwrap();
+        fs.create_dir_all(dir, 0o700).unwrap();
         let f = fs.open(&dir.join("a"), how_new()).unwrap();
         f.write_at(&[9; 512], 0, false).unwrap();
         assert!(f.sync_data().is_err());
@@ -922,7 +948,7 @@ mod tests {
         let names = |fs: &SimFs| fs.list(dir).unwrap();
 
         let fs = SimFs::new(1, failing(NsOp::Create, 2));
-        fs.create_dir_all(dir).unwrap();
+        fs.create_dir_all(dir, 0o700).unwrap();
         fs.open(&a, how_new()).unwrap();
         // Opening an existing file with `create` creates nothing: uncounted.
         let again = OpenHow {
@@ -938,7 +964,7 @@ mod tests {
         fs.open(&b, how_new()).unwrap(); // the third create is not the second
 
         let fs = SimFs::new(1, failing(NsOp::Rename, 1));
-        fs.create_dir_all(dir).unwrap();
+        fs.create_dir_all(dir, 0o700).unwrap();
         fs.open(&a, how_new()).unwrap();
         // A rename of a missing name fails as always, uncounted.
         assert!(fs.rename(&b, &a).is_err());
@@ -949,7 +975,7 @@ mod tests {
         assert_eq!(names(&fs), ["b"]);
 
         let fs = SimFs::new(1, failing(NsOp::Unlink, 1));
-        fs.create_dir_all(dir).unwrap();
+        fs.create_dir_all(dir, 0o700).unwrap();
         fs.open(&a, how_new()).unwrap();
         assert!(fs.remove_file(&a).is_err());
         assert_eq!(names(&fs), ["a"]);
@@ -964,7 +990,7 @@ mod tests {
     fn a_failed_directory_sync_leaves_the_names_undecided() {
         let fs = SimFs::new(2, failing(NsOp::DirSync, 2));
         let dir = Path::new("/d");
-        fs.create_dir_all(dir).unwrap();
+        fs.create_dir_all(dir, 0o700).unwrap();
         fs.open(&dir.join("a"), how_new()).unwrap();
         fs.sync_dir(dir).unwrap();
         fs.rename(&dir.join("a"), &dir.join("b")).unwrap();
@@ -995,7 +1021,7 @@ mod tests {
                 },
             );
             let dir = Path::new("/d");
-            fs.create_dir_all(dir).unwrap();
+            fs.create_dir_all(dir, 0o700).unwrap();
             let mut failed = Vec::new();
             for i in 0..40 {
                 let (a, b) = (dir.join(format!("a{i}")), dir.join(format!("b{i}")));
@@ -1012,7 +1038,7 @@ mod tests {
 
         let fs = SimFs::new(3, Faults::default());
         let dir = Path::new("/d");
-        fs.create_dir_all(dir).unwrap();
+        fs.create_dir_all(dir, 0o700).unwrap();
         fs.open(&dir.join("a"), how_new()).unwrap();
         let next = fs.namespace_ops(NsOp::Rename) + 1;
         fs.set_faults(failing(NsOp::Rename, next));
@@ -1030,7 +1056,7 @@ mod tests {
             },
         );
         let dir = Path::new("/d");
-        fs.create_dir_all(dir).unwrap();
+        fs.create_dir_all(dir, 0o700).unwrap();
         let f = fs.open(&dir.join("a"), how_new()).unwrap();
         f.preallocate(8192).unwrap();
         assert_eq!(

@@ -382,7 +382,7 @@ mod tests {
 
     fn open(dir: &std::path::Path) -> crate::vfs::VFile {
         let p = dir.join("f");
-        let f = file::open_segment(&p, true, false).unwrap();
+        let f = file::open_segment(&p, true, false, 0o600).unwrap();
         file::preallocate(&f, 1 << 20).unwrap();
         Arc::new(f)
     }

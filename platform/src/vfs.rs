@@ -73,6 +73,14 @@ pub enum Advice {
 /// A shared handle to an open file.
 pub type VFile = Arc<dyn FileIo>;
 
+/// The permission bits of a file the engine creates unless told
+/// otherwise: the owner's read and write only. A log holds whatever its
+/// users append.
+pub const PRIVATE_FILE_MODE: u32 = 0o600;
+/// The permission bits of a directory the engine creates unless told
+/// otherwise: the owner's only.
+pub const PRIVATE_DIR_MODE: u32 = 0o700;
+
 /// How to open a file.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct OpenHow {
@@ -84,12 +92,17 @@ pub struct OpenHow {
     pub create: bool,
     /// Bypass the page cache (O_DIRECT / F_NOCACHE).
     pub direct: bool,
+    /// The permission bits a file this open creates gets, exactly,
+    /// whatever the process's umask; `None`: [`PRIVATE_FILE_MODE`]. A file
+    /// that exists keeps its own.
+    pub mode: Option<u32>,
 }
 
 /// Directory-level operations, and the factory for files.
 pub trait Vfs: Send + Sync + Debug {
-    /// `mkdir -p`.
-    fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
+    /// `mkdir -p`, each directory it creates with exactly the permission
+    /// bits `mode` (whatever the umask); existing ones keep theirs.
+    fn create_dir_all(&self, dir: &Path, mode: u32) -> io::Result<()>;
     /// Names of the entries of `dir` (files only matter to the engine).
     fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
     /// Open a file.
@@ -167,8 +180,8 @@ impl FileIo for File {
 }
 
 impl Vfs for RealFs {
-    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
-        std::fs::create_dir_all(dir)
+    fn create_dir_all(&self, dir: &Path, mode: u32) -> io::Result<()> {
+        file::create_dir_all(dir, mode)
     }
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
         let mut out = Vec::new();
@@ -180,17 +193,27 @@ impl Vfs for RealFs {
         Ok(out)
     }
     fn open(&self, path: &Path, how: OpenHow) -> io::Result<VFile> {
+        let mode = how.mode.unwrap_or(PRIVATE_FILE_MODE);
         if how.write && (how.create_new || how.direct) {
             return Ok(Arc::new(file::open_segment(
                 path,
                 how.create_new,
                 how.direct,
+                mode,
             )?));
+        }
+        if how.create && how.write {
+            // Created here or not: only a file this call creates gets the
+            // mode, so an existing one keeps its owner's choice.
+            match file::create_new(path, mode) {
+                Ok(f) => return Ok(Arc::new(f)),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(e),
+            }
         }
         let f = OpenOptions::new()
             .read(true)
             .write(how.write)
-            .create(how.create)
             .truncate(false)
             .open(path)?;
         Ok(Arc::new(f))
