@@ -59,6 +59,7 @@ mod ticket;
 mod trace;
 mod transaction;
 pub mod verify;
+mod wakers;
 mod wal;
 
 pub use codec::Compression;
@@ -74,6 +75,6 @@ pub use latency::LatencySummary;
 pub use observer::DurabilityObserver;
 pub use reader::{Reader, Record};
 pub use recovery::{CheckpointMarker, RecoveryReport, Truncation};
-pub use ticket::{Ticket, TicketFuture};
+pub use ticket::{AppendFuture, Ticket, TicketFuture};
 pub use transaction::Transaction;
 pub use wal::{Stats, Wal};
