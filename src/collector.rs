@@ -741,7 +741,7 @@ impl Collector {
 
     /// What [`truncate`](Self::truncate) checkpoints up to for `covered`,
     /// clamped to live coverage; `None` when that is nothing.
-    fn truncation_point(&self, covered: Lsn) -> Option<Lsn> {
+    pub(crate) fn truncation_point(&self, covered: Lsn) -> Option<Lsn> {
         let covered = covered.min(self.covered());
         (covered > 1).then(|| covered - 1)
     }

@@ -46,6 +46,8 @@ mod manifest;
 mod observer;
 mod packing;
 mod payload;
+#[cfg(feature = "tokio")]
+mod pool;
 mod prefetch;
 mod reader;
 mod recovery;

@@ -706,8 +706,9 @@ impl Wal {
         self.shared.segment_set().oldest_base().unwrap_or(1)
     }
 
-    /// The engine state, for the crate's own tests.
-    #[cfg(test)]
+    /// The engine state, for the crate's own tests and the async façade
+    /// (`pool`).
+    #[cfg(any(test, feature = "tokio"))]
     pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.shared
     }
@@ -1136,7 +1137,7 @@ impl Wal {
 }
 
 /// [`Wal::read`] of the log `sh`.
-fn read(sh: &Shared, lsn: Lsn) -> Result<Record> {
+pub(crate) fn read(sh: &Shared, lsn: Lsn) -> Result<Record> {
     let written = sh.acks.written();
     if lsn == 0 || lsn > written {
         return Err(Error::NotWritten { lsn, written });
