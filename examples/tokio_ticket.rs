@@ -6,10 +6,11 @@
 //! thousands of appends in flight without a thread per wait.
 //!
 //! Opening and closing the log read and sync files, so they go through
-//! `spawn_blocking`. An append only copies the record into a staging
-//! buffer (it blocks only when every buffer is full, that is under device
-//! backpressure), which is fine on a runtime thread; collectors that must
-//! never block use the channel API (`ringwal::channel`) instead.
+//! `spawn_blocking` (with `--features tokio`, `Wal::open_async` and
+//! `Wal::close_async` do that). `append_async` only copies the record into
+//! a staging buffer; when every buffer is full (device backpressure) it
+//! awaits a free one, woken by the ring thread, so no runtime thread is
+//! ever parked. README.md's async section lists what blocks and what not.
 //!
 //! ```sh
 //! cargo run --example tokio_ticket
@@ -45,12 +46,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         tasks.push(tokio::spawn(async move {
             for i in 0..100u32 {
                 let body = format!("task {task} record {i}");
-                let ticket = wal.append(task % 4, body.as_bytes())?;
+                let ticket = wal.append_async(task % 4, body.as_bytes()).await?;
                 ticket.reached(Level::Written).await?;
             }
             // One durable point per task: the first waiter asks the ring for
             // a sync and every concurrent waiter shares it.
-            let last = wal.append(task % 4, b"checkpoint")?;
+            let last = wal.append_async(task % 4, b"checkpoint").await?;
             last.reached(Level::Durable).await?;
             Ok::<u64, ringwal::Error>(last.lsn())
         }));

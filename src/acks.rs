@@ -295,7 +295,9 @@ impl Acks {
 /// inline by a waker may panic on the ring thread): the others were
 /// already taken off the lists and would never be woken again. Returns
 /// the first panic, for the caller to resume once all are woken.
-fn wake_all(wakes: impl IntoIterator<Item = Wake>) -> Result<(), Box<dyn std::any::Any + Send>> {
+pub(crate) fn wake_all(
+    wakes: impl IntoIterator<Item = Wake>,
+) -> Result<(), crate::wakers::WakePanic> {
     let mut first = None;
     for w in wakes {
         if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.wake())) {

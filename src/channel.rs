@@ -1,6 +1,7 @@
-//! The channel API: appends over crossbeam channels, for collector threads
-//! that must never block on I/O and want their acknowledgements as
-//! messages they can `select!` on beside their own inputs.
+//! The channel API: appends over channels, for collector threads that
+//! must never block on I/O and want their acknowledgements as messages
+//! they can `select!` on beside their own inputs (a crossbeam receiver),
+//! and for async collectors (a `Stream`).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -35,6 +36,11 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! For async collectors, [`Channels::async_sender`] hands out the same
+//! sender with its acknowledgements on an [`AckStream`] (a `Stream`), and
+//! [`RecordSender::send_async`] waits for room in the queue by awaiting;
+//! neither blocks an executor's thread, on any executor.
+//!
 //! Threads: [`Channels::spawn`] starts one appender thread, which drains the
 //! shared bounded request queue in order and appends each record, and one
 //! acknowledger thread per level (`Written`, `Durable`), which waits for
@@ -58,15 +64,22 @@
 //! k/s, both with p99 about 8 ms (the device's flush).
 
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender};
+use futures_channel::mpsc::{UnboundedReceiver, UnboundedSender};
+use futures_core::stream::{FusedStream, Stream};
 
 use crate::collector::Collector;
 use crate::config::Level;
 use crate::error::{Error, Lsn, Poison, Result};
 use crate::ticket::Ticket;
+use crate::wakers::WakerSet;
 use crate::wal::Wal;
 
 /// A log the channel API can append to: [`Wal`], or [`Collector`] (whose
@@ -169,16 +182,70 @@ impl std::fmt::Display for SendError {
 
 impl std::error::Error for SendError {}
 
-/// Where one sender's acknowledgements go.
+/// Where one sender's acknowledgements go: a crossbeam receiver
+/// ([`Channels::sender`]) or an [`AckStream`] ([`Channels::async_sender`]).
+enum AckSink {
+    Receiver(Sender<AckResult>),
+    Stream(UnboundedSender<AckResult>),
+}
+
+/// Where one sender's acknowledgements go. Dropped with the last sender
+/// and the last of its records in the threads, which ends the receiver.
 struct Route {
-    acks: Sender<AckResult>,
+    acks: AckSink,
     level: Level,
 }
 
 impl Route {
     fn deliver(&self, r: AckResult) {
         // A collector that dropped its receiver no longer wants them.
-        let _ = self.acks.send(r);
+        match &self.acks {
+            AckSink::Receiver(tx) => {
+                let _ = tx.send(r);
+            }
+            AckSink::Stream(tx) => {
+                let _ = tx.unbounded_send(r);
+            }
+        }
+    }
+}
+
+/// The acknowledgements of a sender made by [`Channels::async_sender`], as
+/// a [`Stream`]: exactly one [`AckResult`] per queued record, in send
+/// order (hence LSN order), then the end once the sender is dropped and
+/// every record it queued is answered. The same messages, in the same
+/// order, as the crossbeam receiver of [`Channels::sender`].
+///
+/// Executor-agnostic: an acknowledger thread wakes the polling task.
+/// Cost: per acknowledgement, one lock-free queue push on the
+/// acknowledger thread and one wake-up of the task when it waits; the
+/// queue is unbounded (a task that stops polling grows it by one message
+/// per record).
+pub struct AckStream(UnboundedReceiver<AckResult>);
+
+impl std::fmt::Debug for AckStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AckStream")
+            .field("ended", &self.0.is_terminated())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Stream for AckStream {
+    type Item = AckResult;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<AckResult>> {
+        Pin::new(&mut self.0).poll_next(cx)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.0.size_hint()
+    }
+}
+
+impl FusedStream for AckStream {
+    fn is_terminated(&self) -> bool {
+        self.0.is_terminated()
     }
 }
 
@@ -204,6 +271,9 @@ struct Waiting {
 /// dropped; [`close`](Self::close) also waits for that.
 pub struct Channels {
     requests: Option<Sender<Request>>,
+    /// Tasks waiting for room in the request queue; the appender wakes
+    /// them as it takes requests out.
+    room: Arc<WakerSet>,
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -263,14 +333,23 @@ impl Channels {
                     .expect("spawn acknowledger thread"),
             );
         }
+        let room = Arc::new(WakerSet::default());
+        let appender_room = room.clone();
         threads.push(
             std::thread::Builder::new()
                 .name("ringwal-appender".into())
-                .spawn(move || append_loop(&*log, req_rx, written_tx, durable_tx))
+                .spawn(move || {
+                    // Dropped last, after the queue's receiver (even when
+                    // the loop unwinds): senders still waiting then find
+                    // the queue closed.
+                    let _closed = WakeOnExit(&appender_room);
+                    append_loop(&*log, req_rx, &appender_room, written_tx, durable_tx)
+                })
                 .expect("spawn appender thread"),
         );
         Channels {
             requests: Some(req_tx),
+            room,
             threads,
         }
     }
@@ -283,17 +362,53 @@ impl Channels {
     /// it by one message per record.
     pub fn sender(&self, level: Level) -> (RecordSender, Receiver<AckResult>) {
         let (tx, rx) = crossbeam_channel::unbounded();
+        (self.new_sender(level, AckSink::Receiver(tx)), rx)
+    }
+
+    /// [`sender`](Self::sender) for async callers: the acknowledgements
+    /// arrive on an [`AckStream`] instead of a crossbeam receiver, and
+    /// [`RecordSender::send_async`] queues records without blocking the
+    /// thread. Same messages, same order. Cost: as `sender`.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use futures::StreamExt;
+    /// use ringwal::channel::Channels;
+    /// use ringwal::{Config, Level, Wal};
+    ///
+    /// # let dir = tempfile::tempdir()?;
+    /// let (wal, _) = Wal::open(dir.path(), Config::default())?;
+    /// let channels = Channels::spawn(Arc::new(wal), 64);
+    /// let (tx, acks) = channels.async_sender(Level::Durable);
+    /// let rt = tokio::runtime::Builder::new_current_thread().build()?;
+    /// let lsns = rt.block_on(async {
+    ///     for token in 0..3 {
+    ///         tx.send_async(0, vec![token as u8], token).await?;
+    ///     }
+    ///     drop(tx); // the stream ends once every record is answered
+    ///     let acks: Vec<_> = acks.collect().await;
+    ///     Ok::<_, ringwal::channel::SendError>(acks)
+    /// })?;
+    /// let lsns: Vec<u64> = lsns.into_iter().map(|a| a.expect("durable").lsn).collect();
+    /// assert_eq!(lsns, [1, 2, 3]);
+    /// channels.close()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn async_sender(&self, level: Level) -> (RecordSender, AckStream) {
+        let (tx, rx) = futures_channel::mpsc::unbounded();
+        (self.new_sender(level, AckSink::Stream(tx)), AckStream(rx))
+    }
+
+    fn new_sender(&self, level: Level, acks: AckSink) -> RecordSender {
         let requests = self
             .requests
             .clone()
             .expect("requests is only taken by close, which consumes self");
-        (
-            RecordSender {
-                requests,
-                route: Arc::new(Route { acks: tx, level }),
-            },
-            rx,
-        )
+        RecordSender {
+            requests,
+            route: Arc::new(Route { acks, level }),
+            room: self.room.clone(),
+        }
     }
 
     /// Stop: wait until every [`RecordSender`] is dropped, every queued
@@ -323,6 +438,8 @@ impl Channels {
 pub struct RecordSender {
     requests: Sender<Request>,
     route: Arc<Route>,
+    /// Tasks waiting for room in the queue (`send_async`).
+    room: Arc<WakerSet>,
 }
 
 impl std::fmt::Debug for RecordSender {
@@ -408,6 +525,33 @@ impl RecordSender {
             })
     }
 
+    /// Queue a record without blocking the thread: a future that resolves
+    /// once the record is in the queue, waiting by awaiting while the
+    /// queue is full. Its [`AckResult`] arrives as for
+    /// [`send`](Self::send), on this sender's receiver or [`AckStream`].
+    ///
+    /// Records of one sender keep their order as long as each send is
+    /// awaited before the next. Dropping the future before it resolves
+    /// queues nothing (the record is dropped) and leaves no waker behind.
+    ///
+    /// Cost: as [`try_send`](Self::try_send) while there is room. When
+    /// the queue is full: one short lock to register the task's waker,
+    /// which the appender thread wakes when it takes the next request out
+    /// (and one more when the future resolves, to remove the entry). The
+    /// appender pays one fence and one atomic load per request for it.
+    ///
+    /// # Errors
+    ///
+    /// [`SendError`], with the record, if the channels are shut down, as
+    /// for [`send`](Self::send).
+    pub fn send_async(&self, stream: u16, payload: Vec<u8>, token: u64) -> SendFuture<'_> {
+        SendFuture {
+            sender: self,
+            request: Some(self.request(stream, payload, token)),
+            room: None,
+        }
+    }
+
     fn request(&self, stream: u16, payload: Vec<u8>, token: u64) -> Request {
         Request {
             stream,
@@ -418,15 +562,103 @@ impl RecordSender {
     }
 }
 
+/// Future returned by [`RecordSender::send_async`]: the record queued, or
+/// [`SendError`] with it when the channels are shut down.
+///
+/// # Panics
+///
+/// If polled again after it returned `Ready`.
+#[must_use = "futures do nothing unless polled; the record is queued only when it is"]
+pub struct SendFuture<'a> {
+    sender: &'a RecordSender,
+    /// The record, until it is queued or handed back.
+    request: Option<Request>,
+    /// Its entry in the set of tasks waiting for room, if it has one.
+    room: Option<u64>,
+}
+
+impl std::fmt::Debug for SendFuture<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SendFuture")
+            .field("token", &self.request.as_ref().map(|r| r.token))
+            .field("waiting", &self.room.is_some())
+            .finish()
+    }
+}
+
+impl Future for SendFuture<'_> {
+    type Output = std::result::Result<(), SendError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let mut req = this
+            .request
+            .take()
+            .expect("SendFuture polled after it completed");
+        let mut registered = false;
+        let sent = loop {
+            match this.sender.requests.try_send(req) {
+                Ok(()) => break Ok(()),
+                Err(crossbeam_channel::TrySendError::Disconnected(r)) => {
+                    break Err(SendError {
+                        token: r.token,
+                        payload: r.payload,
+                    })
+                }
+                Err(crossbeam_channel::TrySendError::Full(r)) if registered => {
+                    this.request = Some(r);
+                    return Poll::Pending;
+                }
+                Err(crossbeam_channel::TrySendError::Full(r)) => {
+                    req = r;
+                    this.sender.room.register(&mut this.room, cx.waker());
+                    // Pairs with the appender's fence after each receive:
+                    // either the retry below finds the room that receive
+                    // made, or the appender finds this registration.
+                    fence(Ordering::SeqCst);
+                    registered = true;
+                }
+            }
+        };
+        this.sender.room.forget(&mut this.room);
+        Poll::Ready(sent)
+    }
+}
+
+impl Drop for SendFuture<'_> {
+    /// Removes the future's waker, if it left one. Cost: one short lock
+    /// when it did; nothing otherwise.
+    fn drop(&mut self) {
+        self.sender.room.forget(&mut self.room);
+    }
+}
+
+/// Wakes every task waiting for room in the request queue when the
+/// appender thread ends, however it ends.
+struct WakeOnExit<'a>(&'a WakerSet);
+
+impl Drop for WakeOnExit<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.wake_all();
+    }
+}
+
 /// The appender thread: append in queue order, answer `Accepted` senders
-/// at once, pass the rest to the acknowledger of their level.
+/// at once, pass the rest to the acknowledger of their level. Each request
+/// taken out makes room in the queue: senders awaiting it are woken.
 fn append_loop<L: AppendLog + ?Sized>(
     log: &L,
     requests: Receiver<Request>,
+    room: &WakerSet,
     written: Sender<Waiting>,
     durable: Sender<Waiting>,
 ) {
     for req in requests {
+        // Pairs with a sender's fence between registering and retrying.
+        fence(Ordering::SeqCst);
+        // A task's waker that panics is not the log's failure; the other
+        // tasks were woken all the same.
+        let _ = room.wake_all();
         let ticket = log.append_record(req.stream, &req.payload);
         let level = req.route.level;
         let next = match level {

@@ -78,7 +78,7 @@ use crate::error::{Error, Lsn, Result};
 use crate::format::Kind;
 use crate::reader::Reader;
 use crate::segments::LogDir;
-use crate::ticket::Ticket;
+use crate::ticket::{AppendFuture, Ticket};
 use crate::wal::Wal;
 
 /// The stream [`Collector::open`] writes its LSN fillers to (empty
@@ -519,15 +519,56 @@ impl Collector {
         payload: &[u8],
         then: impl FnOnce(Lsn),
     ) -> Result<Ticket> {
-        match self.index(stream) {
-            None => self.wal.append_then(stream, payload, then),
-            Some(i) => self.wal.append_then(stream, payload, |lsn| {
+        self.wal
+            .append_then(stream, payload, self.tracking(stream, then))
+    }
+
+    /// [`append`](Self::append) for async callers: waits for staging space
+    /// by awaiting, as [`Wal::append_async`] does; a tracked stream's LSN
+    /// becomes pending on the poll that appends it.
+    ///
+    /// # Errors
+    ///
+    /// As [`Wal::append_async`]; nothing is appended or made pending on
+    /// error.
+    pub fn append_async<'a>(
+        &'a self,
+        stream: u16,
+        payload: &'a [u8],
+    ) -> AppendFuture<'a, impl FnOnce(Lsn) + 'a> {
+        self.append_then_async(stream, payload, |_| {})
+    }
+
+    /// [`append_then`](Self::append_then) for async callers, as
+    /// [`Wal::append_then_async`]: `then` runs under the reservation lock,
+    /// once, on the poll that appends the record.
+    ///
+    /// # Errors
+    ///
+    /// As [`Wal::append_async`]; nothing is appended or made pending, and
+    /// `then` is not called.
+    pub fn append_then_async<'a>(
+        &'a self,
+        stream: u16,
+        payload: &'a [u8],
+        then: impl FnOnce(Lsn) + 'a,
+    ) -> AppendFuture<'a, impl FnOnce(Lsn) + 'a> {
+        self.wal
+            .append_then_async(stream, payload, self.tracking(stream, then))
+    }
+
+    /// The hook every append of `stream` runs under the reservation lock:
+    /// a tracked stream's LSN becomes pending, then `then` runs.
+    fn tracking<'a>(&'a self, stream: u16, then: impl FnOnce(Lsn) + 'a) -> impl FnOnce(Lsn) + 'a {
+        let tracked = self.index(stream);
+        move |lsn| {
+            if let Some(i) = tracked {
                 self.lock(i).pending.insert(lsn);
                 // After the unlock: whoever sees `handed = lsn` under a
                 // pending lock also sees the insert (invariant 2).
                 self.handed.store(lsn, Ordering::Release);
-                then(lsn);
-            }),
+            }
+            then(lsn);
         }
     }
 
@@ -688,11 +729,17 @@ impl Collector {
     ///
     /// As [`Wal::checkpoint`].
     pub fn truncate(&self, covered: Lsn) -> Result<usize> {
-        let covered = covered.min(self.covered());
-        if covered <= 1 {
-            return Ok(0);
+        match self.truncation_point(covered) {
+            Some(up_to) => self.wal.checkpoint(up_to),
+            None => Ok(0),
         }
-        self.wal.checkpoint(covered - 1)
+    }
+
+    /// What [`truncate`](Self::truncate) checkpoints up to for `covered`,
+    /// clamped to live coverage; `None` when that is nothing.
+    pub(crate) fn truncation_point(&self, covered: Lsn) -> Option<Lsn> {
+        let covered = covered.min(self.covered());
+        (covered > 1).then(|| covered - 1)
     }
 
     /// Close the log underneath ([`Wal::close`]): drain, sync, join.

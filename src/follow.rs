@@ -7,9 +7,13 @@
 //! tickets use; a `DirFollower` of a log another process writes polls
 //! the directory, the only signal it has.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
+use futures_core::Stream;
 use ringwal_platform::Vfs;
 
 use crate::config::Level;
@@ -90,10 +94,14 @@ impl Tail {
 /// to be written, then reads on, across segment rolls. Replication and
 /// raft followers read the log this way.
 ///
-/// As an `Iterator`, `next` blocks; [`next_async`](Self::next_async) waits
-/// without blocking a thread (the read itself still goes through the page
-/// cache on the calling thread). Records are yielded once they are
-/// written (level `Written`), which in durable mode means durable.
+/// As an `Iterator`, `next` blocks. As a [`Stream`] (and through
+/// [`next_async`](Self::next_async)) it waits without blocking a thread:
+/// at the end of the written data it registers the task's waker with the
+/// log, which the ring thread wakes when the next record is written. The
+/// read itself still runs on the polling thread, through the page cache
+/// (records just written are there). Both ways yield the same records, in
+/// LSN order, once they are written (level `Written`, which in durable
+/// mode means durable), and end the same way; they may be mixed.
 ///
 /// Ends with one `Err` if records it would read were checkpointed away
 /// before it got to them (`Gap`), on damage (`Corrupt`), or if the log is
@@ -101,10 +109,31 @@ impl Tail {
 ///
 /// Cost: as a [`Reader`] while records are there; at the end, one wait on
 /// the watermark (no polling), then one read of the block it stopped in
-/// and one copy of the segment list.
+/// and one copy of the segment list. A pending wait holds one waker in
+/// the log, and only while it is pending.
+///
+/// ```
+/// use std::future::poll_fn;
+/// use std::pin::Pin;
+/// use futures_core::Stream;
+/// # use ringwal::{Config, Wal};
+/// # let dir = tempfile::tempdir()?;
+/// # let (wal, _) = Wal::open(dir.path(), Config::default())?;
+/// let mut follower = wal.follow(1)?;
+/// let rt = tokio::runtime::Builder::new_current_thread().build()?;
+/// let first = rt.block_on(async {
+///     let waiting = poll_fn(|cx| Pin::new(&mut follower).poll_next(cx));
+///     drop(wal.append(0, b"late")?); // written while the stream waits
+///     waiting.await.transpose()
+/// })?;
+/// assert_eq!(first.map(|r| r.payload), Some(b"late".to_vec()));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct Follower {
     tail: Tail,
     shared: Arc<Shared>,
+    /// The wait for the next record, while a poll found none yet.
+    waiting: Option<TicketFuture>,
 }
 
 impl std::fmt::Debug for Follower {
@@ -112,6 +141,7 @@ impl std::fmt::Debug for Follower {
         f.debug_struct("Follower")
             .field("next_lsn", &self.tail.reader.next_lsn())
             .field("ended", &self.tail.ended)
+            .field("waiting", &self.waiting.is_some())
             .finish()
     }
 }
@@ -124,6 +154,7 @@ impl Follower {
                 ended: false,
             },
             shared,
+            waiting: None,
         }
     }
 
@@ -133,18 +164,38 @@ impl Follower {
     }
 
     /// The next record, waiting without blocking a thread while there is
-    /// none yet. `None` once the log is closed or after an error.
+    /// none yet. `None` once the log is closed or after an error. The
+    /// [`Stream`] implementation, as a future.
+    ///
+    /// Cancel-safe: dropping the future loses no record (the wait it was
+    /// in stays with the follower, for the next call).
     pub async fn next_async(&mut self) -> Option<Result<Record>> {
+        std::future::poll_fn(|cx| Pin::new(&mut *self).poll_next(cx)).await
+    }
+}
+
+impl Stream for Follower {
+    type Item = Result<Record>;
+
+    /// The next record, or `Pending` with the task's waker registered for
+    /// the next written watermark while there is none yet.
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Record>>> {
+        let this = self.get_mut();
         loop {
-            match self.tail.ready()? {
-                Some(r) => return Some(r),
-                None => {
-                    let wait =
-                        TicketFuture::new(self.shared.clone(), self.next_lsn(), Level::Written);
-                    let waited = wait.await.map(|()| written(&self.shared));
-                    if let Some(end) = self.tail.read_on(waited) {
-                        return end;
-                    }
+            if let Some(wait) = &mut this.waiting {
+                let waited = std::task::ready!(Pin::new(wait).poll(cx));
+                this.waiting = None;
+                if let Some(end) = this.tail.read_on(waited.map(|()| written(&this.shared))) {
+                    return Poll::Ready(end);
+                }
+            }
+            match this.tail.ready() {
+                None => return Poll::Ready(None),
+                Some(Some(r)) => return Poll::Ready(Some(r)),
+                Some(None) => {
+                    let lsn = this.next_lsn();
+                    this.waiting =
+                        Some(TicketFuture::new(this.shared.clone(), lsn, Level::Written));
                 }
             }
         }
@@ -164,6 +215,9 @@ impl Iterator for Follower {
 
     /// The next record, blocking while there is none yet.
     fn next(&mut self) -> Option<Result<Record>> {
+        // A wait a stream poll left is this same wait; the thread's own
+        // replaces it (its waker is removed).
+        self.waiting = None;
         let shared = &self.shared;
         self.tail.next_blocking(|lsn| {
             let ticket = Ticket {

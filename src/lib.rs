@@ -46,6 +46,8 @@ mod manifest;
 mod observer;
 mod packing;
 mod payload;
+#[cfg(feature = "tokio")]
+mod pool;
 mod prefetch;
 mod reader;
 mod recovery;
@@ -59,6 +61,7 @@ mod ticket;
 mod trace;
 mod transaction;
 pub mod verify;
+mod wakers;
 mod wal;
 
 pub use codec::Compression;
@@ -77,6 +80,6 @@ pub use latency::LatencySummary;
 pub use observer::DurabilityObserver;
 pub use reader::{Reader, Record};
 pub use recovery::{CheckpointMarker, RecoveryReport, Truncation};
-pub use ticket::{Ticket, TicketFuture};
+pub use ticket::{AppendFuture, Ticket, TicketFuture};
 pub use transaction::Transaction;
 pub use wal::{Stats, Wal};

@@ -225,7 +225,7 @@ fn release(sh: &Shared, freed: u64) {
         .checked_sub(freed)
         .expect("the reservation counts every listed segment's bytes");
     drop(r);
-    sh.space.notify_all();
+    sh.space_freed(true);
 }
 
 /// Make the checkpoint's renames and unlinks durable. Never retried:

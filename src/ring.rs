@@ -442,9 +442,7 @@ impl Ring {
         r.free.push(buf);
         let waiting = r.waiting_for_space > 0;
         drop(r);
-        if waiting {
-            self.sh.space.notify_all();
-        }
+        self.sh.space_freed(waiting);
     }
 
     /// A write or sync failed: poison. Never retried; nothing after the

@@ -8,6 +8,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::task::Waker;
 use std::time::Instant;
 
 use ringwal_platform::{AlignedBuf, Notifier};
@@ -25,6 +26,7 @@ use crate::manifest;
 use crate::packing::{Cursor, Placed};
 use crate::payload;
 use crate::segments::{self, Live, LogDir, SegmentFile, SegmentSet};
+use crate::wakers::WakerSet;
 
 // Batches are padded to the format's blocks and written with O_DIRECT
 // from buffers aligned to the platform's: the two must be one size.
@@ -177,13 +179,26 @@ impl Reservation {
 }
 
 /// What a reservation does when every staging buffer is full.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum OnFull {
+#[derive(Debug)]
+pub(crate) enum OnFull<'w> {
     /// Park until the ring frees one (backpressure on the caller).
     Wait,
     /// Return [`Error::Full`] at once: for a caller that must not block
     /// (an async executor's thread).
     Refuse,
+    /// As `Refuse`, with `waker` registered in [`Shared::space_waiters`]
+    /// (by the entry `key`) under the lock that decided the refusal, so
+    /// the next freeing of space wakes it: no wake-up falls between.
+    Register {
+        key: &'w mut Option<u64>,
+        waker: &'w Waker,
+    },
+}
+
+impl OnFull<'_> {
+    fn waits(&self) -> bool {
+        matches!(self, OnFull::Wait)
+    }
 }
 
 /// Counters for observability; relaxed atomics, read with `Wal::stats`.
@@ -254,7 +269,12 @@ pub(crate) struct Shared {
     pub cfg: Config,
     pub dir: LogDir,
     pub res: Mutex<Reservation>,
+    /// Producers parked for staging space (`OnFull::Wait`).
     pub space: Condvar,
+    /// Tasks refused for staging space (`OnFull::Register`), woken with
+    /// the parked producers ([`space_freed`](Self::space_freed)).
+    /// Registered under the reservation lock, after it when both are held.
+    pub space_waiters: WakerSet,
     pub acks: Acks,
     pub notifier: Arc<Notifier>,
     /// How the ring thread sleeps ([`RingSleep`] as a `u8`).
@@ -367,6 +387,7 @@ impl Shared {
                 seg_file_bytes: header.segment_bytes,
             }),
             space: Condvar::new(),
+            space_waiters: WakerSet::default(),
             acks: Acks::new(next_lsn - 1),
             notifier,
             ring_sleep: AtomicU8::new(RingSleep::Awake as u8),
@@ -526,7 +547,7 @@ impl Shared {
     pub fn poison(&self, cause: Poison) {
         self.set_poison(cause);
         drop(self.lock());
-        self.space.notify_all();
+        self.wake_space_ending();
     }
 
     /// The poison's one cause, kept where everything reads it.
@@ -541,7 +562,51 @@ impl Shared {
     /// notification needs no pass through the lock.
     fn poison_held(&self, cause: Poison) {
         self.set_poison(cause);
+        self.wake_space_ending();
+    }
+
+    /// Wake every producer waiting for space once the log is poisoned or
+    /// closing: each finds that and fails. A waker that panics changes
+    /// nothing more (and must not unwind out of a close).
+    pub fn wake_space_ending(&self) {
         self.space.notify_all();
+        let _ = self.space_waiters.wake_all();
+    }
+
+    /// Staging space may be free again (a buffer came back, an atomic
+    /// batch let go of the reservation, a checkpoint made room): wake the
+    /// producers waiting for it, the parked ones when `parked` says some
+    /// may be, and every registered task. Call after the change, with the
+    /// reservation lock released: a task registers under that lock, so it
+    /// either saw the change or is woken here.
+    ///
+    /// Cost: one atomic load when no task waits, plus the condvar's
+    /// notification when `parked`.
+    ///
+    /// # Panics
+    ///
+    /// Resumes the first panic of a task's waker, once all are woken.
+    pub fn space_freed(&self, parked: bool) {
+        if parked {
+            self.space.notify_all();
+        }
+        if let Err(panic) = self.space_waiters.wake_all() {
+            std::panic::resume_unwind(panic);
+        }
+    }
+
+    /// Refuse a record for lack of space: `Full`, with the caller's waker
+    /// registered first when it asked for that (a wait for space, counted
+    /// as a parked producer's is). The reservation is held, so the
+    /// registration and the refusal are one decision.
+    fn refuse(&self, _held: &Reservation, on_full: &mut OnFull<'_>) -> Error {
+        if let OnFull::Register { key, waker } = on_full {
+            self.space_waiters.register(key, waker);
+            self.counters
+                .backpressure_waits
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        Error::Full
     }
 
     /// Sequence `records` (all of kind `kind`) under one reservation: they
@@ -558,7 +623,7 @@ impl Shared {
         &self,
         records: &[(u16, &[u8])],
         kind: Kind,
-        on_full: OnFull,
+        mut on_full: OnFull<'_>,
         then: impl FnOnce(Lsn),
     ) -> Result<Lsn> {
         let cfg = &self.cfg;
@@ -609,8 +674,8 @@ impl Shared {
                 return Err(Error::LsnExhausted { next: r.next_lsn });
             }
             if r.batch_open {
-                if on_full == OnFull::Refuse {
-                    return Err(Error::Full);
+                if !on_full.waits() {
+                    return Err(self.refuse(&r, &mut on_full));
                 }
                 r = self.wait_for_space(r);
                 continue;
@@ -638,7 +703,7 @@ impl Shared {
                     }
                     let deadline = *limit_deadline.get_or_insert_with(|| Instant::now() + timeout);
                     let left = deadline.saturating_duration_since(Instant::now());
-                    if on_full == OnFull::Refuse || left.is_zero() {
+                    if !on_full.waits() || left.is_zero() {
                         return Err(Error::LogFull {
                             dir: self.dir.path().to_path_buf(),
                             limit: max,
@@ -676,9 +741,13 @@ impl Shared {
             if opens && r.free.is_empty() {
                 // Hand the full buffer to the ring: writing it frees one.
                 r.close_active();
-                if on_full == OnFull::Refuse {
+                if !on_full.waits() {
+                    // Registered before the kick: a kick that fails
+                    // poisons the log, and the poison wakes what is
+                    // registered by then.
+                    let full = self.refuse(&r, &mut on_full);
                     self.kick(&r);
-                    return Err(Error::Full);
+                    return Err(full);
                 }
                 r = self.wait_for_space(r);
                 continue;
@@ -722,7 +791,7 @@ impl Shared {
                         // no write will complete: nothing was acknowledged.
                         r.batch_open = false;
                         drop(r);
-                        self.space.notify_all();
+                        self.space_freed(true);
                         return Err(p.error());
                     }
                     continue;
@@ -782,7 +851,7 @@ impl Shared {
         r.batch_open = false;
         drop(r);
         if atomic {
-            self.space.notify_all();
+            self.space_freed(true);
         }
         self.staged(takeable);
         Ok(first)

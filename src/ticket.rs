@@ -1,6 +1,7 @@
-//! Tickets: the handle a producer holds on one appended record, and the
-//! one waiting future (`TicketFuture`) behind both `Ticket::reached` and
-//! `Wal::wait_for`.
+//! Tickets: the handle a producer holds on one appended record, the one
+//! waiting future (`TicketFuture`) behind both `Ticket::reached` and
+//! `Wal::wait_for`, and the append that awaits staging space
+//! (`AppendFuture`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -9,7 +10,7 @@ use std::task::{Context, Poll};
 
 use crate::acks::{Waiter, WakeBy};
 use crate::config::Level;
-use crate::error::{Lsn, Result};
+use crate::error::{Error, Lsn, Result};
 use crate::format::Kind;
 use crate::state::{OnFull, Shared};
 
@@ -54,7 +55,7 @@ impl Ticket {
         shared: &Arc<Shared>,
         records: &[(u16, &[u8])],
         kind: Kind,
-        on_full: OnFull,
+        on_full: OnFull<'_>,
         then: impl FnOnce(Lsn),
     ) -> Result<Ticket> {
         // The reservation wakes the ring when the record gives it work.
@@ -212,6 +213,105 @@ impl Drop for TicketFuture {
     }
 }
 
+/// Future returned by [`Wal::append_async`](crate::Wal::append_async)
+/// and its `then` and [`Collector`](crate::Collector) variants: one record
+/// appended, waiting for staging space by awaiting, never by parking the
+/// thread. Resolves to the record's [`Ticket`] at level `Accepted`.
+///
+/// Each poll tries the append as [`Wal::try_append`](crate::Wal::try_append)
+/// does. When every staging buffer is full it registers the task's waker
+/// with the log, under the same lock that found no space, and returns
+/// `Pending`; the ring thread wakes it when it frees a buffer (and so do
+/// the end of an atomic batch that held producers back, the poison and
+/// the close). No polling, no thread parked, no LSN taken while it waits.
+///
+/// Guarantees: the record is appended at most once (on the poll that
+/// returns `Ready(Ok)`), and `then` runs then, under the reservation lock,
+/// exactly once. Dropping the future before that appends nothing and
+/// removes its waker. It holds at most one waker in the log however often
+/// it is polled.
+///
+/// Cost of a poll: that of `try_append` (one lock, one copy, one CRC).
+/// When refused: also one short lock of the log's waiter set and a waker
+/// clone (the first time, or when the waker changed; an insert may
+/// allocate a B-tree node). An append that had to wait pays one more short
+/// lock when it completes or is dropped, to remove its entry. While no
+/// task waits, the ring thread pays one atomic load per buffer it frees.
+///
+/// # Panics
+///
+/// If polled again after it returned `Ready`.
+#[must_use = "futures do nothing unless polled; the record is appended only when it is"]
+pub struct AppendFuture<'a, F> {
+    shared: &'a Arc<Shared>,
+    record: (u16, &'a [u8]),
+    /// The hook, until the append that runs it.
+    then: Option<F>,
+    /// Its entry in `Shared::space_waiters`, if it registered one.
+    space: Option<u64>,
+    done: bool,
+}
+
+impl<'a, F: FnOnce(Lsn)> AppendFuture<'a, F> {
+    pub(crate) fn new(shared: &'a Arc<Shared>, stream: u16, payload: &'a [u8], then: F) -> Self {
+        AppendFuture {
+            shared,
+            record: (stream, payload),
+            then: Some(then),
+            space: None,
+            done: false,
+        }
+    }
+}
+
+// Nothing in it is pinned: `then` is only ever moved out and called.
+impl<F> Unpin for AppendFuture<'_, F> {}
+
+impl<F> std::fmt::Debug for AppendFuture<'_, F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppendFuture")
+            .field("stream", &self.record.0)
+            .field("len", &self.record.1.len())
+            .field("waiting", &self.space.is_some())
+            .finish()
+    }
+}
+
+impl<F: FnOnce(Lsn)> Future for AppendFuture<'_, F> {
+    type Output = Result<Ticket>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<Ticket>> {
+        let this = self.get_mut();
+        assert!(!this.done, "AppendFuture polled after it completed");
+        let then = &mut this.then;
+        let on_full = OnFull::Register {
+            key: &mut this.space,
+            waker: cx.waker(),
+        };
+        let hook = |lsn| {
+            if let Some(f) = then.take() {
+                f(lsn);
+            }
+        };
+        match Ticket::issue(this.shared, &[this.record], Kind::Data, on_full, hook) {
+            Err(Error::Full) => Poll::Pending,
+            done => {
+                this.done = true;
+                this.shared.space_waiters.forget(&mut this.space);
+                Poll::Ready(done)
+            }
+        }
+    }
+}
+
+impl<F> Drop for AppendFuture<'_, F> {
+    /// Removes the future's waker from the log, if it left one. Cost: one
+    /// short lock when it did; nothing otherwise.
+    fn drop(&mut self) {
+        self.shared.space_waiters.forget(&mut self.space);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -305,6 +405,71 @@ mod tests {
         ));
         drop(fut);
         assert_eq!(last.woken(), 1, "woken exactly once");
+    }
+
+    fn poll_append<F: FnOnce(Lsn)>(
+        fut: &mut AppendFuture<'_, F>,
+        waker: &Waker,
+    ) -> Poll<Result<Ticket>> {
+        Pin::new(fut).poll(&mut Context::from_waker(waker))
+    }
+
+    /// A buffer comes back to a log with none free, as the ring's
+    /// `recycle` returns one.
+    fn free_one(shared: &Shared) {
+        let buf = ringwal_platform::AlignedBuf::new(shared.cfg.buffer_bytes());
+        shared.lock().free.push(buf);
+        shared.space_freed(false);
+    }
+
+    #[test]
+    fn an_append_refused_for_space_waits_as_one_waker_and_is_woken_when_a_buffer_frees() {
+        let shared = test_shared(0);
+        let counter = Arc::new(Counter::default());
+        let waker = Waker::from(counter.clone());
+        let mut hooked = Vec::new();
+        let mut fut = AppendFuture::new(&shared, 3, b"x", |lsn| hooked.push(lsn));
+        for _ in 0..100 {
+            assert!(poll_append(&mut fut, &waker).is_pending());
+        }
+        assert_eq!(
+            shared.space_waiters.len(),
+            1,
+            "one entry however often polled"
+        );
+        assert_eq!(shared.lock().next_lsn, 1, "no LSN taken while waiting");
+        free_one(&shared);
+        assert_eq!(counter.woken(), 1);
+        assert_eq!(shared.space_waiters.len(), 0, "woken means removed");
+        match poll_append(&mut fut, &waker) {
+            Poll::Ready(Ok(t)) => assert_eq!(t.lsn(), 1),
+            other => panic!("expected the ticket, got {other:?}"),
+        }
+        drop(fut);
+        assert_eq!(hooked, [1], "the hook ran once, with the LSN");
+        assert_eq!(shared.space_waiters.len(), 0);
+    }
+
+    #[test]
+    fn a_dropped_append_leaves_no_waker_and_the_poison_wakes_the_rest() {
+        let shared = test_shared(0);
+        let mut dropped = AppendFuture::new(&shared, 0, b"x", |_| {});
+        assert!(poll_append(&mut dropped, Waker::noop()).is_pending());
+        assert_eq!(shared.space_waiters.len(), 1);
+        drop(dropped);
+        assert_eq!(shared.space_waiters.len(), 0);
+        assert_eq!(shared.lock().next_lsn, 1, "nothing appended");
+
+        let counter = Arc::new(Counter::default());
+        let waker = Waker::from(counter.clone());
+        let mut fut = AppendFuture::new(&shared, 0, b"x", |_| panic!("never appended"));
+        assert!(poll_append(&mut fut, &waker).is_pending());
+        shared.poison(crate::error::Poison::failed("test"));
+        assert_eq!(counter.woken(), 1);
+        assert!(matches!(
+            poll_append(&mut fut, &waker),
+            Poll::Ready(Err(Error::Poisoned { .. }))
+        ));
     }
 
     #[test]

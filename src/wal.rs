@@ -24,7 +24,7 @@ use crate::ring::{self, RingStart};
 use crate::scan;
 use crate::segments::{self, Live, LogDir};
 use crate::state::{OnFull, Resume, Shared};
-use crate::ticket::{Ticket, TicketFuture};
+use crate::ticket::{AppendFuture, Ticket, TicketFuture};
 use crate::transaction::Transaction;
 
 /// A snapshot of the log's counters.
@@ -73,8 +73,9 @@ pub struct Stats {
     pub direct_io: bool,
     /// Writes submitted to the device and not yet complete.
     pub writes_in_flight: u64,
-    /// Times an append waited for a free staging buffer: the device fell
-    /// behind the producers.
+    /// Times an append waited for a free staging buffer, parked or (in
+    /// [`Wal::append_async`]) awaiting: the device fell behind the
+    /// producers.
     pub backpressure_waits: u64,
     /// Whether the log is poisoned ([`Wal::poison_cause`] says why).
     pub poisoned: bool,
@@ -390,6 +391,67 @@ impl Wal {
         )
     }
 
+    /// [`append`](Self::append) for async callers: waits for staging space
+    /// by awaiting, never by parking the thread. Resolves to the ticket
+    /// once the record is copied into a staging buffer (level `Accepted`);
+    /// await [`Ticket::reached`] after it for `Written` or `Durable`.
+    ///
+    /// While every staging buffer is full (the device is behind the
+    /// producers) the task is parked as a waker in the log, and the ring
+    /// thread wakes it when it frees a buffer: the executor's thread runs
+    /// other tasks meanwhile. No LSN is taken until the record is copied,
+    /// so records appended by tasks that waited keep the order in which
+    /// their appends succeeded. See [`AppendFuture`] for what a poll costs;
+    /// a poll that finds space costs what [`append`](Self::append) costs,
+    /// with no allocation and no extra lock.
+    ///
+    /// Works on any executor; here tokio's single-threaded one:
+    ///
+    /// ```
+    /// # use ringwal::{Config, Level, Wal};
+    /// # let dir = tempfile::tempdir()?;
+    /// # let (wal, _) = Wal::open(dir.path(), Config::default())?;
+    /// let rt = tokio::runtime::Builder::new_current_thread().build()?;
+    /// rt.block_on(async {
+    ///     let ticket = wal.append_async(0, b"body").await?;
+    ///     ticket.reached(Level::Durable).await
+    /// })?;
+    /// assert_eq!(wal.read(1)?.payload, b"body");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`append`](Self::append), except that at the hard size limit
+    /// ([`WhenFull::Block`](crate::WhenFull::Block)) the future fails at
+    /// once with [`Error::LogFull`], as [`try_append`](Self::try_append)
+    /// does, rather than wait the configured timeout for a checkpoint (a
+    /// future that works on any executor has no timer): checkpoint, or
+    /// shed load, then append again. Nothing is appended on error.
+    pub fn append_async<'a>(&'a self, stream: u16, payload: &'a [u8]) -> AppendFuture<'a, fn(Lsn)> {
+        AppendFuture::new(&self.shared, stream, payload, |_| {})
+    }
+
+    /// [`append_then`](Self::append_then) for async callers: as
+    /// [`append_async`](Self::append_async), and `then(lsn)` runs under
+    /// the reservation lock on the poll that appends the record, exactly
+    /// once (never for an append that fails or a future dropped before).
+    /// The same rules hold for `then`: it must not block, await or call
+    /// into this log.
+    ///
+    /// # Errors
+    ///
+    /// As [`append_async`](Self::append_async); `then` is not called when
+    /// the append fails.
+    pub fn append_then_async<'a, F: FnOnce(Lsn) + 'a>(
+        &'a self,
+        stream: u16,
+        payload: &'a [u8],
+        then: F,
+    ) -> AppendFuture<'a, F> {
+        AppendFuture::new(&self.shared, stream, payload, then)
+    }
+
     /// Append `records` (stream, payload) as one atomic batch: consecutive
     /// LSNs, in one segment (the log rolls first if they do not fit the
     /// current one), acknowledged only as a whole. After any crash,
@@ -618,9 +680,10 @@ impl Wal {
         self.shared.lock().seg_base
     }
 
-    /// The engine state, for the crate's own tests.
-    #[cfg(test)]
-    pub(crate) fn shared(&self) -> &Shared {
+    /// The engine state, for the crate's own tests and the async façade
+    /// (`pool`).
+    #[cfg(any(test, feature = "tokio"))]
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.shared
     }
 
@@ -710,20 +773,7 @@ impl Wal {
     /// - [`Error::Corrupt`] or [`Error::Io`]: the segment could not be read
     ///   or holds damage where the record should be.
     pub fn read(&self, lsn: Lsn) -> Result<Record> {
-        let written = self.written_lsn();
-        if lsn == 0 || lsn > written {
-            return Err(Error::NotWritten { lsn, written });
-        }
-        match self.reader_from(lsn)?.next() {
-            Some(Ok(r)) if r.lsn == lsn => Ok(r),
-            Some(Err(e)) => Err(e),
-            Some(Ok(r)) => Err(Error::Gap {
-                file: self.dir().to_path_buf(),
-                expected: lsn,
-                found: r.lsn,
-            }),
-            None => Err(Error::NotWritten { lsn, written }),
-        }
+        read(&self.shared, lsn)
     }
 
     /// Every record from `from` (0: the oldest kept) on, waiting at the end
@@ -798,19 +848,7 @@ impl Wal {
     /// [`Error::Corrupt`], [`Error::Gap`] or [`Error::Io`] items for
     /// damage, a segment checkpointed away under it, or a failed read.
     pub fn reader_from(&self, from: Lsn) -> Result<Reader> {
-        // The watermark first: a segment is listed before anything in it
-        // can be written, so every record up to it is in the list below.
-        let upto = self.written_lsn();
-        let segs = self.shared.segment_list();
-        Reader::new(
-            &self.shared.cfg,
-            self.shared.dir.clone(),
-            segs,
-            from,
-            upto,
-            Some(self.shared.log_id),
-        )
-        .map(|r| r.seek_with(&self.shared.index()))
+        reader_from(&self.shared, from)
     }
 
     /// Delete whole sealed segments whose every record is at or below
@@ -1057,7 +1095,7 @@ impl Wal {
         };
         self.shared.lock().closed = true;
         self.shared.closing.store(true, Ordering::SeqCst);
-        self.shared.space.notify_all();
+        self.shared.wake_space_ending();
         self.shared.alert_ring();
         if handle.thread().id() == std::thread::current().id() {
             // The last handle went away on the ring thread itself: a waker
@@ -1071,6 +1109,34 @@ impl Wal {
         let _ = handle.join();
         self.check_poison()
     }
+}
+
+/// [`Wal::read`] of the log `sh`.
+pub(crate) fn read(sh: &Shared, lsn: Lsn) -> Result<Record> {
+    let written = sh.acks.written();
+    if lsn == 0 || lsn > written {
+        return Err(Error::NotWritten { lsn, written });
+    }
+    match reader_from(sh, lsn)?.next() {
+        Some(Ok(r)) if r.lsn == lsn => Ok(r),
+        Some(Err(e)) => Err(e),
+        Some(Ok(r)) => Err(Error::Gap {
+            file: sh.dir.path().to_path_buf(),
+            expected: lsn,
+            found: r.lsn,
+        }),
+        None => Err(Error::NotWritten { lsn, written }),
+    }
+}
+
+/// [`Wal::reader_from`] of the log `sh`.
+fn reader_from(sh: &Shared, from: Lsn) -> Result<Reader> {
+    // The watermark first: a segment is listed before anything in it
+    // can be written, so every record up to it is in the list below.
+    let upto = sh.acks.written();
+    let segs = sh.segment_list();
+    Reader::new(&sh.cfg, sh.dir.clone(), segs, from, upto, Some(sh.log_id))
+        .map(|r| r.seek_with(&sh.index()))
 }
 
 impl Drop for Wal {

@@ -1,16 +1,21 @@
 //! The channel API on a real log: acknowledgements in send (and LSN) order
 //! per sender at the requested level, errors in their place, `Full`
-//! without blocking, `select!` beside a collector's own inputs, and the
-//! collector's tracking through it.
+//! without blocking, `select!` beside a collector's own inputs, the
+//! collector's tracking through it, and async senders whose waits and
+//! acknowledgements never block a runtime's thread.
 
 mod common;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::select;
-use ringwal::channel::{AckResult, AppendLog, Channels, TrySendError};
+use futures::StreamExt;
+use ringwal::channel::{AckResult, AppendLog, Channels, SendError, TrySendError};
 use ringwal::{Collector, Config, Durability, Level, Lsn, Ticket, Wal, Watermarks};
 
 fn cfg() -> Config {
@@ -191,6 +196,179 @@ fn a_full_queue_is_an_immediate_error_or_a_wait_as_the_caller_chooses() {
     assert_eq!(tokens, want);
     drop(tx);
     channels.close().unwrap();
+}
+
+/// Async senders on a real runtime: `send_async` waits for room in a full
+/// queue by awaiting (another task on the one thread keeps running, and
+/// the waiting send is not polled again until woken), and the
+/// acknowledgements arrive on a `Stream` in send order, then end.
+#[test]
+fn async_senders_await_room_and_their_acks_arrive_as_a_stream() {
+    for flavour in ["current-thread", "multi-thread"] {
+        eprintln!("--- {flavour}");
+        let dir = tempfile::tempdir().unwrap();
+        let (wal, _) = Wal::open(dir.path(), cfg()).unwrap();
+        let log = Arc::new(Gated {
+            wal,
+            gate: Mutex::new(()),
+            entered: AtomicUsize::new(0),
+        });
+        let channels = Channels::spawn(log.clone(), 2);
+        let (tx, acks) = channels.async_sender(Level::Written);
+        let closed = log.gate.lock().unwrap();
+        // One record held by the appender at the gate, two in the queue:
+        // the next send has to wait.
+        tx.try_send(0, b"r0".to_vec(), 0).unwrap();
+        while log.entered.load(Ordering::SeqCst) == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        tx.try_send(0, b"r1".to_vec(), 1).unwrap();
+        tx.try_send(0, b"r2".to_vec(), 2).unwrap();
+        assert!(matches!(
+            tx.try_send(0, b"r3".to_vec(), 3),
+            Err(TrySendError::Full { .. })
+        ));
+        let progress = Arc::new(AtomicUsize::new(0));
+        let sent = Arc::new(AtomicUsize::new(0));
+        let polls = Arc::new(AtomicUsize::new(0));
+        let rt = match flavour {
+            "current-thread" => tokio::runtime::Builder::new_current_thread().build(),
+            // One worker: a send that blocked it would stop the other task.
+            _ => tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .build(),
+        }
+        .unwrap();
+        let driver = {
+            let (progress, sent, polls) = (progress.clone(), sent.clone(), polls.clone());
+            std::thread::spawn(move || {
+                rt.block_on(async move {
+                    let stop = Arc::new(AtomicBool::new(false));
+                    let other = tokio::spawn({
+                        let stop = stop.clone();
+                        async move {
+                            while !stop.load(Ordering::SeqCst) {
+                                progress.fetch_add(1, Ordering::SeqCst);
+                                tokio::task::yield_now().await;
+                            }
+                        }
+                    });
+                    let senders = tokio::spawn(async move {
+                        for token in 3..10u64 {
+                            let body = format!("r{token}").into_bytes();
+                            let send = tx.send_async(0, body, token);
+                            PollCount(polls.clone(), send).await.unwrap();
+                            sent.fetch_add(1, Ordering::SeqCst);
+                        }
+                        // Dropping the sender ends the stream once all is answered.
+                    });
+                    let got: Vec<AckResult> = acks.collect().await;
+                    senders.await.unwrap();
+                    stop.store(true, Ordering::SeqCst);
+                    other.await.unwrap();
+                    got
+                })
+            })
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while progress.load(Ordering::SeqCst) < 10_000 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let progressed = progress.load(Ordering::SeqCst) >= 10_000;
+        let (waiting, polled) = (
+            sent.load(Ordering::SeqCst) == 0,
+            polls.load(Ordering::SeqCst),
+        );
+        drop(closed);
+        let got = driver.join().unwrap();
+        assert!(
+            progressed,
+            "{flavour}: the waiting send blocked the runtime's thread"
+        );
+        assert!(waiting, "{flavour}: a send went through a full queue");
+        assert_eq!(polled, 1, "{flavour}: polled again only once woken");
+        let acked: Vec<(u64, Lsn)> = got
+            .into_iter()
+            .map(|a| {
+                let a = a.unwrap();
+                (a.token, a.lsn)
+            })
+            .collect();
+        let want: Vec<(u64, Lsn)> = (0..10).map(|t| (t, t + 1)).collect();
+        assert_eq!(acked, want, "{flavour}: in send order, LSNs ascending");
+        channels.close().unwrap();
+        let log = Arc::into_inner(log).unwrap();
+        assert_eq!(log.wal.read(10).unwrap().payload, b"r9");
+    }
+}
+
+/// A send still waiting when the appender thread is gone is answered with
+/// its record, not left waiting.
+#[test]
+fn a_waiting_async_send_gets_its_record_back_when_the_channels_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let (wal, _) = Wal::open(dir.path(), cfg()).unwrap();
+    let log = Arc::new(Panicking {
+        wal,
+        gate: Mutex::new(()),
+        entered: AtomicUsize::new(0),
+    });
+    let channels = Channels::spawn(log.clone(), 1);
+    let (tx, _acks) = channels.async_sender(Level::Written);
+    let closed = log.gate.lock().unwrap();
+    tx.try_send(0, b"held".to_vec(), 0).unwrap();
+    while log.entered.load(Ordering::SeqCst) == 0 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    tx.try_send(0, b"queued".to_vec(), 1).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let waiting = std::thread::spawn(move || rt.block_on(tx.send_async(0, b"late".to_vec(), 2)));
+    std::thread::sleep(Duration::from_millis(20));
+    // The appender panics once the gate opens: the queue is gone.
+    drop(closed);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !waiting.is_finished() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(waiting.is_finished(), "the waiting send was never answered");
+    assert_eq!(
+        waiting.join().unwrap(),
+        Err(SendError {
+            token: 2,
+            payload: b"late".to_vec()
+        })
+    );
+    assert!(channels.close().is_err(), "the panic is reported at close");
+}
+
+/// A log whose appends panic once past the gate: the appender thread dies.
+struct Panicking {
+    wal: Wal,
+    gate: Mutex<()>,
+    entered: AtomicUsize,
+}
+
+impl AppendLog for Panicking {
+    fn append_record(&self, _stream: u16, _payload: &[u8]) -> ringwal::Result<Ticket> {
+        self.entered.fetch_add(1, Ordering::SeqCst);
+        let _open = self.gate.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = &self.wal;
+        panic!("the appender dies");
+    }
+}
+
+/// A future that counts its polls.
+struct PollCount<F>(Arc<AtomicUsize>, F);
+
+impl<F: Future + Unpin> Future for PollCount<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Pin::new(&mut self.1).poll(cx)
+    }
 }
 
 /// A collector thread selects over its own inputs and its acks; records
