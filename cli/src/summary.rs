@@ -120,7 +120,7 @@ impl Summary {
                 path: &seg.path,
                 base_lsn: seg.base_lsn,
                 last_lsn: seg.last_lsn,
-                version: seg.version,
+                version: Some(seg.version),
                 created_unix_ms: seg.created_unix_ms,
                 key_id: seg.key_id,
                 key: KeyColumn::Fits(seg.key_fits),
