@@ -692,8 +692,47 @@ pub fn stat_with(dir: &Path, cfg: &Config) -> Result<NodeStat> {
         manifest,
         problems: Vec::new(),
     };
-    let mut newest_walker = None;
-    for f in &files {
+    let newest_walker = stat_segments(cfg, &files, log_id, &mut out, &mut problems)?;
+    if let (Some(mut w), Some(newest)) = (newest_walker, out.segments.last_mut()) {
+        w.walk_to_end()?;
+        newest.last_lsn = w.last_lsn();
+        newest.last_lsn_from = LastLsnFrom::Walk;
+    }
+    if let (Some(first), Some(last)) = (out.segments.first(), out.segments.last()) {
+        if last.last_lsn >= first.base_lsn {
+            out.first_lsn = first.base_lsn;
+            out.last_lsn = last.last_lsn;
+            out.records = last.last_lsn - first.base_lsn + 1;
+        }
+    }
+    if let Some(m) = &out.manifest {
+        let newest = out.segments.last();
+        let disk = crate::manifest::OnDisk {
+            oldest: files.first().map(|f| f.base),
+            newest: files.last().map(|f| f.base),
+            last_lsn: newest.map_or(0, |s| s.last_lsn),
+            last_file: newest.map(|s| s.path.as_path()),
+        };
+        problems.extend(crate::manifest::broken_promise(m, &log, disk));
+    }
+    out.problems = problems;
+    Ok(out)
+}
+
+/// Read the header of each of `files` into `out.segments` (each one's
+/// last LSN the next one's base minus one), pushing a header that cannot
+/// be used to `problems` instead. Returns the walker of the newest usable
+/// segment, not yet walked.
+fn stat_segments(
+    cfg: &Config,
+    files: &[crate::segments::SegmentFile],
+    log_id: Option<u64>,
+    out: &mut NodeStat,
+    problems: &mut Vec<Error>,
+) -> Result<Option<scan::Walker>> {
+    let node = cfg.node;
+    let mut newest = None;
+    for f in files {
         let file_bytes = cfg
             .vfs
             .open(&f.path, ringwal_platform::OpenHow::default())
@@ -724,32 +763,9 @@ pub fn stat_with(dir: &Path, cfg: &Config) -> Result<NodeStat> {
             key_fits: (h.key_id != 0 && cfg.has_keys())
                 .then(|| payload::check_key(&cfg.keys, &h).is_ok()),
         });
-        newest_walker = Some(w);
+        newest = Some(w);
     }
-    if let (Some(mut w), Some(newest)) = (newest_walker, out.segments.last_mut()) {
-        w.walk_to_end()?;
-        newest.last_lsn = w.last_lsn();
-        newest.last_lsn_from = LastLsnFrom::Walk;
-    }
-    if let (Some(first), Some(last)) = (out.segments.first(), out.segments.last()) {
-        if last.last_lsn >= first.base_lsn {
-            out.first_lsn = first.base_lsn;
-            out.last_lsn = last.last_lsn;
-            out.records = last.last_lsn - first.base_lsn + 1;
-        }
-    }
-    if let Some(m) = &out.manifest {
-        let newest = out.segments.last();
-        let disk = crate::manifest::OnDisk {
-            oldest: files.first().map(|f| f.base),
-            newest: files.last().map(|f| f.base),
-            last_lsn: newest.map_or(0, |s| s.last_lsn),
-            last_file: newest.map(|s| s.path.as_path()),
-        };
-        problems.extend(crate::manifest::broken_promise(m, &log, disk));
-    }
-    out.problems = problems;
-    Ok(out)
+    Ok(newest)
 }
 
 /// Iterate over `node`'s records from `from` with the default

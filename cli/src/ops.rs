@@ -238,7 +238,7 @@ pub(crate) fn recover(a: RecoverArgs, quiet: bool) -> CmdResult {
             let _progress = Progress::start(quiet, format!("planning node {}", a.node));
             verify::recovery_plan(&a.dir, &cfg)?
         };
-        if a.dry_run || (mode == RecoveryMode::Strict && !plan.problems.is_empty()) {
+        if a.dry_run {
             return print_plan(&mut out, &a, &plan);
         }
         return point_in_time(&mut out, &a, cfg, &plan, quiet);
@@ -653,43 +653,27 @@ fn refuse_nonempty(dir: &Path, node: u32) -> Result<(), Failure> {
     )))
 }
 
-/// `ringwal import`: read `dump --json` lines from stdin and append them
-/// to a new or empty log (consecutive records with the same non-null
-/// `batch` as one atomic batch), wait until all are durable, close, and
-/// print the count. All or nothing: every line is parsed and checked
-/// before the log is opened, so a bad line creates no log and changes no
-/// existing one; a log that already holds records is refused before it
-/// is opened. LSNs are the log's own (the input's are kept when the
-/// input starts at 1 and is dense, and a warning says so otherwise).
-pub(crate) fn import(a: ImportArgs, quiet: bool) -> CmdResult {
-    append::refuse_regular_file(&a.dir, a.node)?;
-    let cfg = Config::builder().node(a.node).build();
-    let records = read_all(cfg.max_record_bytes())?;
-    refuse_nonempty(&a.dir, a.node)?;
-    let (wal, _) = append::open(&a.dir, cfg)?;
-    if wal.next_lsn() != 1 {
-        let last = wal.next_lsn() - 1;
-        wal.close()?;
-        return Err(Failure::usage(format!(
-            "{}: node {} already holds LSNs up to {last}; import needs a new or empty log",
-            a.dir.display(),
-            a.node
-        )));
-    }
-    let progress = Progress::start(quiet, "importing");
+/// Append `records` in order, consecutive records with the same non-null
+/// `batch` as one atomic batch and each checkpoint marker alone. Returns
+/// the last ticket and whether the log's LSNs differ from the input's
+/// (said once, on stderr).
+fn append_all(
+    wal: &Wal,
+    records: &[Imported],
+    progress: &Progress,
+) -> Result<(Option<Ticket>, bool), Failure> {
     let mut last: Option<Ticket> = None;
     let mut renumbered = false;
     let mut start = 0;
     while start < records.len() {
-        // A batch: consecutive records with the same non-null `batch`; a
-        // marker is never part of one.
         let first = &records[start];
-        let joins =
-            |r: &Imported| first.batch.is_some() && first.marker.is_none() && r.marker.is_none();
-        let len = 1 + records[start + 1..]
-            .iter()
-            .take_while(|r| joins(r) && r.batch == first.batch)
-            .count();
+        let joins = |r: &Imported| {
+            first.batch.is_some()
+                && first.marker.is_none()
+                && r.marker.is_none()
+                && r.batch == first.batch
+        };
+        let len = 1 + records[start + 1..].iter().take_while(|r| joins(r)).count();
         let group = &records[start..start + len];
         let t = match group {
             [one] => match one.marker {
@@ -718,7 +702,36 @@ pub(crate) fn import(a: ImportArgs, quiet: bool) -> CmdResult {
         last = Some(t);
         start += len;
     }
-    drop(progress);
+    Ok((last, renumbered))
+}
+
+/// `ringwal import`: read `dump --json` lines from stdin and append them
+/// to a new or empty log (consecutive records with the same non-null
+/// `batch` as one atomic batch), wait until all are durable, close, and
+/// print the count. All or nothing: every line is parsed and checked
+/// before the log is opened, so a bad line creates no log and changes no
+/// existing one; a log that already holds records is refused before it
+/// is opened. LSNs are the log's own (the input's are kept when the
+/// input starts at 1 and is dense, and a warning says so otherwise).
+pub(crate) fn import(a: ImportArgs, quiet: bool) -> CmdResult {
+    append::refuse_regular_file(&a.dir, a.node)?;
+    let cfg = Config::builder().node(a.node).build();
+    let records = read_all(cfg.max_record_bytes())?;
+    refuse_nonempty(&a.dir, a.node)?;
+    let (wal, _) = append::open(&a.dir, cfg)?;
+    if wal.next_lsn() != 1 {
+        let last = wal.next_lsn() - 1;
+        wal.close()?;
+        return Err(Failure::usage(format!(
+            "{}: node {} already holds LSNs up to {last}; import needs a new or empty log",
+            a.dir.display(),
+            a.node
+        )));
+    }
+    let (last, renumbered) = {
+        let progress = Progress::start(quiet, "importing");
+        append_all(&wal, &records, &progress)?
+    };
     let last_lsn = match &last {
         Some(t) => {
             t.wait(ringwal::Level::Durable)?;

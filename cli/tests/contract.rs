@@ -355,7 +355,7 @@ fn every_command_meets_every_kind_of_trouble_with_its_status_and_message() {
     let mut failures = Vec::new();
     let mut n = 0;
     for case in CASES {
-        for i in 0..COMMANDS.len() {
+        for (i, cmd) in COMMANDS.iter().enumerate() {
             n += 1;
             let (o, _) = run_case(&fx, case, i, &cells.join(n.to_string()), false);
             let w = expected(case, i);
@@ -364,12 +364,11 @@ fn every_command_meets_every_kind_of_trouble_with_its_status_and_message() {
             let says = out.contains(w.says) || err.contains(w.says);
             // A failure is exactly one line on stderr, `ringwal: ...`.
             let one_line = status == 0
-                || matches!(COMMANDS[i].0, "verify" | "stat" | "recover") && !out.is_empty()
+                || matches!(cmd.0, "verify" | "stat" | "recover") && !out.is_empty()
                 || (err.lines().count() == 1 && err.starts_with("ringwal: "));
             if status != w.status || !says || !one_line {
                 failures.push(format!(
-                    "{case:?} x {:?}: want {} {:?}, got {status}\n  stdout: {}\n  stderr: {}",
-                    COMMANDS[i],
+                    "{case:?} x {cmd:?}: want {} {:?}, got {status}\n  stdout: {}\n  stderr: {}",
                     w.status,
                     w.says,
                     out.lines().take(3).collect::<Vec<_>>().join(" | "),
@@ -397,11 +396,10 @@ fn json_failures_are_one_error_object_with_kind_status_path_offset_and_message()
         (Case::Garbage, "corrupt", 1),
         (Case::BadArguments, "usage", 2),
     ] {
-        for i in 0..COMMANDS.len() {
+        for (i, &cmd) in COMMANDS.iter().enumerate() {
             n += 1;
             let (o, dir) = run_case(&fx, case, i, &cells.join(n.to_string()), true);
             let (out, _) = text(&o);
-            let cmd = COMMANDS[i];
             let expect = expected(case, i);
             assert_eq!(
                 o.status.code(),
