@@ -234,6 +234,10 @@ pub(crate) struct Analysis {
     pub manifest_temps: Vec<PathBuf>,
     /// Segments after a point-in-time recovery point.
     pub set_aside: Vec<PathBuf>,
+    /// Point-in-time mode: the LSNs (first, last) of the valid frames
+    /// found in each of `set_aside`, by index; `None` for a file with
+    /// none, or whose header does not read.
+    pub set_aside_lsns: Vec<Option<(Lsn, Lsn)>>,
     /// Corruption and gaps, in file order; non-empty means strict open fails.
     pub problems: Vec<Error>,
     /// LSN named by the newest discarded file, which recovery must resume at or above.
@@ -348,13 +352,16 @@ impl Analysis {
                 base,
                 path: path.clone(),
             };
+            let mut lsns = None;
             if let Ok(mut w) = scan::open(&*cfg.vfs, &file, cfg.node, None)? {
                 let end = w.walk_to_end()?;
-                self.highest_seen = self
-                    .highest_seen
-                    .max(w.last_lsn())
+                let highest = w
+                    .last_lsn()
                     .max(w.frames_after(end.data_end())?.highest_lsn);
+                self.highest_seen = self.highest_seen.max(highest);
+                lsns = (highest >= base).then_some((base, highest));
             }
+            self.set_aside_lsns.push(lsns);
         }
         Ok(())
     }
@@ -794,9 +801,6 @@ pub(crate) fn recover(dir: &LogDir, cfg: &Config) -> Result<Recovered> {
     })
 }
 
-/// A name to set `path` aside under that no earlier set-aside file has:
-/// `NAME.corrupt`, else `NAME.corrupt.1`, `.2`, ... (a name that comes
-/// round again must never overwrite the evidence of an earlier recovery).
 /// What recovery changed or worked around, as `tracing` warnings.
 #[cfg(not(feature = "tracing"))]
 fn trace_repairs(_: &LogDir, _: &RecoveryReport) {}
@@ -834,7 +838,11 @@ fn trace_repairs(dir: &LogDir, report: &RecoveryReport) {
     );
 }
 
-fn set_aside_name(vfs: &dyn ringwal_platform::Vfs, path: &Path) -> Result<PathBuf> {
+/// A name to set `path` aside under that no earlier set-aside file has:
+/// `NAME.corrupt`, else `NAME.corrupt.1`, `.2`, ... (a name that comes
+/// round again must never overwrite the evidence of an earlier recovery).
+/// Cost: one `readdir`.
+pub(crate) fn set_aside_name(vfs: &dyn ringwal_platform::Vfs, path: &Path) -> Result<PathBuf> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let names = vfs.list(dir).map_err(|e| Error::io(dir, e))?;
     let base = format!(

@@ -18,7 +18,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::config::Config;
+use crate::config::{Config, RecoveryMode};
 use crate::crypt::KeyProblem;
 use crate::error::{Error, Lsn, Result};
 use crate::follow::DirFollower;
@@ -28,7 +28,7 @@ use crate::reader::Reader;
 pub use crate::reader::{Located as Records, RecordAt};
 use crate::recovery::{self, CutWhy, Policy, Truncation};
 use crate::scan::{self, Step};
-use crate::segments::LogDir;
+use crate::segments::{Live, LogDir, SegmentSet};
 
 /// One segment whose header and frames [`verify`] accepted.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -279,28 +279,43 @@ fn check_payloads(
     }
 }
 
-/// What opening a log in strict mode would do to it, from
-/// [`recovery_plan`]. Building it never modifies a file.
+/// What opening a log would do to it, from [`recovery_plan`]. Building it
+/// never modifies a file.
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct RecoveryPlan {
     /// The node planned for.
     pub node: u32,
-    /// Damage a strict open would fail on (the first one is its error),
-    /// in file order. When non-empty, an open changes nothing and the
-    /// other fields describe what was read, not what would be done.
+    /// The recovery mode planned: the configuration's.
+    pub mode: RecoveryMode,
+    /// Strict mode: damage the open would fail on (the first one is its
+    /// error), in file order; when non-empty, the open changes nothing
+    /// and the other fields describe what was read, not what would be
+    /// done. Point-in-time mode: the damage the log is recovered up to
+    /// (at most one: what follows it is set aside unread), which the
+    /// other fields then say how the open gets past.
     pub problems: Vec<Error>,
-    /// The torn tail the open would cut: exactly the
+    /// The tail the open would cut: exactly the
     /// [`RecoveryReport::truncated`](crate::RecoveryReport::truncated)
     /// it would report (bytes zeroed, records dropped).
     pub cut: Option<Truncation>,
+    /// Point-in-time mode with damage in the segment the cut is in: a
+    /// name no file has, under which a copy of that segment as it is now
+    /// keeps the bytes the cut zeroes. The open itself makes no copy
+    /// (`ringwal recover --point-in-time --apply` does, first).
+    pub cut_copy: Option<PathBuf>,
     /// Files the open would delete: an incomplete newest segment (a
-    /// crash while it was created), then leftover spares. The same list,
-    /// in the same order, as `RecoveryReport::discarded`.
+    /// crash while it was created), then leftover spares. In the same
+    /// order as `RecoveryReport::discarded`.
     pub discard: Vec<PathBuf>,
+    /// Point-in-time mode: the segments after the damage, renamed aside
+    /// (never deleted), in the order `RecoveryReport::discarded` lists
+    /// them after `discard`.
+    pub set_aside: Vec<SetAside>,
     /// LSNs (first, last) the open would record as never to be handed
-    /// out; always `None` in strict mode (LSNs resume right after the
-    /// last record kept), kept so the plan shows every kind of change.
+    /// out: in point-in-time mode, every LSN above the last record kept
+    /// that the log ever held or handed out. Always `None` in strict
+    /// mode (LSNs resume right after the last record kept).
     pub skipped: Option<(Lsn, Lsn)>,
     /// The first LSN the writer would hand out after the open.
     pub next_lsn: Lsn,
@@ -308,6 +323,24 @@ pub struct RecoveryPlan {
     pub headers_from_copy: Vec<PathBuf>,
     /// Records the log would hold after the open.
     pub records: u64,
+    /// The oldest and newest LSN of those records; `None` when there are
+    /// none.
+    pub kept: Option<(Lsn, Lsn)>,
+}
+
+/// A segment a point-in-time recovery renames aside.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SetAside {
+    /// The segment.
+    pub file: PathBuf,
+    /// The name it gets: no file has it now.
+    pub to: PathBuf,
+    /// The LSNs (first, last) of the valid frames in it; `None` when it
+    /// has none, or its header does not read.
+    pub lsns: Option<(Lsn, Lsn)>,
+    /// Its size on disk.
+    pub bytes: u64,
 }
 
 impl RecoveryPlan {
@@ -318,56 +351,196 @@ impl RecoveryPlan {
         self.problems.is_empty()
             && self.cut.is_none()
             && self.discard.is_empty()
+            && self.set_aside.is_empty()
             && self.skipped.is_none()
     }
 }
 
-/// What `Wal::open` in strict mode would do to `cfg.node()`'s log in
-/// `dir`, without doing it: the cut, the files discarded, where LSNs
-/// resume, or the damage it would fail on.
+/// What `Wal::open` with `cfg` would do to `cfg.node()`'s log in `dir`,
+/// without doing it: the cut, the files discarded or (point-in-time
+/// mode) set aside, the LSNs skipped, where LSNs resume, or (strict mode)
+/// the damage it would fail on.
 ///
 /// The plan comes from recovery's own analysis and decision (the same
 /// functions `Wal::open` runs before it acts), so an open that follows
 /// with nothing changed in between does exactly this. `cfg`'s recovery
-/// mode is ignored (strict is planned); its torn window counts, as in
-/// [`verify_with`]. `Err(NoLog)` when `dir` has no segment of the node
-/// (as an open with `create_if_missing(false)` would fail); any other
-/// `Err` means a file could not be read.
+/// mode and torn window count, as in [`verify_with`]. `Err(NoLog)` when
+/// `dir` has no segment of the node (as an open with
+/// `create_if_missing(false)` would fail); `Err(Locked)` when a writer
+/// holds the log (its plan would be of a moving log, and an open could
+/// not take it); any other `Err` means a file could not be read.
 ///
-/// Read-only, no lock: beside a live writer the plan describes one moment
-/// of a log that an open could not take (`Locked`). Cost: what an open's
-/// recovery reads, every segment end to end.
+/// Takes the writer lock for as long as it reads (a writer that starts
+/// meanwhile is refused), writes nothing. Cost: what an open's recovery
+/// reads, every segment end to end; one `readdir` per file set aside.
 pub fn recovery_plan(dir: &Path, cfg: &Config) -> Result<RecoveryPlan> {
-    let mut cfg = cfg.clone();
-    cfg.recovery = crate::config::RecoveryMode::Strict;
     let log = LogDir::new(dir, cfg.node);
     log.list_log(&*cfg.vfs, false)?;
-    let a = recovery::analyze(&log, &cfg, Policy::of(cfg.recovery))?;
+    let _lock = hold_writer_lock(cfg, &log)?;
+    let a = recovery::analyze(&log, cfg, Policy::of(cfg.recovery))?;
     let records = a.segments.iter().map(|s| s.records).sum();
-    let node = cfg.node;
-    if !a.problems.is_empty() {
-        return Ok(RecoveryPlan {
-            node,
-            problems: a.problems,
-            cut: None,
-            discard: Vec::new(),
-            skipped: None,
-            next_lsn: 0,
-            headers_from_copy: a.headers_from_copy,
-            records,
+    let kept = a
+        .segments
+        .iter()
+        .find(|s| s.records > 0)
+        .zip(a.segments.iter().rev().find(|s| s.records > 0))
+        .map(|(first, last)| (first.header.base_lsn, last.last_lsn));
+    let mut plan = RecoveryPlan {
+        node: cfg.node,
+        mode: cfg.recovery,
+        problems: Vec::new(),
+        cut: None,
+        cut_copy: None,
+        discard: Vec::new(),
+        set_aside: Vec::new(),
+        skipped: None,
+        next_lsn: 0,
+        headers_from_copy: a.headers_from_copy.clone(),
+        records,
+        kept,
+    };
+    if !a.problems.is_empty() && cfg.recovery == RecoveryMode::Strict {
+        plan.problems = a.problems;
+        return Ok(plan);
+    }
+    let decided = recovery::plan(&a, cfg)?;
+    if let (Some(cut), false) = (&decided.truncation, a.problems.is_empty()) {
+        plan.cut_copy = Some(recovery::set_aside_name(&*cfg.vfs, &cut.file)?);
+    }
+    for (file, lsns) in a.set_aside.iter().zip(&a.set_aside_lsns) {
+        let bytes = cfg
+            .vfs
+            .open(file, ringwal_platform::OpenHow::default())
+            .and_then(|f| f.size())
+            .map_err(|e| Error::io(file, e))?;
+        plan.set_aside.push(SetAside {
+            file: file.clone(),
+            to: recovery::set_aside_name(&*cfg.vfs, file)?,
+            lsns: *lsns,
+            bytes,
         });
     }
-    let plan = recovery::plan(&a, &cfg)?;
-    Ok(RecoveryPlan {
-        node,
+    plan.problems = a.problems;
+    plan.cut = decided.truncation;
+    plan.discard = decided.remove;
+    plan.skipped = decided.skipped;
+    plan.next_lsn = decided.next_lsn;
+    Ok(plan)
+}
+
+/// What `Wal::checkpoint(up_to)` would remove from `cfg.node()`'s log in
+/// `dir`, from [`checkpoint_plan`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct CheckpointPlan {
+    /// The node planned for.
+    pub node: u32,
+    /// Damage a strict open would fail on (so would the checkpoint,
+    /// which opens the log); when non-empty, `remove` is empty.
+    pub problems: Vec<Error>,
+    /// The segments it would remove, oldest first: every whole segment
+    /// whose records are all at or below `up_to`, never the newest.
+    pub remove: Vec<Released>,
+    /// The last LSN the log holds (after the cut of a torn tail an open
+    /// makes), every one of them durable; 0 when it holds none. An
+    /// `up_to` above it covers records that were never written.
+    pub last_lsn: Lsn,
+}
+
+/// A segment a checkpoint would remove.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Released {
+    /// The segment.
+    pub file: PathBuf,
+    /// Its first LSN.
+    pub base_lsn: Lsn,
+    /// Its last LSN.
+    pub last_lsn: Lsn,
+    /// Its size on disk.
+    pub bytes: u64,
+}
+
+/// What a checkpoint at `up_to` would remove from `cfg.node()`'s log in
+/// `dir`, by the rule `Wal::checkpoint` applies to the segments an open
+/// would keep, without removing anything. `Err(NoLog)` and `Err(Locked)`
+/// as [`recovery_plan`].
+///
+/// Takes the writer lock for as long as it reads, writes nothing. Cost:
+/// what an open's recovery reads, and one `stat` per segment removed.
+pub fn checkpoint_plan(dir: &Path, cfg: &Config, up_to: Lsn) -> Result<CheckpointPlan> {
+    let mut cfg = cfg.clone();
+    cfg.recovery = RecoveryMode::Strict;
+    let log = LogDir::new(dir, cfg.node);
+    log.list_log(&*cfg.vfs, false)?;
+    let _lock = hold_writer_lock(&cfg, &log)?;
+    let a = recovery::analyze(&log, &cfg, Policy::StopAtFirst)?;
+    let mut out = CheckpointPlan {
+        node: cfg.node,
         problems: Vec::new(),
-        cut: plan.truncation,
-        discard: plan.remove,
-        skipped: plan.skipped,
-        next_lsn: plan.next_lsn,
-        headers_from_copy: a.headers_from_copy,
-        records,
-    })
+        remove: Vec::new(),
+        last_lsn: 0,
+    };
+    if !a.problems.is_empty() {
+        out.problems = a.problems;
+        return Ok(out);
+    }
+    out.last_lsn = recovery::plan(&a, &cfg)?.next_lsn.saturating_sub(1);
+    let live: Vec<Live> = a
+        .segments
+        .iter()
+        .map(|s| Live {
+            file: s.file.clone(),
+            bytes: s.header.segment_bytes,
+        })
+        .collect();
+    let set = SegmentSet::new(live);
+    for (seg, state) in set.releasable(up_to).iter().zip(&a.segments) {
+        let bytes = cfg
+            .vfs
+            .open(&seg.file.path, ringwal_platform::OpenHow::default())
+            .and_then(|f| f.size())
+            .map_err(|e| Error::io(&seg.file.path, e))?;
+        out.remove.push(Released {
+            file: seg.file.path.clone(),
+            base_lsn: seg.file.base,
+            last_lsn: state.last_lsn,
+            bytes,
+        });
+    }
+    Ok(out)
+}
+
+/// Hold `log`'s writer lock for as long as the returned file is open, so
+/// that no writer starts while a plan is made; `Locked`, naming the
+/// holder's process id when its lock file shows one, if a writer holds
+/// it. No lock file (no writer ever opened the log), or one this process
+/// may not open, is no writer. Opened read-only: `flock` needs no more.
+/// Cost: an `open` and a `flock`.
+fn hold_writer_lock(cfg: &Config, log: &LogDir) -> Result<Option<ringwal_platform::VFile>> {
+    let path = log.lock();
+    let file = match cfg.vfs.open(&path, ringwal_platform::OpenHow::default()) {
+        Ok(f) => f,
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
+            ) =>
+        {
+            return Ok(None)
+        }
+        Err(e) => return Err(Error::io(&path, e)),
+    };
+    if file.try_lock().map_err(|e| Error::io(&path, e))? {
+        return Ok(Some(file));
+    }
+    // The holder writes its id, padded, over the start of the file.
+    let mut buf = [0u8; 32];
+    let n = file.read_at(&mut buf, 0).unwrap_or(0);
+    let pid = std::str::from_utf8(&buf[..n])
+        .ok()
+        .and_then(|s| s.trim().parse().ok());
+    Err(Error::Locked { path, pid })
 }
 
 /// Node ids that have at least one segment file in `dir`, ascending.
@@ -387,28 +560,46 @@ pub fn nodes(dir: &Path) -> Result<Vec<u32>> {
     Ok(out)
 }
 
-/// One segment as [`stat`] sees it.
+/// Where a [`SegmentStat::last_lsn`] comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LastLsnFrom {
+    /// A walk of the segment's frames to the end of its valid data (the
+    /// newest segment's).
+    Walk,
+    /// The base LSN in the header of the segment after it, minus one: its
+    /// frames were not read, so records missing from its end would not
+    /// show ([`verify`] reads them).
+    NextHeader,
+}
+
+/// One segment as [`stat`] sees it: a file whose header reads and agrees
+/// with its name. Files under a segment name whose header does not are
+/// in [`NodeStat::problems`] instead.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SegmentStat {
     /// The segment file.
     pub path: PathBuf,
-    /// LSN of its first record, from the file name.
+    /// LSN of its first record, from its header (which agrees with its
+    /// name).
     pub base_lsn: Lsn,
-    /// LSN of its last record: the next segment's base minus one, or for
-    /// the newest segment the last valid frame found by scanning it.
+    /// LSN of its last record (see [`last_lsn_from`](Self::last_lsn_from));
     /// `base_lsn - 1` when it holds none.
     pub last_lsn: Lsn,
+    /// Where `last_lsn` comes from.
+    pub last_lsn_from: LastLsnFrom,
     /// Size of the file on disk (preallocated, so usually the segment size).
     pub file_bytes: u64,
-    /// Format version from the segment's header; `None` when the header
-    /// cannot be used (`verify` says why).
-    pub version: Option<u32>,
+    /// The segment size its header declares: a file shorter than that was
+    /// cut short (harmless only if nothing but unwritten space went).
+    pub segment_bytes: u64,
+    /// Format version, from the header.
+    pub version: u32,
     /// Creation time in milliseconds since the Unix epoch, as the header
-    /// records it; `None` when it records none or cannot be used.
+    /// records it; `None` when it records none.
     pub created_unix_ms: Option<u64>,
-    /// The key its data payloads are encrypted with (0: none, or the
-    /// header cannot be used).
+    /// The key its data payloads are encrypted with (0: none).
     pub key_id: u32,
     /// For an encrypted segment read with keys ([`stat_with`]): whether
     /// the key given for `key_id` is the one it was written with (its
@@ -417,34 +608,54 @@ pub struct SegmentStat {
 }
 
 /// A summary of one node's log, from [`stat`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug)]
 #[non_exhaustive]
 pub struct NodeStat {
     /// The node.
     pub node: u32,
-    /// Its segments in LSN order (incomplete newest files excluded).
+    /// Its segments whose headers read, in LSN order (incomplete newest
+    /// files and files in `problems` excluded).
     pub segments: Vec<SegmentStat>,
     /// Oldest LSN on disk; 0 when the log holds no record.
     pub first_lsn: Lsn,
-    /// Newest LSN on disk; 0 when the log holds no record.
+    /// Newest LSN on disk (from the walk of the newest segment); 0 when
+    /// the log holds no record.
     pub last_lsn: Lsn,
-    /// Records between them.
+    /// Records between them, counted from the headers' base LSNs and the
+    /// newest segment's walk.
     pub records: u64,
-    /// Bytes of all segment files together.
+    /// Bytes of all segment files together, those in `problems` included.
     pub file_bytes: u64,
     /// Spare files (preallocated, no log data).
     pub spares: usize,
     /// Newest files whose header never became valid.
     pub incomplete: usize,
+    /// The node's manifest, when it has one that decodes: what the log
+    /// promises (its durable LSN, the oldest LSN kept).
+    pub manifest: Option<format::Manifest>,
+    /// What the headers and the manifest show wrong, in file order: a file
+    /// under a segment name whose header does not read or does not agree
+    /// with its name (`Corrupt`, not counted in the numbers above), a
+    /// manifest that does not decode, and the first promise of the
+    /// manifest the segments break (`Lost`, `Gap`), as recovery judges
+    /// it. Empty does not mean consistent: frames of older segments are
+    /// not read ([`verify`] reads them).
+    pub problems: Vec<Error>,
 }
 
-/// Summarise `node`'s log in `dir` cheaply: segment names, sizes and
-/// headers, and one scan of the newest segment for the last LSN.
+/// Summarise `node`'s log in `dir` cheaply: segment headers and sizes,
+/// one walk of the newest segment for the last LSN, and the manifest's
+/// promises held against them.
 ///
-/// Unlike [`verify`] this trusts the file names of older segments and
-/// stops the newest at the first frame that is not valid; it finds no
-/// corruption. Read-only. Cost: one `readdir`, one `stat` and one 8 KiB
-/// header read per segment, and one read of the newest segment's frames.
+/// Unlike [`verify`] this reads no frame of an older segment: its last
+/// LSN is the next segment's base minus one
+/// ([`LastLsnFrom::NextHeader`]). A header that does not read, or
+/// contradicts its file name, is reported in [`NodeStat::problems`] and
+/// its file counted in nothing but `file_bytes`; so is a manifest that
+/// does not decode, and an end of the log short of the LSN the manifest
+/// says was durable. Read-only. Cost: one `readdir`, one `stat` and one
+/// 8 KiB header read per segment, one 64-byte manifest read, and one read
+/// of the newest segment's frames.
 pub fn stat(dir: &Path, node: u32) -> Result<NodeStat> {
     stat_with(dir, &Config::builder().node(node).build())
 }
@@ -454,18 +665,21 @@ pub fn stat(dir: &Path, node: u32) -> Result<NodeStat> {
 /// Cost: [`stat`]'s, plus one AEAD call per encrypted segment.
 pub fn stat_with(dir: &Path, cfg: &Config) -> Result<NodeStat> {
     let node = cfg.node;
-    let listing = LogDir::new(dir, node).list(&*cfg.vfs)?;
-    let spares = listing.spares.len();
+    let log = LogDir::new(dir, node);
+    let listing = log.list(&*cfg.vfs)?;
+    let mut problems = Vec::new();
+    let manifest = match crate::manifest::read(&*cfg.vfs, &log) {
+        Ok(m) => m,
+        Err(e @ Error::Corrupt { .. }) => {
+            problems.push(e);
+            None
+        }
+        Err(e) => return Err(e),
+    };
+    let log_id = manifest.map(|m| m.log_id);
     let mut files = listing.segments;
     let incomplete =
-        usize::from(scan::pop_never_written(&*cfg.vfs, &mut files, node, None)?.is_some());
-    let mut newest_last = None;
-    if let Some(last) = files.last() {
-        if let Ok(mut w) = scan::open(&*cfg.vfs, last, node, None)? {
-            w.walk_to_end()?;
-            newest_last = Some(w.last_lsn());
-        }
-    }
+        usize::from(scan::pop_never_written(&*cfg.vfs, &mut files, node, log_id)?.is_some());
     let mut out = NodeStat {
         node,
         segments: Vec::with_capacity(files.len()),
@@ -473,36 +687,16 @@ pub fn stat_with(dir: &Path, cfg: &Config) -> Result<NodeStat> {
         last_lsn: 0,
         records: 0,
         file_bytes: 0,
-        spares,
+        spares: listing.spares.len(),
         incomplete,
+        manifest,
+        problems: Vec::new(),
     };
-    for (i, f) in files.iter().enumerate() {
-        let file_bytes = cfg
-            .vfs
-            .open(&f.path, ringwal_platform::OpenHow::default())
-            .and_then(|h| h.size())
-            .map_err(|e| Error::io(&f.path, e))?;
-        let header = match scan::open(&*cfg.vfs, f, node, None)? {
-            Ok(w) => Some(*w.header()),
-            Err(_) => None,
-        };
-        let last_lsn = match files.get(i + 1) {
-            Some(next) => next.base.saturating_sub(1),
-            None => newest_last.unwrap_or(f.base.saturating_sub(1)),
-        };
-        out.file_bytes += file_bytes;
-        out.segments.push(SegmentStat {
-            path: f.path.clone(),
-            base_lsn: f.base,
-            last_lsn,
-            file_bytes,
-            version: header.map(|h| h.version),
-            created_unix_ms: header.map(|h| h.created_unix_ms).filter(|&ms| ms > 0),
-            key_id: header.map_or(0, |h| h.key_id),
-            key_fits: header
-                .filter(|h| h.key_id != 0 && cfg.has_keys())
-                .map(|h| payload::check_key(&cfg.keys, &h).is_ok()),
-        });
+    let newest_walker = stat_segments(cfg, &files, log_id, &mut out, &mut problems)?;
+    if let (Some(mut w), Some(newest)) = (newest_walker, out.segments.last_mut()) {
+        w.walk_to_end()?;
+        newest.last_lsn = w.last_lsn();
+        newest.last_lsn_from = LastLsnFrom::Walk;
     }
     if let (Some(first), Some(last)) = (out.segments.first(), out.segments.last()) {
         if last.last_lsn >= first.base_lsn {
@@ -511,7 +705,67 @@ pub fn stat_with(dir: &Path, cfg: &Config) -> Result<NodeStat> {
             out.records = last.last_lsn - first.base_lsn + 1;
         }
     }
+    if let Some(m) = &out.manifest {
+        let newest = out.segments.last();
+        let disk = crate::manifest::OnDisk {
+            oldest: files.first().map(|f| f.base),
+            newest: files.last().map(|f| f.base),
+            last_lsn: newest.map_or(0, |s| s.last_lsn),
+            last_file: newest.map(|s| s.path.as_path()),
+        };
+        problems.extend(crate::manifest::broken_promise(m, &log, disk));
+    }
+    out.problems = problems;
     Ok(out)
+}
+
+/// Read the header of each of `files` into `out.segments` (each one's
+/// last LSN the next one's base minus one), pushing a header that cannot
+/// be used to `problems` instead. Returns the walker of the newest usable
+/// segment, not yet walked.
+fn stat_segments(
+    cfg: &Config,
+    files: &[crate::segments::SegmentFile],
+    log_id: Option<u64>,
+    out: &mut NodeStat,
+    problems: &mut Vec<Error>,
+) -> Result<Option<scan::Walker>> {
+    let node = cfg.node;
+    let mut newest = None;
+    for f in files {
+        let file_bytes = cfg
+            .vfs
+            .open(&f.path, ringwal_platform::OpenHow::default())
+            .and_then(|h| h.size())
+            .map_err(|e| Error::io(&f.path, e))?;
+        out.file_bytes += file_bytes;
+        let w = match scan::open(&*cfg.vfs, f, node, log_id)? {
+            Ok(w) => w,
+            Err(p) => {
+                problems.push(p.error(f, node));
+                continue;
+            }
+        };
+        let h = *w.header();
+        if let Some(prev) = out.segments.last_mut() {
+            prev.last_lsn = h.base_lsn - 1;
+        }
+        out.segments.push(SegmentStat {
+            path: f.path.clone(),
+            base_lsn: h.base_lsn,
+            last_lsn: h.base_lsn - 1,
+            last_lsn_from: LastLsnFrom::NextHeader,
+            file_bytes,
+            segment_bytes: h.segment_bytes,
+            version: h.version,
+            created_unix_ms: (h.created_unix_ms > 0).then_some(h.created_unix_ms),
+            key_id: h.key_id,
+            key_fits: (h.key_id != 0 && cfg.has_keys())
+                .then(|| payload::check_key(&cfg.keys, &h).is_ok()),
+        });
+        newest = Some(w);
+    }
+    Ok(newest)
 }
 
 /// Iterate over `node`'s records from `from` with the default
@@ -1009,5 +1263,149 @@ mod tests {
         assert_eq!(wal.next_lsn(), plan.next_lsn);
         wal.close().unwrap();
         assert!(recovery_plan(dir.path(), &small(1)).unwrap().is_noop());
+    }
+
+    #[test]
+    fn stat_reads_headers_and_holds_the_log_to_its_manifest() {
+        let dir = tempfile::tempdir().unwrap();
+        make_log(dir.path(), 1, 1500);
+        let clean = stat(dir.path(), 1).unwrap();
+        assert!(clean.problems.is_empty(), "{:?}", clean.problems);
+        assert_eq!(clean.manifest.map(|m| m.durable_lsn), Some(1500));
+        let n = clean.segments.len();
+        assert!(n > 2);
+        assert!(clean.segments[..n - 1]
+            .iter()
+            .all(|s| s.last_lsn_from == LastLsnFrom::NextHeader));
+        assert_eq!(clean.segments[n - 1].last_lsn_from, LastLsnFrom::Walk);
+
+        // Garbage under a segment name past the newest: reported, and
+        // its name counts for nothing.
+        let junk = dir.path().join(format::segment_file_name(1, 9999));
+        let noise: Vec<u8> = (0..SEG).map(|i| (i * 7 + 3) as u8).collect();
+        std::fs::write(&junk, &noise).unwrap();
+        let s = stat(dir.path(), 1).unwrap();
+        assert_eq!((s.last_lsn, s.records, s.segments.len()), (1500, 1500, n));
+        assert!(
+            matches!(s.problems.as_slice(), [Error::Corrupt { file, .. }] if file == &junk),
+            "{:?}",
+            s.problems
+        );
+        std::fs::remove_file(&junk).unwrap();
+
+        // The newest segment cut short: the manifest's durable LSN is gone.
+        let newest = segment_paths(dir.path(), 1).pop().unwrap();
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&newest)
+            .unwrap();
+        f.set_len(format::BLOCK as u64 * 2).unwrap();
+        let s = stat(dir.path(), 1).unwrap();
+        assert!(
+            matches!(s.problems.as_slice(), [Error::Lost { durable: 1500, .. }]),
+            "{:?}",
+            s.problems
+        );
+        assert!(s.segments[n - 1].file_bytes < s.segments[n - 1].segment_bytes);
+    }
+
+    #[test]
+    fn point_in_time_plan_is_what_a_point_in_time_open_does() {
+        let dir = tempfile::tempdir().unwrap();
+        make_log(dir.path(), 1, 2500);
+        let segs = segment_paths(dir.path(), 1);
+        assert!(segs.len() > 4, "{segs:?}");
+        flip(&segs[2], format::HEADER_BYTES as u64 + 300);
+        let pit = Config::builder()
+            .node(1)
+            .segment_bytes(SEG)
+            .max_record_bytes(8 << 10)
+            .recovery(RecoveryMode::PointInTime)
+            .build();
+        let before: Vec<Vec<u8>> = segs.iter().map(|p| std::fs::read(p).unwrap()).collect();
+        let plan = recovery_plan(dir.path(), &pit).unwrap();
+        let after: Vec<Vec<u8>> = segs.iter().map(|p| std::fs::read(p).unwrap()).collect();
+        assert!(before == after, "a plan changed a file");
+        assert_eq!(plan.mode, RecoveryMode::PointInTime);
+        assert!(
+            matches!(plan.problems.as_slice(), [Error::Corrupt { file, .. }] if file == &segs[2]),
+            "{:?}",
+            plan.problems
+        );
+        let cut = plan.cut.clone().expect("the damaged segment is cut");
+        assert_eq!(cut.file, segs[2]);
+        let mut copy = segs[2].clone().into_os_string();
+        copy.push(".corrupt");
+        assert_eq!(plan.cut_copy.as_deref(), Some(Path::new(&copy)));
+        let aside: Vec<&Path> = plan.set_aside.iter().map(|s| s.file.as_path()).collect();
+        let later: Vec<&Path> = segs[3..].iter().map(PathBuf::as_path).collect();
+        assert_eq!(aside, later);
+        for s in &plan.set_aside {
+            let (first, last) = s.lsns.expect("records in a set-aside segment");
+            assert!(first <= last && last <= 2500, "{s:?}");
+            assert_eq!(s.bytes, SEG);
+            assert!(!s.to.exists());
+        }
+        let (kept_first, kept_last) = plan.kept.unwrap();
+        assert_eq!(kept_first, 1);
+        assert_eq!(plan.skipped, Some((kept_last + 1, 2500)));
+        assert_eq!(plan.next_lsn, 2501);
+
+        let (wal, rep) = Wal::open(dir.path(), pit).unwrap();
+        assert_eq!(wal.next_lsn(), plan.next_lsn);
+        assert_eq!(rep.skipped, plan.skipped);
+        assert_eq!(rep.truncated.map(|t| t.offset), Some(cut.offset));
+        let names = |v: &[PathBuf]| -> Vec<String> {
+            v.iter()
+                .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+                .collect()
+        };
+        let planned: Vec<PathBuf> = plan.set_aside.iter().map(|s| s.file.clone()).collect();
+        assert_eq!(names(&rep.discarded), names(&planned));
+        wal.close().unwrap();
+        assert!(plan.set_aside.iter().all(|s| s.to.exists()));
+    }
+
+    #[test]
+    fn plans_refuse_a_log_a_writer_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let (wal, _) = Wal::open(dir.path(), small(1)).unwrap();
+        wal.append(0, b"x").unwrap().wait(Level::Durable).unwrap();
+        let pid = Some(std::process::id());
+        for locked in [
+            recovery_plan(dir.path(), &small(1)).map(|_| ()),
+            checkpoint_plan(dir.path(), &small(1), 1).map(|_| ()),
+        ] {
+            assert!(
+                matches!(&locked, Err(Error::Locked { pid: p, .. }) if *p == pid),
+                "{locked:?}"
+            );
+        }
+        wal.close().unwrap();
+        assert!(recovery_plan(dir.path(), &small(1)).unwrap().is_noop());
+    }
+
+    #[test]
+    fn checkpoint_plan_names_what_a_checkpoint_removes() {
+        let dir = tempfile::tempdir().unwrap();
+        make_log(dir.path(), 1, 2000);
+        let segs = segment_paths(dir.path(), 1);
+        let plan = checkpoint_plan(dir.path(), &small(1), 1000).unwrap();
+        assert_eq!(plan.last_lsn, 2000);
+        assert!(!plan.remove.is_empty());
+        assert!(plan.remove.iter().all(|r| r.last_lsn <= 1000));
+        let all = checkpoint_plan(dir.path(), &small(1), 99_999).unwrap();
+        assert_eq!(all.remove.len(), segs.len() - 1, "never the newest");
+        assert_eq!(segment_paths(dir.path(), 1), segs, "a plan removed a file");
+
+        let (wal, _) = Wal::open(dir.path(), small(1)).unwrap();
+        assert_eq!(wal.checkpoint(1000).unwrap(), plan.remove.len());
+        wal.close().unwrap();
+        let gone: Vec<&PathBuf> = plan.remove.iter().map(|r| &r.file).collect();
+        assert!(gone.iter().all(|f| !f.exists()));
+        assert_eq!(
+            segment_paths(dir.path(), 1),
+            segs[plan.remove.len()..].to_vec()
+        );
     }
 }

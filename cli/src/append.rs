@@ -74,6 +74,9 @@ pub(crate) fn run(args: AppendArgs) -> CmdResult {
             sync_interval: None,
         });
     }
+    if args.key.key_file.is_none() {
+        refuse_plaintext_into_encrypted(&args.dir, args.node)?;
+    }
     let (wal, _) = open(&args.dir, builder.build())?;
     let wal = Arc::new(wal);
     let (tx, rx) = crossbeam_channel::bounded(AHEAD);
@@ -89,11 +92,11 @@ pub(crate) fn run(args: AppendArgs) -> CmdResult {
     };
     // On failure, return at once: the reader may be blocked on stdin, and
     // the process exits with it when `main` returns.
-    print_acks(&rx, level)?;
+    print_acks(&rx, level, args.json)?;
     // The channel closed cleanly, so the reader reached EOF and has ended.
     let _ = reader.join();
     let wal = Arc::into_inner(wal)
-        .ok_or_else(|| Failure::msg("internal error: log still shared at exit"))?;
+        .ok_or_else(|| Failure::other("internal error: log still shared at exit"))?;
     wal.close()?;
     Ok(ExitCode::SUCCESS)
 }
@@ -103,19 +106,40 @@ pub(crate) fn run(args: AppendArgs) -> CmdResult {
 /// error), damage that keeps the log from opening is status 1, and what
 /// recovery did is said on stderr.
 pub(crate) fn open(dir: &Path, cfg: Config) -> Result<(Wal, RecoveryReport), Failure> {
-    refuse_regular_file(dir)?;
+    refuse_regular_file(dir, cfg.node())?;
     let (wal, report) = Wal::open(dir, cfg).map_err(Failure::open)?;
     print_recovery(&report);
     Ok((wal, report))
 }
 
-/// A log directory path that names a regular file is refused by name
-/// (status 2), not with whatever error opening a file inside it gives.
-pub(crate) fn refuse_regular_file(dir: &Path) -> Result<(), Failure> {
+/// A log directory path that names something other than a directory is
+/// refused as "no log" (status 2), not with whatever error opening a file
+/// inside it gives.
+pub(crate) fn refuse_regular_file(dir: &Path, node: u32) -> Result<(), Failure> {
     if dir.exists() && !dir.is_dir() {
-        return Err(Failure::msg(format!("{}: not a directory", dir.display())));
+        return Err(Failure::no_log(dir, Some(node)));
     }
     Ok(())
+}
+
+/// Appending without a key to a log whose newest segment is encrypted
+/// would start plaintext segments in an encrypted log: refused as the
+/// missing key it is (status 2). A directory without a log of the node
+/// is left to the open. Cost: [`verify::stat`]'s (headers, and a walk of
+/// the newest segment).
+fn refuse_plaintext_into_encrypted(dir: &Path, node: u32) -> Result<(), Failure> {
+    let Ok(s) = ringwal::verify::stat(dir, node) else {
+        return Ok(());
+    };
+    match s.segments.last() {
+        Some(seg) if seg.key_id != 0 => Err(ringwal::Error::Key {
+            file: seg.path.clone(),
+            key_id: seg.key_id,
+            problem: ringwal::KeyProblem::Missing,
+        }
+        .into()),
+        _ => Ok(()),
+    }
 }
 
 /// A cut recovery makes (or would make), as the CLI says it everywhere:
@@ -215,10 +239,10 @@ fn read_and_append(wal: &Wal, stream: u16, batch: usize, end: u8, tx: &Sender<Ap
 }
 
 /// Wait for each ticket in order and print its LSNs (one, or each of a
-/// batch's, once the whole batch reached the level). Output is flushed
-/// before every blocking wait, so an LSN never sits in a buffer while its
-/// successors are awaited.
-fn print_acks(rx: &Receiver<Appended>, level: Level) -> Result<(), Failure> {
+/// batch's, once the whole batch reached the level), bare or with `json`
+/// as `{"lsn":N}`. Output is flushed before every blocking wait, so an
+/// LSN never sits in a buffer while its successors are awaited.
+fn print_acks(rx: &Receiver<Appended>, level: Level, json: bool) -> Result<(), Failure> {
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let flush =
@@ -241,7 +265,12 @@ fn print_acks(rx: &Receiver<Appended>, level: Level) -> Result<(), Failure> {
             ticket.wait(level)?;
         }
         for lsn in first..=ticket.lsn() {
-            writeln!(out, "{lsn}").map_err(|e| Failure::io("stdout", e))?;
+            if json {
+                writeln!(out, "{{\"lsn\":{lsn}}}")
+            } else {
+                writeln!(out, "{lsn}")
+            }
+            .map_err(|e| Failure::io("stdout", e))?;
         }
     }
     flush(&mut out)

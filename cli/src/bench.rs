@@ -64,15 +64,15 @@ struct Results {
 /// Run `ringwal bench`.
 pub(crate) fn run(a: BenchArgs) -> CmdResult {
     if a.producers == 0 {
-        return Err(Failure::msg("--producers must be at least 1"));
+        return Err(Failure::usage("--producers must be at least 1"));
     }
     if !(a.secs.is_finite() && a.secs > 0.0 && a.secs <= MAX_SECS) {
-        return Err(Failure::msg(format!(
+        return Err(Failure::usage(format!(
             "--secs must be a number of seconds in (0, {MAX_SECS}]"
         )));
     }
     if a.window == 0 {
-        return Err(Failure::msg("--window must be at least 1"));
+        return Err(Failure::usage("--window must be at least 1"));
     }
     let level = a.level;
     let configured = a.backend.unwrap_or_default();
@@ -219,7 +219,7 @@ fn load(wal: &Arc<Wal>, a: &BenchArgs, level: Level) -> Result<Results, Failure>
             .into_iter()
             .map(|h| {
                 h.join()
-                    .unwrap_or_else(|_| Err(Failure::msg("a producer thread panicked")))
+                    .unwrap_or_else(|_| Err(Failure::other("a producer thread panicked")))
             })
             .collect()
     });
@@ -235,7 +235,7 @@ fn load(wal: &Arc<Wal>, a: &BenchArgs, level: Level) -> Result<Results, Failure>
         let m = m?;
         records += m.records;
         hist.add(&m.hist)
-            .map_err(|e| Failure::msg(format!("merging latency histograms: {e}")))?;
+            .map_err(|e| Failure::other(format!("merging latency histograms: {e}")))?;
         samples.extend(m.samples);
     }
     let roll_stall = if a.roll_stall {
@@ -276,7 +276,7 @@ fn load(wal: &Arc<Wal>, a: &BenchArgs, level: Level) -> Result<Results, Failure>
 
 fn new_histogram() -> Result<Histogram<u64>, Failure> {
     Histogram::new_with_bounds(1, MAX_LATENCY_US, 3)
-        .map_err(|e| Failure::msg(format!("latency histogram: {e}")))
+        .map_err(|e| Failure::other(format!("latency histogram: {e}")))
 }
 
 /// One producer: append, wait, record, until told to stop. An error stops
@@ -338,7 +338,7 @@ fn produce_channel(
         while sent.len() < window && !stop.load(Ordering::Relaxed) {
             if tx.send(0, payload.to_vec(), token).is_err() {
                 stop.store(true, Ordering::Relaxed);
-                return Err(Failure::msg("the channel API shut down"));
+                return Err(Failure::other("the channel API shut down"));
             }
             sent.push_back(Instant::now());
             token += 1;
@@ -358,7 +358,7 @@ fn produce_channel(
             }
             Err(_) => {
                 stop.store(true, Ordering::Relaxed);
-                return Err(Failure::msg("the channel API shut down"));
+                return Err(Failure::other("the channel API shut down"));
             }
         }
         let us = u64::try_from(t0.elapsed().as_micros()).unwrap_or(u64::MAX);
@@ -517,7 +517,7 @@ fn write_json(path: &Path, a: &BenchArgs, backend: Backend, r: &Results) -> Resu
         })),
     });
     let mut text = serde_json::to_string_pretty(&obj)
-        .map_err(|e| Failure::msg(format!("encoding JSON: {e}")))?;
+        .map_err(|e| Failure::other(format!("encoding JSON: {e}")))?;
     text.push('\n');
     std::fs::write(path, text).map_err(|e| Failure::io(&path.display().to_string(), e))
 }

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use base64::Engine as _;
-use ringwal::verify::{self, Payloads, RecordAt, VerifyReport};
+use ringwal::verify::{self, LastLsnFrom, NodeStat, Payloads, RecordAt, VerifyReport};
 use ringwal::{Config, KeyProblem, Lsn, Record};
 
 use super::exit::DAMAGED;
@@ -51,12 +51,20 @@ struct Select {
 }
 
 impl Select {
-    fn new(stream: Option<u16>, b: &Bounds) -> Select {
-        Select {
+    /// The selection of `--stream`, `--to` and `--limit` for a read from
+    /// `from`; a `--to` below `from` selects nothing and is refused as
+    /// the mistake it is (status 2).
+    fn new(from: Lsn, stream: Option<u16>, b: &Bounds) -> Result<Select, Failure> {
+        if let Some(to) = b.to.filter(|&to| to < from) {
+            return Err(Failure::usage(format!(
+                "--to {to} is below --from {from}: there is nothing to print"
+            )));
+        }
+        Ok(Select {
             stream,
             to: b.to.unwrap_or(Lsn::MAX),
             limit: b.limit.unwrap_or(u64::MAX),
-        }
+        })
     }
 }
 
@@ -125,30 +133,43 @@ fn print_each<T: Keyed>(
     }
 }
 
-/// `ringwal cat`: payloads, one per line, in LSN order.
+/// `ringwal cat`: payloads, one per line, in LSN order; with `--json`,
+/// one object per record.
 pub(crate) fn cat(a: CatArgs) -> CmdResult {
-    let select = Select::new(a.stream, &a.bounds);
-    let print = |out: &mut dyn Write, payload: &[u8]| {
-        out.write_all(payload)?;
-        out.write_all(b"\n")
+    let select = Select::new(a.from, a.stream, &a.bounds)?;
+    let json = a.json;
+    let print = move |out: &mut dyn Write, lsn: Lsn, stream: u16, payload: &[u8]| {
+        if !json {
+            out.write_all(payload)?;
+            return out.write_all(b"\n");
+        }
+        let obj = match std::str::from_utf8(payload) {
+            Ok(text) => serde_json::json!({"lsn": lsn, "stream": stream, "payload": text}),
+            Err(_) => serde_json::json!({
+                "lsn": lsn,
+                "stream": stream,
+                "payload_b64": base64::engine::general_purpose::STANDARD.encode(payload),
+            }),
+        };
+        writeln!(out, "{obj}")
     };
     let cfg = a.key.config(a.node)?.build();
     if a.follow {
         let every = Duration::from_millis(a.poll_ms);
         let records = verify::follow_with(&a.dir, &cfg, a.from, every)?;
         return print_each(records, true, select, |out, rec: &Record| {
-            print(out, &rec.payload)
+            print(out, rec.lsn, rec.stream, &rec.payload)
         });
     }
     each_record(&a.dir, &cfg, a.from, select, |out, rec| {
-        print(out, &rec.payload)
+        print(out, rec.lsn, rec.stream, &rec.payload)
     })
 }
 
 /// `ringwal dump`: one line per record, JSON or text.
 pub(crate) fn dump(a: DumpArgs) -> CmdResult {
     let b64 = base64::engine::general_purpose::STANDARD;
-    let select = Select::new(a.stream, &a.bounds);
+    let select = Select::new(a.from, a.stream, &a.bounds)?;
     let cfg = a.key.config(a.node)?.build();
     each_record(&a.dir, &cfg, a.from, select, |out, rec| {
         if a.json {
@@ -186,30 +207,26 @@ pub(crate) fn dump(a: DumpArgs) -> CmdResult {
 }
 
 /// The nodes a command looks at: `node`, or every node with a segment in
-/// `dir`. Finding none is a failure (status 2), never a silent pass: a
+/// `dir`. Finding none is "no log here" (status 2), never a silent pass: a
 /// check of nothing must not look like a check that found nothing wrong.
 fn nodes_to_check(dir: &Path, node: Option<u32>) -> Result<Vec<u32>, Failure> {
-    crate::append::refuse_regular_file(dir)?;
-    let found = verify::nodes(dir)?;
+    let found = match verify::nodes(dir) {
+        Ok(found) => found,
+        Err(ringwal::Error::Io { source, .. })
+            if matches!(
+                source.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+            ) =>
+        {
+            Vec::new()
+        }
+        Err(e) => return Err(e.into()),
+    };
     match node {
-        None if found.is_empty() => Err(Failure::msg(format!(
-            "{}: no segments found: there is no log here",
-            dir.display()
-        ))),
+        None if found.is_empty() => Err(Failure::no_log(dir, None)),
         None => Ok(found),
         Some(n) if found.contains(&n) => Ok(vec![n]),
-        Some(n) => {
-            let others = if found.is_empty() {
-                "no node has one".to_string()
-            } else {
-                let list: Vec<String> = found.iter().map(u32::to_string).collect();
-                format!("nodes found: {}", list.join(", "))
-            };
-            Err(Failure::msg(format!(
-                "{}: no segments of node {n} ({others})",
-                dir.display()
-            )))
-        }
+        Some(n) => Err(Failure::no_log(dir, Some(n))),
     }
 }
 
@@ -377,67 +394,122 @@ pub(crate) fn human_bytes(n: u64) -> String {
 }
 
 /// `ringwal stat`: every node (or `--node`), its segments, LSN ranges
-/// and sizes; or, with `--json`, one document (see `summary.rs`). Status
-/// 2 if there is no segment to describe.
+/// and sizes from the headers and a walk of each newest segment; or, with
+/// `--json`, one document (see `summary.rs`). What the headers and the
+/// manifest show wrong (a file under a segment name that is no segment of
+/// the log, records the manifest promised that are gone) is printed as
+/// `verify` prints problems, and is status 1; older segments' frames are
+/// not read, and the output says so. Status 2 if there is no segment to
+/// describe.
 pub(crate) fn stat(a: StatArgs) -> CmdResult {
     let nodes = nodes_to_check(&a.dir, a.node)?;
     let stats = nodes
         .into_iter()
         .map(|node| Ok(verify::stat_with(&a.dir, &a.key.config(node)?.build())?))
         .collect::<Result<Vec<_>, Failure>>()?;
+    let status = if stats.iter().any(|s| !s.problems.is_empty()) {
+        ExitCode::from(DAMAGED)
+    } else {
+        ExitCode::SUCCESS
+    };
     if a.json {
         let mut doc = Summary::new("stat", &a.dir);
         for s in &stats {
             doc.add_stat(s);
         }
         print_json(&doc.finish())?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(status);
     }
     let stdout = io::stdout();
     let mut out = stdout.lock();
     let w = |e| Failure::io("stdout", e);
-    for s in stats {
-        let mut line = format!(
-            "node {}: {} segment{}, {}, {} in segment files",
-            s.node,
-            s.segments.len(),
-            if s.segments.len() == 1 { "" } else { "s" },
-            lsn_range(s.first_lsn, s.last_lsn, s.records),
-            human_bytes(s.file_bytes)
-        );
-        if s.spares > 0 {
-            line += &format!(", {} spare", s.spares);
-        }
-        if s.incomplete > 0 {
-            line += &format!(", {} incomplete", s.incomplete);
-        }
-        writeln!(out, "{line}").map_err(w)?;
-        for seg in &s.segments {
-            let name = seg
-                .path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let range = if seg.last_lsn >= seg.base_lsn {
-                format!("LSN {}..={}", seg.base_lsn, seg.last_lsn)
-            } else {
-                format!("LSN {}.. (empty)", seg.base_lsn)
-            };
-            let key = match (seg.key_id, seg.key_fits) {
-                (0, _) => String::new(),
-                (id, None) => format!("  encrypted (key id {id})"),
-                (id, Some(true)) => format!("  encrypted (key id {id}; the key given fits)"),
-                (id, Some(false)) => {
-                    format!("  encrypted (key id {id}; the key given is not its key)")
-                }
-            };
-            writeln!(
-                out,
-                "  {name}  {range}  {}{key}",
-                human_bytes(seg.file_bytes)
-            )
-            .map_err(w)?;
+    for s in &stats {
+        print_stat(&mut out, s).map_err(w)?;
+    }
+    writeln!(
+        out,
+        "note: LSN ranges are from the segment headers (a segment ends where the next \
+         begins) and a walk of the newest segment; older segments' frames were not read \
+         (ringwal verify reads every frame)"
+    )
+    .map_err(w)?;
+    out.flush().map_err(w)?;
+    for s in &stats {
+        let n = s.problems.len();
+        if n > 0 {
+            eprintln!(
+                "ringwal: node {}: {n} problem{} found in the headers and the manifest",
+                s.node,
+                if n == 1 { "" } else { "s" }
+            );
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(status)
+}
+
+fn print_stat(out: &mut impl Write, s: &NodeStat) -> io::Result<()> {
+    let mut line = format!(
+        "node {}: {} segment{}, {}, {} in segment files",
+        s.node,
+        s.segments.len(),
+        if s.segments.len() == 1 { "" } else { "s" },
+        lsn_range(s.first_lsn, s.last_lsn, s.records),
+        human_bytes(s.file_bytes)
+    );
+    if s.spares > 0 {
+        line += &format!(", {} spare", s.spares);
+    }
+    if s.incomplete > 0 {
+        line += &format!(", {} incomplete", s.incomplete);
+    }
+    writeln!(out, "{line}")?;
+    for seg in &s.segments {
+        let name = seg
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let range = if seg.last_lsn >= seg.base_lsn {
+            format!("LSN {}..={}", seg.base_lsn, seg.last_lsn)
+        } else {
+            format!("LSN {}.. (empty)", seg.base_lsn)
+        };
+        let walked = match seg.last_lsn_from {
+            LastLsnFrom::Walk => " (walked)",
+            _ => "",
+        };
+        let key = match (seg.key_id, seg.key_fits) {
+            (0, _) => String::new(),
+            (id, None) => format!("  encrypted (key id {id})"),
+            (id, Some(true)) => format!("  encrypted (key id {id}; the key given fits)"),
+            (id, Some(false)) => {
+                format!("  encrypted (key id {id}; the key given is not its key)")
+            }
+        };
+        let short = if seg.file_bytes < seg.segment_bytes {
+            format!(
+                "  shorter than the {} its header declares",
+                human_bytes(seg.segment_bytes)
+            )
+        } else {
+            String::new()
+        };
+        writeln!(
+            out,
+            "  {name}  {range}{walked}  {}{key}{short}",
+            human_bytes(seg.file_bytes)
+        )?;
+    }
+    if let Some(m) = &s.manifest {
+        writeln!(
+            out,
+            "  manifest: durable up to LSN {}, oldest LSN kept {}",
+            m.durable_lsn,
+            m.oldest_lsn.max(1)
+        )?;
+    }
+    for p in &s.problems {
+        writeln!(out, "{}", problem_line(p))?;
+    }
+    Ok(())
 }

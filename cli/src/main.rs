@@ -4,8 +4,9 @@
 //! `verify` and `stat` inspect a log read-only (safe beside a live
 //! writer); `recover` and `checkpoint` are the operator's repairs; `bench`
 //! measures append-to-acknowledgement latency under closed-loop load.
-//! Errors print one line, `ringwal: <message>`, on stderr; the exit
-//! statuses are in `exit.rs` and in `ringwal --help`.
+//! Errors print one line, `ringwal: <message>`, on stderr (and with
+//! `--json` one error object on stdout); the exit statuses are the table
+//! in `exit.rs`, which `ringwal --help` and `ringwal man` show.
 //!
 //! This file holds the arguments and dispatch. The output formats and
 //! exit statuses are a contract that scripts and other tests check from
@@ -35,7 +36,7 @@ pub(crate) use exit::{CmdResult, Failure};
 
 /// A write-ahead log engine: append, read, verify, repair and benchmark logs.
 #[derive(Debug, Parser)]
-#[command(name = "ringwal", version, about, after_help = exit::EXIT_STATUS)]
+#[command(name = "ringwal", version, about, after_help = exit::help_text())]
 pub(crate) struct Cli {
     /// Show no progress bars (they are only ever shown when stdout is a
     /// terminal).
@@ -59,9 +60,11 @@ enum Command {
     /// Summarise nodes, segments, LSN ranges and sizes (read-only).
     Stat(StatArgs),
     /// Show (--dry-run) or perform (--apply) what opening the log does:
-    /// cut a torn tail, discard incomplete files.
+    /// cut a torn tail, discard incomplete files; with --point-in-time,
+    /// recover a damaged log up to its first damage.
     Recover(RecoverArgs),
-    /// Remove whole segments whose records are all at or below an LSN.
+    /// Remove whole segments whose records are all at or below an LSN
+    /// (--dry-run: show which).
     Checkpoint(CheckpointArgs),
     /// Append the records of `ringwal dump --json` (stdin) to a new or
     /// empty log, batches as atomic batches.
@@ -82,6 +85,10 @@ pub(crate) struct AppendArgs {
     /// Fail if DIR holds no log of the node, instead of creating one.
     #[arg(long)]
     pub no_create: bool,
+    /// Print each LSN as a JSON object, `{"lsn": N}`, and a failure as
+    /// an error object (see README).
+    #[arg(long)]
+    pub json: bool,
     /// Records are separated by NUL bytes instead of newlines (so a
     /// payload may hold newlines), as `find -print0` writes them.
     #[arg(short = '0', long = "null")]
@@ -205,6 +212,11 @@ pub(crate) struct CatArgs {
     /// With --follow: how often to look for new records, in milliseconds.
     #[arg(long, default_value_t = 100, requires = "follow")]
     pub poll_ms: u64,
+    /// One JSON object per record: lsn, stream, and payload (the text) or
+    /// payload_b64 (a payload that is not UTF-8); a failure as an error
+    /// object.
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub bounds: Bounds,
     #[command(flatten)]
@@ -292,6 +304,16 @@ pub(crate) struct RecoverArgs {
     /// Do it: open the log (taking the writer lock) and close it.
     #[arg(long)]
     pub apply: bool,
+    /// Recover a damaged log up to its first damage: keep every record
+    /// before it, set the segments after it aside (renamed, never
+    /// deleted), keep a copy of a segment whose tail is cut, and resume
+    /// LSNs above every LSN the log ever held. What is given up (files,
+    /// LSN ranges, bytes) is printed before anything is done.
+    #[arg(long)]
+    pub point_in_time: bool,
+    /// One JSON document: the plan (or what was done), or an error object.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `ringwal checkpoint`.
@@ -306,6 +328,13 @@ pub(crate) struct CheckpointArgs {
     /// Node id.
     #[arg(long, default_value_t = 1)]
     pub node: u32,
+    /// Show the segments a checkpoint would remove; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// One JSON document: the segments removed (or that would be), the
+    /// bytes freed and any warning; or an error object.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `ringwal import`.
@@ -316,6 +345,10 @@ pub(crate) struct ImportArgs {
     /// Node id.
     #[arg(long, default_value_t = 1)]
     pub node: u32,
+    /// One JSON object with the count and LSN range imported, or an
+    /// error object.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `ringwal completions`.
@@ -445,14 +478,41 @@ fn sync_method() -> impl TypedValueParser<Value = SyncMethod> {
     PossibleValuesParser::new(values).map(|s| s.parse::<SyncMethod>().expect("a listed name"))
 }
 
+impl Command {
+    /// Whether the command prints JSON, and so its failures as error
+    /// objects too.
+    fn json(&self) -> bool {
+        match self {
+            Command::Append(a) => a.json,
+            Command::Cat(a) => a.json,
+            Command::Dump(a) => a.json,
+            Command::Verify(a) => a.json,
+            Command::Stat(a) => a.json,
+            Command::Recover(a) => a.json,
+            Command::Checkpoint(a) => a.json,
+            Command::Import(a) => a.json,
+            // `bench --json FILE` writes its results to a file.
+            Command::Bench(_) | Command::Completions(_) | Command::Man => false,
+        }
+    }
+}
+
+/// Whether arguments that did not parse asked for JSON: `--json` given to
+/// any command but `bench` (whose `--json` names a file).
+fn json_requested() -> bool {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    args.iter().any(|a| a == "--json") && !args.iter().any(|a| a == "bench")
+}
+
 /// Parse the arguments, run the command, and turn the outcome into an
-/// exit status (see [`exit::EXIT_STATUS`]).
+/// exit status (see [`exit::TABLE`]).
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) => return exit::parse_failure(e),
+        Err(e) => return exit::parse_failure(e, json_requested()),
     };
     let quiet = cli.quiet;
+    let json = cli.command.json();
     let result = match cli.command {
         Command::Append(a) => append::run(a),
         Command::Cat(a) => inspect::cat(a),
@@ -466,5 +526,5 @@ fn main() -> ExitCode {
         Command::Completions(a) => docs::completions(a),
         Command::Man => docs::man(),
     };
-    exit::report(result)
+    exit::report(result, json)
 }

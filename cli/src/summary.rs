@@ -3,25 +3,33 @@
 //!
 //! ```text
 //! {"command": "verify", "dir": "...",
-//!  "nodes":    [{"node", "consistent", "first_lsn", "last_lsn", "records",
-//!                "bytes", "segments", "spares", "incomplete", "torn_tail"}],
-//!  "segments": [{"node", "file", "base_lsn", "last_lsn", "bytes",
-//!                "format_version", "created_unix_ms", "created_from",
-//!                "key_id", "key_fits" (stat) | "payloads" (verify)}],
+//!  "nodes":    [{"node", "checked", "consistent", "first_lsn", "last_lsn",
+//!                "records", "durable_lsn", "bytes", "segments", "spares",
+//!                "incomplete", "torn_tail"}],
+//!  "segments": [{"node", "file", "base_lsn", "last_lsn", "last_lsn_from",
+//!                "bytes", "format_version", "created_unix_ms",
+//!                "created_from", "key_id",
+//!                "key_fits" (stat) | "payloads" (verify)}],
 //!  "problems": [{"node", "file", "offset", "reason"}],
 //!  "totals":   {"nodes", "segments", "records", "bytes", "problems"}}
 //! ```
 //!
 //! `created_from` says where `created_unix_ms` comes from: `"header"` (the
 //! segment's header records it) or `"mtime"` (it does not, so the file's
-//! modification time stands in); `null` when neither is known. `stat`
-//! does not look for damage: its `problems` is always empty and its
-//! `consistent` null.
+//! modification time stands in); `null` when neither is known.
+//! `last_lsn_from` says where `last_lsn` comes from: `"walk"` (the
+//! segment's frames were read to their end) or `"next-header"` (the next
+//! segment's base LSN, its own frames unread). A node's `checked` is
+//! `"frames"` for `verify` (every frame read) and `"headers"` for `stat`
+//! (headers, the manifest's promises and the newest segment's frames
+//! only), whose `consistent` is therefore `null` even when it found no
+//! problem. `durable_lsn` is what the node's manifest says was made
+//! durable (`null` without a manifest); `verify` leaves it `null`.
 
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
-use ringwal::verify::{NodeStat, Payloads, VerifyReport};
+use ringwal::verify::{LastLsnFrom, NodeStat, Payloads, VerifyReport};
 use ringwal::{Error, Lsn};
 use serde_json::{json, Value};
 
@@ -84,6 +92,8 @@ struct Segment<'a> {
     path: &'a Path,
     base_lsn: Lsn,
     last_lsn: Lsn,
+    /// Whether `last_lsn` comes from a walk of the segment's frames.
+    walked: bool,
     version: Option<u32>,
     created_unix_ms: Option<u64>,
     key_id: u32,
@@ -120,19 +130,23 @@ impl Summary {
                 path: &seg.path,
                 base_lsn: seg.base_lsn,
                 last_lsn: seg.last_lsn,
-                version: seg.version,
+                walked: seg.last_lsn_from == LastLsnFrom::Walk,
+                version: Some(seg.version),
                 created_unix_ms: seg.created_unix_ms,
                 key_id: seg.key_id,
                 key: KeyColumn::Fits(seg.key_fits),
             });
         }
+        self.add_problems(s.node, &s.problems);
         self.records += s.records;
         self.nodes.push(json!({
             "node": s.node,
+            "checked": "headers",
             "consistent": null,
             "first_lsn": s.first_lsn,
             "last_lsn": s.last_lsn,
             "records": s.records,
+            "durable_lsn": s.manifest.map(|m| m.durable_lsn),
             "bytes": bytes,
             "segments": s.segments.len(),
             "spares": s.spares,
@@ -150,21 +164,14 @@ impl Summary {
                 path: &seg.path,
                 base_lsn: seg.base_lsn,
                 last_lsn: seg.last_lsn,
+                walked: true,
                 version: Some(seg.version),
                 created_unix_ms: seg.created_unix_ms,
                 key_id: seg.key_id,
                 key: KeyColumn::Payloads(seg.payloads),
             });
         }
-        for p in &r.problems {
-            let (file, offset, reason) = problem_parts(p);
-            self.problems.push(json!({
-                "node": r.node,
-                "file": file.map(|f| f.display().to_string()),
-                "offset": offset,
-                "reason": reason,
-            }));
-        }
+        self.add_problems(r.node, &r.problems);
         self.records += r.records();
         let torn = r.torn_tail.as_ref().map(|t| {
             json!({
@@ -176,16 +183,31 @@ impl Summary {
         });
         self.nodes.push(json!({
             "node": r.node,
+            "checked": "frames",
             "consistent": r.is_consistent(),
             "first_lsn": r.first_lsn(),
             "last_lsn": r.last_lsn(),
             "records": r.records(),
+            "durable_lsn": null,
             "bytes": bytes,
             "segments": r.segments.len(),
             "spares": r.spares.len(),
             "incomplete": r.incomplete.len(),
             "torn_tail": torn,
         }));
+    }
+
+    /// Add a node's problems, as (file, offset, reason) rows.
+    fn add_problems(&mut self, node: u32, problems: &[Error]) {
+        for p in problems {
+            let (file, offset, reason) = problem_parts(p);
+            self.problems.push(json!({
+                "node": node,
+                "file": file.map(|f| f.display().to_string()),
+                "offset": offset,
+                "reason": reason,
+            }));
+        }
     }
 
     /// Add a segment row; returns its size on disk.
@@ -207,6 +229,7 @@ impl Summary {
             "file": s.path.display().to_string(),
             "base_lsn": s.base_lsn,
             "last_lsn": s.last_lsn,
+            "last_lsn_from": if s.walked { "walk" } else { "next-header" },
             "bytes": bytes,
             "format_version": s.version,
             "created_unix_ms": created,

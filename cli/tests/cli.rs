@@ -1006,8 +1006,10 @@ fn nothing_to_check_is_never_a_pass() {
             }
             let o = run(&args, b"");
             assert_one_line_error(&o);
-            assert!(stderr(&o).contains("no segments found"), "{o:?}");
-            assert!(o.stdout.is_empty(), "{o:?}");
+            let want = format!("ringwal: {}: no log here\n", p(dir.path()));
+            assert_eq!(stderr(&o), want, "{o:?}");
+            // With --json, the failure is one error object on stdout.
+            assert_eq!(o.stdout.is_empty(), !json, "{o:?}");
         }
     }
     let o = run(&["append", p(dir.path()), "--node", "3"], b"x\n");
@@ -1016,7 +1018,7 @@ fn nothing_to_check_is_never_a_pass() {
         let o = run(&[cmd, p(dir.path()), "--node", "9"], b"");
         assert_one_line_error(&o);
         assert!(
-            stderr(&o).contains("no segments of node 9 (nodes found: 3)"),
+            stderr(&o).contains("no log of node 9 here (nodes found: 3)"),
             "{o:?}"
         );
     }
@@ -1044,7 +1046,10 @@ fn nothing_to_check_is_never_a_pass() {
     ] {
         let o = run(&args, b"");
         assert_one_line_error(&o);
-        assert!(stderr(&o).contains("not a directory"), "{args:?}: {o:?}");
+        assert!(
+            stderr(&o).contains(": no log ") && stderr(&o).contains("(not a directory)"),
+            "{args:?}: {o:?}"
+        );
     }
     assert_eq!(std::fs::read(&file).unwrap(), b"not a log");
 }
