@@ -534,13 +534,7 @@ fn hold_writer_lock(cfg: &Config, log: &LogDir) -> Result<Option<ringwal_platfor
     if file.try_lock().map_err(|e| Error::io(&path, e))? {
         return Ok(Some(file));
     }
-    // The holder writes its id, padded, over the start of the file.
-    let mut buf = [0u8; 32];
-    let n = file.read_at(&mut buf, 0).unwrap_or(0);
-    let pid = std::str::from_utf8(&buf[..n])
-        .ok()
-        .and_then(|s| s.trim().parse().ok());
-    Err(Error::Locked { path, pid })
+    Err(crate::segments::held_by_another(&file, path))
 }
 
 /// Node ids that have at least one segment file in `dir`, ascending.
