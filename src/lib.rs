@@ -25,6 +25,8 @@
 //! invariants; `docs/format.md` describes the on-disk format.
 
 #![warn(missing_docs)]
+// Every `unsafe` block lives in `ringwal-platform`, behind its safe API.
+#![forbid(unsafe_code)]
 
 mod acks;
 pub mod channel;

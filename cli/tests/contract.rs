@@ -255,6 +255,12 @@ impl Fixtures {
         std::fs::write(at("foreign-short").join(name), b"hello\n").unwrap();
 
         std::fs::write(at("key"), [7u8; 32]).unwrap();
+        // Key files must be private to be accepted.
+        std::fs::set_permissions(
+            at("key"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o600),
+        )
+        .unwrap();
         let lines: String = (1..=300).map(|i| format!("secret {i}\n")).collect();
         let o = run(
             &[

@@ -21,6 +21,8 @@
 //!   injection for tests.
 
 #![warn(missing_docs)]
+// The crate's `unsafe` blocks each say why they are sound.
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 mod buf;
 pub mod cpu;
