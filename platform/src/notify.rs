@@ -35,8 +35,9 @@ impl Notifier {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: fd is a fresh descriptor that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         Ok(Notifier {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            fd,
             #[cfg(feature = "sim")]
             failing: Default::default(),
         })
@@ -50,8 +51,9 @@ impl Notifier {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: kq is a fresh descriptor that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(kq) };
         let n = Notifier {
-            fd: unsafe { OwnedFd::from_raw_fd(kq) },
+            fd,
             #[cfg(feature = "sim")]
             failing: Default::default(),
         };
