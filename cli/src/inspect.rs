@@ -2,7 +2,7 @@
 //! them takes the writer lock or writes to the log directory.
 
 use std::io::{self, BufWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -244,6 +244,7 @@ fn print_json(doc: &serde_json::Value) -> Result<(), Failure> {
 /// if any node is damaged, 2 if there is nothing to check.
 pub(crate) fn verify(a: VerifyArgs, quiet: bool) -> CmdResult {
     let nodes = nodes_to_check(&a.dir, a.node)?;
+    let exposed = exposed(&a.dir);
     let progress = Progress::start(quiet, "verifying");
     let mut reports = Vec::with_capacity(nodes.len());
     for node in nodes {
@@ -263,6 +264,7 @@ pub(crate) fn verify(a: VerifyArgs, quiet: bool) -> CmdResult {
         for r in &reports {
             doc.add_verify(r);
         }
+        doc.add_exposed(&exposed);
         print_json(&doc.finish())?;
         return Ok(status);
     }
@@ -282,7 +284,41 @@ pub(crate) fn verify(a: VerifyArgs, quiet: bool) -> CmdResult {
         }
     }
     out.flush().map_err(w)?;
+    warn_exposed(&exposed);
     Ok(status)
+}
+
+/// The log directory `dir` and the files in it that others (not the
+/// owner, not the group) may read or write, with their modes: a log holds
+/// whatever its users append. What cannot be read is left out (the
+/// commands report what matters of it). Cost: one `readdir` and a `stat`
+/// per entry.
+fn exposed(dir: &Path) -> Vec<(PathBuf, u32)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| {
+        std::fs::metadata(p)
+            .ok()
+            .map(|m| m.permissions().mode() & 0o7777)
+    };
+    let entries = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path());
+    std::iter::once(dir.to_path_buf())
+        .chain(entries)
+        .filter_map(|p| mode(&p).filter(|m| m & 0o006 != 0).map(|m| (p, m)))
+        .collect()
+}
+
+/// One warning line per exposed path on stderr; the status is unchanged.
+fn warn_exposed(exposed: &[(PathBuf, u32)]) {
+    for (path, mode) in exposed {
+        eprintln!(
+            "ringwal: warning: {} has mode {mode:04o}: other users may read or change the log",
+            path.display()
+        );
+    }
 }
 
 fn print_verify(out: &mut impl Write, r: &VerifyReport) -> io::Result<()> {
@@ -403,6 +439,7 @@ pub(crate) fn human_bytes(n: u64) -> String {
 /// describe.
 pub(crate) fn stat(a: StatArgs) -> CmdResult {
     let nodes = nodes_to_check(&a.dir, a.node)?;
+    let exposed = exposed(&a.dir);
     let stats = nodes
         .into_iter()
         .map(|node| Ok(verify::stat_with(&a.dir, &a.key.config(node)?.build())?))
@@ -417,6 +454,7 @@ pub(crate) fn stat(a: StatArgs) -> CmdResult {
         for s in &stats {
             doc.add_stat(s);
         }
+        doc.add_exposed(&exposed);
         print_json(&doc.finish())?;
         return Ok(status);
     }
@@ -444,6 +482,7 @@ pub(crate) fn stat(a: StatArgs) -> CmdResult {
             );
         }
     }
+    warn_exposed(&exposed);
     Ok(status)
 }
 

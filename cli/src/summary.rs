@@ -82,6 +82,7 @@ pub(crate) struct Summary {
     nodes: Vec<Value>,
     segments: Vec<Value>,
     problems: Vec<Value>,
+    exposed: Vec<Value>,
     records: u64,
     bytes: u64,
 }
@@ -116,9 +117,18 @@ impl Summary {
             nodes: Vec::new(),
             segments: Vec::new(),
             problems: Vec::new(),
+            exposed: Vec::new(),
             records: 0,
             bytes: 0,
         }
+    }
+
+    /// The log directory and files that others may read or write (see
+    /// `inspect::exposed`): warnings, never problems.
+    pub fn add_exposed(&mut self, exposed: &[(PathBuf, u32)]) {
+        self.exposed.extend(exposed.iter().map(
+            |(p, mode)| json!({"path": p.display().to_string(), "mode": format!("{mode:04o}")}),
+        ));
     }
 
     /// Add one node's `stat`.
@@ -268,6 +278,7 @@ impl Summary {
             "nodes": self.nodes,
             "segments": self.segments,
             "problems": self.problems,
+            "exposed": self.exposed,
         })
     }
 }

@@ -15,15 +15,27 @@ fn ringwal() -> Command {
     Command::new(env!("CARGO_BIN_EXE_ringwal"))
 }
 
+/// Spawn `cmd` with every other spawn of this test process held off.
+/// A forked child holds copies of the parent's descriptors until it
+/// execs, a log's `flock` among them: a test that closes a log and runs
+/// the binary on it at once could find it still locked by another
+/// test's child in that window. Serialising spawns (which return once
+/// the child has exec'd) closes it.
+fn spawn(cmd: &mut Command) -> std::process::Child {
+    static SPAWNING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = SPAWNING.lock().unwrap_or_else(|p| p.into_inner());
+    cmd.spawn().expect("spawn")
+}
+
 /// Run the binary with `args`, feeding `input` on stdin.
 fn run(args: &[&str], input: &[u8]) -> Output {
-    let mut child = ringwal()
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn ringwal");
+    let mut child = spawn(
+        ringwal()
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
     let mut stdin = child.stdin.take().unwrap();
     let input = input.to_vec();
     let feeder = std::thread::spawn(move || {
@@ -163,13 +175,13 @@ fn append_levels_streams_and_nodes() {
 #[test]
 fn append_prints_each_lsn_before_stdin_ends() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = ringwal()
-        .args(["append", p(dir.path())])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn(
+        ringwal()
+            .args(["append", p(dir.path())])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
     let mut stdin = child.stdin.take().unwrap();
     let out = child.stdout.take().unwrap();
     let (tx, rx) = mpsc::channel();
@@ -615,12 +627,12 @@ struct FollowingCat {
 
 impl FollowingCat {
     fn start(dir: &Path) -> FollowingCat {
-        let mut child = ringwal()
-            .args(["cat", p(dir), "--follow", "--poll-ms", "5"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn ringwal cat --follow");
+        let mut child = spawn(
+            ringwal()
+                .args(["cat", p(dir), "--follow", "--poll-ms", "5"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped()),
+        );
         let out = child.stdout.take().unwrap();
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {
@@ -1230,14 +1242,13 @@ fn completions_and_man_page_name_every_command() {
 
 #[test]
 fn quiet_verify_and_import_print_no_progress() {
-    let dir = tempfile::tempdir().unwrap();
-    let o = run(
-        &["-q", "import", p(dir.path())],
-        b"{\"payload_b64\":\"eA==\"}\n",
-    );
+    let root = tempfile::tempdir().unwrap();
+    // A log the command creates, private; a readable one draws a warning.
+    let dir = root.path().join("log");
+    let o = run(&["-q", "import", p(&dir)], b"{\"payload_b64\":\"eA==\"}\n");
     assert!(o.status.success(), "{o:?}");
     assert!(stderr(&o).is_empty(), "{o:?}");
-    let o = run(&["verify", p(dir.path()), "--quiet"], b"");
+    let o = run(&["verify", p(&dir), "--quiet"], b"");
     assert!(o.status.success(), "{o:?}");
     assert!(stderr(&o).is_empty(), "{o:?}");
 }
@@ -1272,23 +1283,87 @@ fn a_header_without_a_creation_time_falls_back_to_the_mtime_and_says_so() {
     }
 }
 
+/// `Some(())` if `tool` is on the `PATH`.
+fn which(tool: &str) -> Option<()> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .any(|d| d.join(tool).is_file())
+        .then_some(())
+}
+
 /// Run `ringwal ARGS` with its stdout and stderr on a pseudo-terminal
 /// (through `script`), returning what the terminal showed; `None` where
 /// `script` is not installed.
 fn on_a_terminal(args: &str) -> Option<String> {
     let cmd = format!("{} {args}", env!("CARGO_BIN_EXE_ringwal"));
-    let o = Command::new("script")
-        .args(["-qec", &cmd, "/dev/null"])
-        .stdin(Stdio::null())
-        .output()
-        .ok()?;
+    which("script")?;
+    let o = spawn(
+        Command::new("script")
+            .args(["-qec", &cmd, "/dev/null"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    )
+    .wait_with_output()
+    .ok()?;
     Some(String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+/// A log directory or file other users may read draws a warning from
+/// `verify` and `stat` (path and mode), in `--json` too, and the status
+/// stays what the log's state makes it.
+#[test]
+fn a_log_others_can_read_is_reported_without_changing_the_status() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("log");
+    let o = run(&["append", p(&dir)], b"a\nb\n");
+    assert!(o.status.success(), "{o:?}");
+    for cmd in ["verify", "stat"] {
+        let o = run(&[cmd, p(&dir)], b"");
+        assert_eq!(
+            (o.status.code(), stderr(&o)),
+            (Some(0), String::new()),
+            "{cmd}"
+        );
+    }
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let seg = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "wal"))
+        .unwrap();
+    std::fs::set_permissions(&seg, std::fs::Permissions::from_mode(0o644)).unwrap();
+    for cmd in ["verify", "stat"] {
+        let o = run(&[cmd, p(&dir)], b"");
+        assert_eq!(o.status.code(), Some(0), "{cmd}: {o:?}");
+        let err = stderr(&o);
+        assert!(
+            err.contains(&format!("{} has mode 0755", dir.display())),
+            "{err}"
+        );
+        assert!(
+            err.contains(&format!("{} has mode 0644", seg.display())),
+            "{err}"
+        );
+        let o = run(&[cmd, p(&dir), "--json"], b"");
+        let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let exposed = doc["exposed"].as_array().unwrap();
+        assert_eq!(exposed.len(), 2, "{cmd}: {doc}");
+        assert!(exposed.iter().any(|e| e["mode"] == "0644"), "{doc}");
+    }
 }
 
 #[test]
 fn progress_shows_on_a_terminal_unless_quiet() {
     let dir = tempfile::tempdir().unwrap();
     small_segment_log(dir.path(), 200);
+    // Private, as a log the library creates is: no warning on stderr.
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
     let Some(shown) = on_a_terminal(&format!("verify {}", p(dir.path()))) else {
         eprintln!("skipped: no `script` to make a terminal with");
         return;
