@@ -63,6 +63,11 @@ pub(crate) fn run(args: AppendArgs) -> CmdResult {
     if let Some(bytes) = args.max_record_bytes {
         builder = builder.max_record_bytes(bytes);
     }
+    if let Some(mode) = args.file_mode {
+        // Directories get the same readers, with the search bit.
+        let dirs = mode | ((mode & 0o444) >> 2) | 0o700;
+        builder = builder.file_mode(mode).dir_mode(dirs);
+    }
     if let Some(max) = args.max_log_bytes {
         builder = builder.max_log_bytes(Some(max), args.when_full());
         if args.on_full == OnFullArg::DropOldest {

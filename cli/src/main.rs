@@ -125,6 +125,11 @@ pub(crate) struct AppendArgs {
     /// segment.
     #[arg(long, value_name = "N")]
     pub max_record_bytes: Option<usize>,
+    /// Permission bits (octal) of the files the log creates, whatever the
+    /// umask (default 600; e.g. 640 for a group of readers, whose
+    /// directories then get the matching 750).
+    #[arg(long, value_name = "OCTAL", value_parser = octal_mode)]
+    pub file_mode: Option<u32>,
     /// Hard limit on the bytes of the log's segments (at least two
     /// segments); see --on-full.
     #[arg(long, value_name = "N")]
@@ -158,6 +163,12 @@ impl AppendArgs {
             OnFullArg::DropOldest => WhenFull::DropOldest,
         }
     }
+}
+
+/// An octal mode such as `640` or `0640`.
+fn octal_mode(s: &str) -> Result<u32, String> {
+    u32::from_str_radix(s.trim_start_matches("0o"), 8)
+        .map_err(|_| format!("{s:?} is not an octal mode such as 640"))
 }
 
 /// `--key-file`, for every command that writes or reads payloads.

@@ -1355,6 +1355,30 @@ fn a_log_others_can_read_is_reported_without_changing_the_status() {
 }
 
 #[test]
+fn file_mode_widens_what_append_creates() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("shared").join("log");
+    let o = run(&["append", p(&dir), "--file-mode", "640"], b"a\n");
+    assert!(o.status.success(), "{o:?}");
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir), 0o750);
+    assert_eq!(mode(dir.parent().unwrap()), 0o750);
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let e = e.unwrap().path();
+        assert_eq!(mode(&e), 0o640, "{}", e.display());
+    }
+    for bad in ["9", "400", "1640"] {
+        let o = run(
+            &["append", p(&root.path().join(bad)), "--file-mode", bad],
+            b"a\n",
+        );
+        assert_one_line_error(&o);
+        assert!(!root.path().join(bad).exists(), "{bad}: nothing created");
+    }
+}
+
+#[test]
 fn progress_shows_on_a_terminal_unless_quiet() {
     let dir = tempfile::tempdir().unwrap();
     small_segment_log(dir.path(), 200);
