@@ -223,3 +223,39 @@ fn power_loss_leaves_the_state_of_an_operation_boundary() {
     // crashes land inside an operation.
     eprintln!("{crashed_mid_op} of {seeds} crashes kept the operation they cut off");
 }
+
+/// `save_committed` does no I/O of its own: the committed log id goes
+/// out as a record in the next append's batch, so openraft applies without
+/// a durable wait. Once that append is durable, a power loss keeps it.
+#[test]
+fn save_committed_waits_for_nothing_and_rides_the_next_append() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let disk = SimFs::new(7, Faults::default());
+    let mut store = LogStore::<KvConfig>::open(tmp.path(), config(&disk)).unwrap();
+    let ids: Vec<_> = (1..=5).map(|i| log_id(1, i)).collect();
+    rt.block_on(run(&mut store, &Op::Append(ids, 100))).unwrap();
+
+    let (writes, syncs) = (disk.writes(), disk.syncs());
+    rt.block_on(store.save_committed(Some(log_id(1, 3)))).unwrap();
+    assert_eq!(
+        (disk.writes(), disk.syncs()),
+        (writes, syncs),
+        "save_committed wrote or synced"
+    );
+    assert_eq!(
+        rt.block_on(store.read_committed()).unwrap(),
+        Some(log_id(1, 3))
+    );
+
+    rt.block_on(run(&mut store, &Op::Append(vec![log_id(1, 6)], 100)))
+        .unwrap();
+    let image = disk.crash(1);
+    drop(store);
+    let got = rt.block_on(recovered(tmp.path(), &image));
+    assert_eq!(got.committed, Some(log_id(1, 3)));
+    assert_eq!(got.entries.len(), 6);
+}
