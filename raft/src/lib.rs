@@ -8,6 +8,8 @@
 //!   openraft's `RaftLogStorage`, [`LogReader`] its `RaftLogReader`.
 //! - [`KvStateMachine`] and [`KvConfig`]: the in-memory state machine and
 //!   the type configuration it works with.
+//! - [`Proposer`]: group commit of client writes at the leader, many
+//!   commands to a raft entry.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -17,10 +19,12 @@
 
 mod log_store;
 mod meta;
+mod propose;
 mod state_machine;
 
 pub use log_store::{
     LogReader, LogStore, OpenError, COMMIT_STREAM, ENTRY_STREAM, LOG_DIR, TRUNCATE_STREAM,
 };
 pub use meta::META_FILE;
+pub use propose::{BatchLimits, Proposer, WriteResult};
 pub use state_machine::{KvConfig, KvRequest, KvResponse, KvStateMachine};

@@ -18,17 +18,19 @@ use axum::extract::{DefaultBodyLimit, Query, State};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use openraft::error::{
-    CheckIsLeaderError, ClientWriteError, InitializeError, InstallSnapshotError, NetworkError,
-    PayloadTooLarge, RPCError, RaftError, RemoteError, Unreachable,
+    CheckIsLeaderError, InitializeError, InstallSnapshotError, NetworkError, PayloadTooLarge,
+    RPCError, RaftError, RemoteError, Unreachable,
 };
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, ClientWriteResponse, InstallSnapshotRequest,
-    InstallSnapshotResponse, VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
 };
 use openraft::storage::RaftLogStorage;
 use openraft::{BasicNode, LogId, RaftMetrics, SnapshotPolicy};
-use ringwal_raft::{KvConfig, KvRequest, KvStateMachine, LogStore, OpenError};
+use ringwal_raft::{
+    BatchLimits, KvConfig, KvRequest, KvStateMachine, LogStore, OpenError, Proposer,
+};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
@@ -165,6 +167,7 @@ pub async fn start_with(
         .layer(DefaultBodyLimit::max(RPC_BODY_LIMIT))
         .with_state(Api {
             raft: raft.clone(),
+            proposer: Proposer::spawn(raft.clone(), BatchLimits::default()),
             sm: sm.clone(),
         });
     let server = tokio::spawn(async move {
@@ -199,6 +202,9 @@ async fn open_store(dir: &Path) -> Result<LogStore<KvConfig>, BoxError> {
 #[derive(Clone)]
 struct Api {
     raft: Raft,
+    /// Client writes go through it: those that arrive while others are in
+    /// flight share a raft entry.
+    proposer: Proposer,
     sm: KvStateMachine,
 }
 
@@ -233,13 +239,13 @@ async fn init(
     Json(api.raft.initialize(members).await)
 }
 
-/// What `/kv/put` answers: the leader's reply once the entry is applied,
-/// or why not (`ForwardToLeader` names the leader when it is known).
-pub type PutResult =
-    Result<ClientWriteResponse<KvConfig>, RaftError<u64, ClientWriteError<u64, BasicNode>>>;
+/// What `/kv/put` answers: the leader's reply once the entry carrying the
+/// command is applied (this command's reply alone), or why not
+/// (`ForwardToLeader` names the leader when it is known).
+pub type PutResult = ringwal_raft::WriteResult;
 
 async fn put(State(api): State<Api>, Json(req): Json<KvRequest>) -> Json<PutResult> {
-    Json(api.raft.client_write(req).await)
+    Json(api.proposer.write(req).await)
 }
 
 #[derive(Serialize, Deserialize)]
