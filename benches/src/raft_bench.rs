@@ -8,8 +8,9 @@
 //!   `save_vote`, `save_committed`) is one write transaction committed
 //!   with `Durability::Immediate`, inline on the calling task, and the
 //!   callback fires after the commit;
-//! - `memory`: entries in a `BTreeMap`, nothing on disk (the upper bound:
-//!   what openraft and the state machine cost by themselves).
+//! - `memory`: `ringwal_raft::MemLogStore`, entries in a `BTreeMap`,
+//!   nothing on disk (the upper bound: what openraft and the state
+//!   machine cost by themselves).
 //!
 //! The three `Raft` instances talk through an in-process network (direct
 //! calls, no serialization), and all use the same in-memory state machine
@@ -58,7 +59,9 @@ use openraft::{
     StorageIOError, Vote,
 };
 use redb::{Database, Durability, ReadableTable, TableDefinition};
-use ringwal_raft::{BatchLimits, KvConfig, KvRequest, KvStateMachine, LogStore, Proposer};
+use ringwal_raft::{
+    BatchLimits, KvConfig, KvRequest, KvStateMachine, LogStore, MemLogStore, Proposer,
+};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -219,96 +222,6 @@ impl RaftNetwork<C> for Conn {
     ) -> Result<VoteResponse<u64>, RPCError<u64, BasicNode, RaftError<u64>>> {
         let raft = self.raft()?;
         self.remote(raft.vote(rpc).await)
-    }
-}
-
-// ---------------------------------------------------------------------
-// The in-memory log store.
-
-#[derive(Default)]
-struct MemInner {
-    log: BTreeMap<u64, Entry<C>>,
-    vote: Option<Vote<u64>>,
-    committed: Option<LogId<u64>>,
-    last_purged: Option<LogId<u64>>,
-}
-
-/// Log entries in a `BTreeMap`; `Clone` shares them (the reader).
-#[derive(Clone, Default)]
-struct MemStore {
-    inner: Arc<Mutex<MemInner>>,
-}
-
-impl RaftLogReader<C> for MemStore {
-    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
-        &mut self,
-        range: RB,
-    ) -> SResult<Vec<Entry<C>>> {
-        let inner = self.inner.lock().unwrap();
-        Ok(inner.log.range(range).map(|(_, e)| e.clone()).collect())
-    }
-}
-
-impl RaftLogStorage<C> for MemStore {
-    type LogReader = MemStore;
-
-    async fn get_log_state(&mut self) -> SResult<LogState<C>> {
-        let inner = self.inner.lock().unwrap();
-        let last = inner.log.values().next_back().map(|e| e.log_id);
-        Ok(LogState {
-            last_purged_log_id: inner.last_purged,
-            last_log_id: last.or(inner.last_purged),
-        })
-    }
-
-    async fn get_log_reader(&mut self) -> MemStore {
-        self.clone()
-    }
-
-    async fn save_vote(&mut self, vote: &Vote<u64>) -> SResult<()> {
-        self.inner.lock().unwrap().vote = Some(*vote);
-        Ok(())
-    }
-
-    async fn read_vote(&mut self) -> SResult<Option<Vote<u64>>> {
-        Ok(self.inner.lock().unwrap().vote)
-    }
-
-    async fn save_committed(&mut self, committed: Option<LogId<u64>>) -> SResult<()> {
-        self.inner.lock().unwrap().committed = committed;
-        Ok(())
-    }
-
-    async fn read_committed(&mut self) -> SResult<Option<LogId<u64>>> {
-        Ok(self.inner.lock().unwrap().committed)
-    }
-
-    async fn append<I>(&mut self, entries: I, callback: LogFlushed<C>) -> SResult<()>
-    where
-        I: IntoIterator<Item = Entry<C>> + OptionalSend,
-        I::IntoIter: OptionalSend,
-    {
-        {
-            let mut inner = self.inner.lock().unwrap();
-            for e in entries {
-                inner.log.insert(e.log_id.index, e);
-            }
-        }
-        callback.log_io_completed(Ok(()));
-        Ok(())
-    }
-
-    async fn truncate(&mut self, log_id: LogId<u64>) -> SResult<()> {
-        let mut inner = self.inner.lock().unwrap();
-        inner.log.split_off(&log_id.index);
-        Ok(())
-    }
-
-    async fn purge(&mut self, log_id: LogId<u64>) -> SResult<()> {
-        let mut inner = self.inner.lock().unwrap();
-        inner.last_purged = Some(log_id);
-        inner.log = inner.log.split_off(&(log_id.index + 1));
-        Ok(())
     }
 }
 
@@ -564,7 +477,7 @@ async fn cell(store: &str, clients: usize, args: &Args, base: &Path) -> Cell {
                 start(id, s, &router).await
             }
             "redb" => start(id, RedbStore::open(&d).expect("redb opens"), &router).await,
-            "memory" => start(id, MemStore::default(), &router).await,
+            "memory" => start(id, MemLogStore::<C>::new(), &router).await,
             other => panic!("unknown store {other}"),
         };
         rafts.push(raft);
