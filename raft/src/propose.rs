@@ -5,16 +5,19 @@
 
 use std::collections::VecDeque;
 use std::io::Write;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use openraft::error::{ClientWriteError, Fatal, RaftError};
 use openraft::raft::ClientWriteResponse;
 use openraft::BasicNode;
-use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinSet;
+use tokio::sync::{oneshot, Notify};
 use tokio::time::Instant;
 
 use crate::{KvConfig, KvRequest};
+
+type Raft = openraft::Raft<KvConfig>;
 
 /// What a write through the [`Proposer`] answers: as
 /// `Raft::client_write`, with the reply of this command alone.
@@ -59,10 +62,11 @@ struct Waiting {
 
 /// Group commit of client writes in front of a `Raft<KvConfig>`.
 ///
-/// A command that arrives when no proposal is in flight is proposed at
-/// once, alone: nothing waits for a batch to fill. Commands that arrive
-/// while proposals are in flight queue, and the queue goes out as one
-/// entry carrying all of them ([`KvRequest::Batch`]) as soon as a
+/// A command that arrives when no proposal is in flight and none waits is
+/// proposed at once, alone, from the caller's own task: nothing waits for
+/// a batch to fill, and nothing hops to another task. Commands that
+/// arrive while proposals are in flight queue, and the queue goes out as
+/// one entry carrying all of them ([`KvRequest::Batch`]) as soon as a
 /// proposal completes, the queue reaches [`BatchLimits::max_commands`] or
 /// [`BatchLimits::max_bytes`], or its oldest command has waited
 /// [`BatchLimits::max_wait`] (at most [`BatchLimits::max_in_flight`]
@@ -70,26 +74,83 @@ struct Waiting {
 /// its command is applied, with its own command's reply, or with the
 /// proposal's error (say `ForwardToLeader` on a follower).
 ///
-/// Costs: one tokio task (spawned on the current runtime) for the queue
-/// and one per proposal in flight; per command a channel send, a oneshot
-/// and one JSON encode into a byte counter (no allocation) to size it.
-#[derive(Clone, Debug)]
+/// Costs: one tokio task (spawned on the current runtime) that sends the
+/// queue out, and one per batch in flight; per command one short lock and
+/// one JSON encode into a byte counter (no allocation) to size it, and for
+/// a queued one a oneshot.
+#[derive(Debug)]
 pub struct Proposer {
-    tx: mpsc::UnboundedSender<Waiting>,
+    shared: Arc<Shared>,
+}
+
+/// What the handles, the queue's task and the proposals share.
+struct Shared {
+    raft: Raft,
+    queue: Mutex<Queue>,
+    /// Wakes the queue's task: a command made the queue due, a proposal
+    /// completed with commands waiting, or the last handle went away.
+    wake: Notify,
+    /// `Proposer` handles alive; the task ends when none is left and
+    /// nothing waits.
+    handles: AtomicUsize,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared").finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    fn queue(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// One proposal in flight; counted out, and the task woken if commands
+/// wait, when dropped (also when a caller's write is cancelled).
+struct Flight(Arc<Shared>);
+
+impl Drop for Flight {
+    fn drop(&mut self) {
+        let mut q = self.0.queue();
+        q.in_flight -= 1;
+        if !q.waiting.is_empty() {
+            self.0.wake.notify_one();
+        }
+    }
+}
+
+/// How a command goes out.
+enum Path {
+    /// Nothing in flight, nothing waiting: proposed by the caller.
+    Alone(KvRequest, Flight),
+    /// Queued: the reply comes through the oneshot.
+    Queued(oneshot::Receiver<WriteResult>),
 }
 
 impl Proposer {
     /// Start the queue's task for `raft` on the current tokio runtime.
-    /// It ends once every `Proposer` clone is dropped and the proposals
-    /// in flight are answered.
+    /// It ends once every `Proposer` clone is dropped and no command
+    /// waits.
     ///
     /// # Panics
     ///
     /// Outside a tokio runtime (as `tokio::spawn`).
-    pub fn spawn(raft: openraft::Raft<KvConfig>, limits: BatchLimits) -> Proposer {
-        let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(raft, limits, rx));
-        Proposer { tx }
+    pub fn spawn(raft: Raft, limits: BatchLimits) -> Proposer {
+        let shared = Arc::new(Shared {
+            raft,
+            queue: Mutex::new(Queue {
+                limits,
+                waiting: VecDeque::new(),
+                bytes: 0,
+                in_flight: 0,
+            }),
+            wake: Notify::new(),
+            handles: AtomicUsize::new(1),
+        });
+        tokio::spawn(run(shared.clone()));
+        Proposer { shared }
     }
 
     /// Propose `cmd` and wait until it is applied (or refused).
@@ -102,16 +163,47 @@ impl Proposer {
     /// Cost: as the type says; the wait is for the proposals in flight
     /// (at most `max_wait`) and then this one.
     pub async fn write(&self, cmd: KvRequest) -> WriteResult {
-        let stopped = || RaftError::Fatal(Fatal::Stopped);
-        let (reply, rx) = oneshot::channel();
-        let waiting = Waiting {
-            bytes: json_len(&cmd),
-            cmd,
-            since: Instant::now(),
-            reply,
+        let bytes = json_len(&cmd);
+        let path = {
+            let mut q = self.shared.queue();
+            if q.in_flight == 0 && q.waiting.is_empty() {
+                q.in_flight += 1;
+                Path::Alone(cmd, Flight(self.shared.clone()))
+            } else {
+                let (reply, rx) = oneshot::channel();
+                q.push(Waiting {
+                    cmd,
+                    bytes,
+                    since: Instant::now(),
+                    reply,
+                });
+                if q.due(Instant::now()) {
+                    self.shared.wake.notify_one();
+                }
+                Path::Queued(rx)
+            }
         };
-        self.tx.send(waiting).map_err(|_| stopped())?;
-        rx.await.map_err(|_| stopped())?
+        match path {
+            Path::Alone(cmd, _flight) => self.shared.raft.client_write(cmd).await,
+            Path::Queued(rx) => rx.await.map_err(|_| RaftError::Fatal(Fatal::Stopped))?,
+        }
+    }
+}
+
+impl Clone for Proposer {
+    fn clone(&self) -> Self {
+        self.shared.handles.fetch_add(1, Ordering::Relaxed);
+        Proposer {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl Drop for Proposer {
+    fn drop(&mut self) {
+        if self.shared.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.shared.wake.notify_one();
+        }
     }
 }
 
@@ -134,11 +226,12 @@ fn json_len(cmd: &KvRequest) -> usize {
     n.0
 }
 
-/// The queue: what waits, and what is in flight.
+/// The queue: what waits, and how many proposals are in flight.
 struct Queue {
     limits: BatchLimits,
     waiting: VecDeque<Waiting>,
     bytes: usize,
+    in_flight: usize,
 }
 
 impl Queue {
@@ -147,12 +240,12 @@ impl Queue {
         self.waiting.push_back(w);
     }
 
-    /// Whether the queue should go out now, with `in_flight` proposals
-    /// outstanding.
-    fn due(&self, in_flight: usize, now: Instant) -> bool {
+    /// Whether the queue should go out now.
+    fn due(&self, now: Instant) -> bool {
         let Some(oldest) = self.waiting.front() else {
             return false;
         };
+        let in_flight = self.in_flight;
         in_flight < self.limits.max_in_flight
             && (in_flight == 0
                 || self.waiting.len() >= self.limits.max_commands
@@ -184,37 +277,29 @@ impl Queue {
     }
 }
 
-/// The queue's task: takes commands, sends out batches, and ends once the
-/// senders are gone and nothing is left.
-async fn run(
-    raft: openraft::Raft<KvConfig>,
-    limits: BatchLimits,
-    mut rx: mpsc::UnboundedReceiver<Waiting>,
-) {
-    let mut queue = Queue {
-        limits,
-        waiting: VecDeque::new(),
-        bytes: 0,
-    };
-    let mut flights = JoinSet::new();
-    let mut open = true;
-    while open || !queue.waiting.is_empty() || !flights.is_empty() {
-        let deadline = queue.deadline();
+/// The queue's task: sends out what is due, sleeps until it is woken or
+/// the oldest command's wait runs out, and ends once no handle is left
+/// and nothing waits.
+async fn run(shared: Arc<Shared>) {
+    loop {
+        let deadline = {
+            let mut q = shared.queue();
+            let now = Instant::now();
+            while q.due(now) {
+                let batch = q.take();
+                q.in_flight += 1;
+                tokio::spawn(propose(Flight(shared.clone()), batch));
+            }
+            if shared.handles.load(Ordering::Acquire) == 0 && q.waiting.is_empty() {
+                return;
+            }
+            // A wait already run out, with no room in flight: a
+            // completion wakes the task.
+            q.deadline().filter(|&d| d > now)
+        };
         tokio::select! {
-            Some(_) = flights.join_next(), if !flights.is_empty() => {}
-            got = rx.recv(), if open => match got {
-                Some(w) => queue.push(w),
-                None => open = false,
-            },
+            _ = shared.wake.notified() => {}
             _ = sleep_until(deadline), if deadline.is_some() => {}
-        }
-        // Everything already sent joins this round, without waiting for
-        // more.
-        while let Ok(w) = rx.try_recv() {
-            queue.push(w);
-        }
-        while queue.due(flights.len(), Instant::now()) {
-            flights.spawn(propose(raft.clone(), queue.take()));
         }
     }
 }
@@ -227,7 +312,8 @@ async fn sleep_until(deadline: Option<Instant>) {
 
 /// Propose `batch` as one entry (a single command as itself) and answer
 /// each caller.
-async fn propose(raft: openraft::Raft<KvConfig>, mut batch: Vec<Waiting>) {
+async fn propose(flight: Flight, mut batch: Vec<Waiting>) {
+    let raft = &flight.0.raft;
     if batch.len() == 1 {
         let w = batch.remove(0);
         let _ = w.reply.send(raft.client_write(w.cmd).await);
@@ -274,6 +360,7 @@ mod tests {
             limits: limits(),
             waiting: VecDeque::new(),
             bytes: 0,
+            in_flight: 0,
         };
         for &bytes in sizes {
             q.push(Waiting {
@@ -286,24 +373,34 @@ mod tests {
         q
     }
 
+    /// `queue` with `n` proposals in flight.
+    fn flying(mut q: Queue, n: usize) -> Queue {
+        q.in_flight = n;
+        q
+    }
+
     #[test]
     fn nothing_in_flight_means_no_wait() {
         let now = Instant::now();
-        assert!(queue(&[10], now).due(0, now));
-        assert!(!queue(&[], now).due(0, now));
+        assert!(queue(&[10], now).due(now));
+        assert!(!queue(&[], now).due(now));
     }
 
     #[test]
     fn in_flight_a_command_waits_until_its_time_or_a_full_batch() {
         let now = Instant::now();
-        let q = queue(&[10], now);
-        assert!(!q.due(1, now));
-        assert!(!q.due(1, now + Duration::from_millis(4)));
-        assert!(q.due(1, now + Duration::from_millis(5)));
+        let q = flying(queue(&[10], now), 1);
+        assert!(!q.due(now));
+        assert!(!q.due(now + Duration::from_millis(4)));
+        assert!(q.due(now + Duration::from_millis(5)));
         // At the limit of proposals in flight, even an old one waits.
-        assert!(!q.due(2, now + Duration::from_secs(1)));
-        assert!(queue(&[10, 10, 10], now).due(1, now), "max_commands");
-        assert!(queue(&[60, 40], now).due(1, now), "max_bytes");
+        let q = flying(queue(&[10], now), 2);
+        assert!(!q.due(now + Duration::from_secs(1)));
+        assert!(
+            flying(queue(&[10, 10, 10], now), 1).due(now),
+            "max_commands"
+        );
+        assert!(flying(queue(&[60, 40], now), 1).due(now), "max_bytes");
     }
 
     #[test]
