@@ -89,7 +89,12 @@ stop_nodes() {
     done
     pids=()
 }
-trap stop_nodes EXIT
+cleanup() {
+    stop_nodes
+    # A directory of our own making goes too (a given DIR stays).
+    if [[ -z ${DIR:-} ]]; then rm -rf "$base"; fi
+}
+trap cleanup EXIT
 
 # Start three nodes of store $1 in $2, initialize them; prints the leader's
 # address.
