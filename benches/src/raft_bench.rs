@@ -8,8 +8,9 @@
 //!   `save_vote`, `save_committed`) is one write transaction committed
 //!   with `Durability::Immediate`, inline on the calling task, and the
 //!   callback fires after the commit;
-//! - `memory`: entries in a `BTreeMap`, nothing on disk (the upper bound:
-//!   what openraft and the state machine cost by themselves).
+//! - `memory`: `ringwal_raft::MemLogStore`, entries in a `BTreeMap`,
+//!   nothing on disk (the upper bound: what openraft and the state
+//!   machine cost by themselves).
 //!
 //! The three `Raft` instances talk through an in-process network (direct
 //! calls, no serialization), and all use the same in-memory state machine
@@ -19,9 +20,13 @@
 //! start, initialize, a warm-up second, then `--secs` of closed-loop
 //! `client_write`s of `--value-bytes` values on 1024 keys, timing each
 //! from the call to its reply (committed on a quorum and applied on the
-//! leader). Every cell runs `--rounds` times, interleaved with the others
-//! (the disk of a shared machine is noisy); prints a Markdown table of the
-//! median rate, its range, and the latencies of all rounds together.
+//! leader). The clients write through `ringwal_raft::Proposer` (group
+//! commit at the leader: writes that arrive while a proposal is in flight
+//! share one raft entry), or with `--propose direct` through
+//! `Raft::client_write`, one entry per write. Every cell runs `--rounds`
+//! times, interleaved with the others (the disk of a shared machine is
+//! noisy); prints a Markdown table of the median rate, its range, the
+//! latencies of all rounds together, and the writes per raft entry.
 //!
 //! ```text
 //! cd benches && cargo run --release --bin raft-bench -- [--secs 5] [--dir DIR]
@@ -54,7 +59,9 @@ use openraft::{
     StorageIOError, Vote,
 };
 use redb::{Database, Durability, ReadableTable, TableDefinition};
-use ringwal_raft::{KvConfig, KvRequest, KvStateMachine, LogStore};
+use ringwal_raft::{
+    BatchLimits, KvConfig, KvRequest, KvStateMachine, LogStore, MemLogStore, Proposer,
+};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -85,6 +92,54 @@ struct Args {
     /// latencies of all rounds together.
     #[arg(long, default_value_t = 3)]
     rounds: usize,
+    /// How clients write: `batched` (through `ringwal_raft::Proposer`,
+    /// group commit at the leader) or `direct` (`Raft::client_write`,
+    /// one entry per write).
+    #[arg(long, default_value = "batched")]
+    propose: Propose,
+    /// The proposer's most proposals in flight (default: `BatchLimits`'s).
+    #[arg(long)]
+    in_flight: Option<usize>,
+    /// The proposer's longest wait for the proposals in flight, in
+    /// microseconds (default: `BatchLimits`'s).
+    #[arg(long)]
+    max_wait_us: Option<u64>,
+}
+
+impl Args {
+    fn limits(&self) -> BatchLimits {
+        let mut l = BatchLimits::default();
+        if let Some(n) = self.in_flight {
+            l.max_in_flight = n;
+        }
+        if let Some(us) = self.max_wait_us {
+            l.max_wait = Duration::from_micros(us);
+        }
+        l
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Propose {
+    Batched,
+    Direct,
+}
+
+/// Where a client's writes go.
+#[derive(Clone)]
+enum Writer {
+    Direct(Raft),
+    Batched(Proposer),
+}
+
+impl Writer {
+    async fn write(&self, req: KvRequest) {
+        match self {
+            Writer::Direct(raft) => raft.client_write(req).await.map(|_| ()),
+            Writer::Batched(p) => p.write(req).await.map(|_| ()),
+        }
+        .expect("a write is committed")
+    }
 }
 
 // ---------------------------------------------------------------------
@@ -167,96 +222,6 @@ impl RaftNetwork<C> for Conn {
     ) -> Result<VoteResponse<u64>, RPCError<u64, BasicNode, RaftError<u64>>> {
         let raft = self.raft()?;
         self.remote(raft.vote(rpc).await)
-    }
-}
-
-// ---------------------------------------------------------------------
-// The in-memory log store.
-
-#[derive(Default)]
-struct MemInner {
-    log: BTreeMap<u64, Entry<C>>,
-    vote: Option<Vote<u64>>,
-    committed: Option<LogId<u64>>,
-    last_purged: Option<LogId<u64>>,
-}
-
-/// Log entries in a `BTreeMap`; `Clone` shares them (the reader).
-#[derive(Clone, Default)]
-struct MemStore {
-    inner: Arc<Mutex<MemInner>>,
-}
-
-impl RaftLogReader<C> for MemStore {
-    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
-        &mut self,
-        range: RB,
-    ) -> SResult<Vec<Entry<C>>> {
-        let inner = self.inner.lock().unwrap();
-        Ok(inner.log.range(range).map(|(_, e)| e.clone()).collect())
-    }
-}
-
-impl RaftLogStorage<C> for MemStore {
-    type LogReader = MemStore;
-
-    async fn get_log_state(&mut self) -> SResult<LogState<C>> {
-        let inner = self.inner.lock().unwrap();
-        let last = inner.log.values().next_back().map(|e| e.log_id);
-        Ok(LogState {
-            last_purged_log_id: inner.last_purged,
-            last_log_id: last.or(inner.last_purged),
-        })
-    }
-
-    async fn get_log_reader(&mut self) -> MemStore {
-        self.clone()
-    }
-
-    async fn save_vote(&mut self, vote: &Vote<u64>) -> SResult<()> {
-        self.inner.lock().unwrap().vote = Some(*vote);
-        Ok(())
-    }
-
-    async fn read_vote(&mut self) -> SResult<Option<Vote<u64>>> {
-        Ok(self.inner.lock().unwrap().vote)
-    }
-
-    async fn save_committed(&mut self, committed: Option<LogId<u64>>) -> SResult<()> {
-        self.inner.lock().unwrap().committed = committed;
-        Ok(())
-    }
-
-    async fn read_committed(&mut self) -> SResult<Option<LogId<u64>>> {
-        Ok(self.inner.lock().unwrap().committed)
-    }
-
-    async fn append<I>(&mut self, entries: I, callback: LogFlushed<C>) -> SResult<()>
-    where
-        I: IntoIterator<Item = Entry<C>> + OptionalSend,
-        I::IntoIter: OptionalSend,
-    {
-        {
-            let mut inner = self.inner.lock().unwrap();
-            for e in entries {
-                inner.log.insert(e.log_id.index, e);
-            }
-        }
-        callback.log_io_completed(Ok(()));
-        Ok(())
-    }
-
-    async fn truncate(&mut self, log_id: LogId<u64>) -> SResult<()> {
-        let mut inner = self.inner.lock().unwrap();
-        inner.log.split_off(&log_id.index);
-        Ok(())
-    }
-
-    async fn purge(&mut self, log_id: LogId<u64>) -> SResult<()> {
-        let mut inner = self.inner.lock().unwrap();
-        inner.last_purged = Some(log_id);
-        inner.log = inner.log.split_off(&(log_id.index + 1));
-        Ok(())
     }
 }
 
@@ -460,13 +425,15 @@ struct Cell {
     store: String,
     clients: usize,
     writes: u64,
+    /// Raft entries the leader's log grew by while measured.
+    entries: u64,
     secs: f64,
     hist: Histogram<u64>,
 }
 
 /// `clients` closed-loop writers through `leader` until `until`; the
 /// latencies (microseconds) of those that finished.
-async fn load(leader: &Raft, clients: usize, value: &str, until: Instant) -> Histogram<u64> {
+async fn load(leader: &Writer, clients: usize, value: &str, until: Instant) -> Histogram<u64> {
     let mut tasks = Vec::new();
     for c in 0..clients {
         let raft = leader.clone();
@@ -481,7 +448,7 @@ async fn load(leader: &Raft, clients: usize, value: &str, until: Instant) -> His
                 };
                 n += clients as u64;
                 let t = Instant::now();
-                raft.client_write(req).await.expect("a write is committed");
+                raft.write(req).await;
                 hist.record(t.elapsed().as_micros() as u64).unwrap();
             }
             hist
@@ -510,7 +477,7 @@ async fn cell(store: &str, clients: usize, args: &Args, base: &Path) -> Cell {
                 start(id, s, &router).await
             }
             "redb" => start(id, RedbStore::open(&d).expect("redb opens"), &router).await,
-            "memory" => start(id, MemStore::default(), &router).await,
+            "memory" => start(id, MemLogStore::<C>::new(), &router).await,
             other => panic!("unknown store {other}"),
         };
         rafts.push(raft);
@@ -522,7 +489,12 @@ async fn cell(store: &str, clients: usize, args: &Args, base: &Path) -> Cell {
         .metrics(|m| m.current_leader.is_some(), "a leader")
         .await
         .expect("a leader within 30 s");
-    let leader = rafts[(m.current_leader.unwrap() - 1) as usize].clone();
+    let raft = rafts[(m.current_leader.unwrap() - 1) as usize].clone();
+    let leader = match args.propose {
+        Propose::Direct => Writer::Direct(raft.clone()),
+        Propose::Batched => Writer::Batched(Proposer::spawn(raft.clone(), args.limits())),
+    };
+    let last_index = || raft.metrics().borrow().last_log_index.unwrap_or(0);
 
     let value = "x".repeat(args.value_bytes);
     load(
@@ -532,6 +504,7 @@ async fn cell(store: &str, clients: usize, args: &Args, base: &Path) -> Cell {
         Instant::now() + Duration::from_secs(1),
     )
     .await;
+    let first = last_index();
     let t = Instant::now();
     let hist = load(
         &leader,
@@ -541,17 +514,20 @@ async fn cell(store: &str, clients: usize, args: &Args, base: &Path) -> Cell {
     )
     .await;
     let secs = t.elapsed().as_secs_f64();
+    let entries = last_index() - first;
 
     router.nodes.lock().unwrap().clear();
     for r in rafts {
         let _ = r.shutdown().await;
     }
     drop(leader);
+    drop(raft);
     let _ = std::fs::remove_dir_all(&dir);
     Cell {
         store: store.to_string(),
         clients,
         writes: hist.len(),
+        entries,
         secs,
         hist,
     }
@@ -617,9 +593,12 @@ fn main() {
             for c in &mine {
                 hist.add(&c.hist).unwrap();
             }
+            let writes: u64 = mine.iter().map(|c| c.writes).sum();
+            let entries: u64 = mine.iter().map(|c| c.entries).sum();
             cells.push(Row {
                 store: store.clone(),
                 clients,
+                per_entry: writes as f64 / entries.max(1) as f64,
                 rate: rates[rates.len() / 2],
                 min: rates[0],
                 max: rates[rates.len() - 1],
@@ -632,15 +611,23 @@ fn main() {
     println!();
     println!(
         "{date}; nproc {nproc}; stores in {} ({fs}); {} B values; {} rounds of {} s per \
-         cell after 1 s warm-up; /proc/loadavg before: {load_before}, after: {load_after}",
+         cell after 1 s warm-up; writes {}; /proc/loadavg before: {load_before}, after: \
+         {load_after}",
         base.display(),
         args.value_bytes,
         args.rounds.max(1),
-        args.secs
+        args.secs,
+        match args.propose {
+            Propose::Batched => "through the proposer (group commit at the leader)",
+            Propose::Direct => "direct (one raft entry each)",
+        }
     );
     println!();
-    println!("| store | clients | writes/s (median) | range | p50 | p99 | vs redb (writes/s) |");
-    println!("|---|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| store | clients | writes/s (median) | range | p50 | p99 | vs redb (writes/s) | \
+         writes/entry |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     for c in &cells {
         let redb = cells
             .iter()
@@ -651,7 +638,7 @@ fn main() {
             _ => "-".into(),
         };
         println!(
-            "| {} | {} | {:.0} | {:.0}-{:.0} | {} | {} | {} |",
+            "| {} | {} | {:.0} | {:.0}-{:.0} | {} | {} | {} | {:.1} |",
             c.store,
             c.clients,
             c.rate,
@@ -659,7 +646,8 @@ fn main() {
             c.max,
             us(c.hist.value_at_quantile(0.5)),
             us(c.hist.value_at_quantile(0.99)),
-            ratio
+            ratio,
+            c.per_entry
         );
     }
 }
@@ -671,6 +659,8 @@ struct Row {
     rate: f64,
     min: f64,
     max: f64,
+    /// Writes per raft entry (all rounds).
+    per_entry: f64,
     hist: Histogram<u64>,
 }
 

@@ -8,6 +8,10 @@
 //!   openraft's `RaftLogStorage`, [`LogReader`] its `RaftLogReader`.
 //! - [`KvStateMachine`] and [`KvConfig`]: the in-memory state machine and
 //!   the type configuration it works with.
+//! - [`MemLogStore`]: the same storage traits in memory, nothing durable:
+//!   a ceiling to measure `LogStore` against.
+//! - [`Proposer`]: group commit of client writes at the leader, many
+//!   commands to a raft entry.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -16,11 +20,15 @@
 #![allow(clippy::result_large_err)]
 
 mod log_store;
+mod mem_store;
 mod meta;
+mod propose;
 mod state_machine;
 
 pub use log_store::{
     LogReader, LogStore, OpenError, COMMIT_STREAM, ENTRY_STREAM, LOG_DIR, TRUNCATE_STREAM,
 };
+pub use mem_store::MemLogStore;
 pub use meta::META_FILE;
+pub use propose::{BatchLimits, Proposer, WriteResult};
 pub use state_machine::{KvConfig, KvRequest, KvResponse, KvStateMachine};

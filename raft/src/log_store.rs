@@ -21,8 +21,9 @@ use crate::meta::{Meta, MetaFile};
 pub const ENTRY_STREAM: u16 = 1;
 /// The stream truncation records are appended to.
 pub const TRUNCATE_STREAM: u16 = 2;
-/// The stream committed log ids are appended to (`save_committed`): the
-/// log id as JSON. The last one in the log is the committed log id.
+/// The stream committed log ids are appended to: the log id as JSON, in
+/// the batch of the first append after `save_committed`. The last one in
+/// the log is the committed log id recovered.
 pub const COMMIT_STREAM: u16 = 3;
 /// Name of the log's directory inside the store's directory.
 pub const LOG_DIR: &str = "log";
@@ -290,8 +291,10 @@ fn flush_loop<C: RaftTypeConfig>(rx: Receiver<Pending<C>>) {
 ///   in-memory map raft index -> LSN is rebuilt on open by replaying the
 ///   log, to the same map (see the crate documentation for why that is
 ///   crash-safe).
-/// - The committed log id is a record on [`COMMIT_STREAM`], durable when
-///   `save_committed` returns.
+/// - The committed log id is a record on [`COMMIT_STREAM`], written in the
+///   batch of the next append after `save_committed` (which does no I/O).
+///   After a crash the committed log id recovered may lag the one last
+///   saved, never the log: its record comes after its entry.
 /// - Vote and last purged log id are durable when
 ///   `save_vote` and `purge` return; `save_vote` first
 ///   waits for every earlier append to be durable, so the vote never gets
@@ -305,6 +308,9 @@ pub struct LogStore<C: RaftTypeConfig> {
     meta: MetaFile<C::NodeId>,
     /// The committed log id last saved (or recovered).
     committed: Option<LogId<C::NodeId>>,
+    /// `committed` is newer than the last commit record appended: the
+    /// next append carries it.
+    commit_unwritten: bool,
     flush: Option<Sender<Pending<C>>>,
     flusher: Option<JoinHandle<()>>,
 }
@@ -378,6 +384,7 @@ impl<C: RaftTypeConfig> LogStore<C> {
             shared,
             meta,
             committed,
+            commit_unwritten: false,
             flush: Some(tx),
             flusher: Some(flusher),
         })
@@ -403,6 +410,18 @@ impl<C: RaftTypeConfig> LogStore<C> {
         self.meta.store(next)
     }
 
+    /// The commit record to carry in the next batch, if `committed` is
+    /// newer than the last one appended.
+    fn unwritten_commit(&self) -> Result<Option<Vec<u8>>, C> {
+        match &self.committed {
+            Some(c) if self.commit_unwritten => {
+                let bytes = serde_json::to_vec(c).map_err(|e| StorageIOError::write(&e))?;
+                Ok(Some(bytes))
+            }
+            _ => Ok(None),
+        }
+    }
+
     fn pending(&self, item: Pending<C>) {
         // The thread only ends once the sender is dropped (in `drop`), so
         // the send cannot fail while the store lives.
@@ -413,10 +432,17 @@ impl<C: RaftTypeConfig> LogStore<C> {
 }
 
 impl<C: RaftTypeConfig> Drop for LogStore<C> {
-    /// Lets the completion thread fire the callbacks still pending (each
-    /// once its batch is durable, or with the error that poisoned the
-    /// log), then joins it. Blocks for at most the writes in flight.
+    /// Appends the committed log id if no batch carried it yet (the log
+    /// writes it as it closes), lets the completion thread fire the
+    /// callbacks still pending (each once its batch is durable, or with
+    /// the error that poisoned the log), then joins it. Blocks for at most
+    /// the writes in flight.
     fn drop(&mut self) {
+        // A failure here loses nothing a caller counted on: the record is
+        // optional (see `save_committed`).
+        if let Ok(Some(bytes)) = self.unwritten_commit() {
+            let _ = self.shared.wal.append(COMMIT_STREAM, &bytes);
+        }
         drop(self.flush.take());
         if let Some(t) = self.flusher.take() {
             let _ = t.join();
@@ -583,29 +609,22 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for LogStore<C> {
         Ok(self.meta.get().vote.clone())
     }
 
-    /// Append the committed log id as a record on [`COMMIT_STREAM`] and
-    /// wait for it to be durable (with the appends before it: ringwal
-    /// makes a prefix durable). Nothing is written when it did not change
-    /// or is `None`.
+    /// Keep the committed log id in memory; the next [`append`] writes it
+    /// as a record on [`COMMIT_STREAM`] in its own batch (and dropping the
+    /// store writes it if no append came). openraft documents the saved
+    /// committed log id as optional: one that lags after a crash only
+    /// means more entries re-applied at startup. It never gets ahead of
+    /// the log: the record follows, in LSN order, every entry appended
+    /// before this call, and ringwal makes a prefix durable.
     ///
-    /// Cost: one small JSON encode and append, and a wait for it to be
-    /// durable: one group-committed write, shared with whatever else is in
-    /// flight (no file rewrite, no rename, no directory fsync).
+    /// Cost: none (no I/O, no allocation).
+    ///
+    /// [`append`]: RaftLogStorage::append
     async fn save_committed(&mut self, committed: Option<LogId<C::NodeId>>) -> Result<(), C> {
-        if self.committed == committed {
-            return Ok(());
+        if self.committed != committed {
+            self.commit_unwritten = committed.is_some();
+            self.committed = committed;
         }
-        if let Some(c) = &committed {
-            let bytes = serde_json::to_vec(c).map_err(|e| StorageIOError::write(&e))?;
-            self.shared
-                .wal
-                .append(COMMIT_STREAM, &bytes)
-                .map_err(|e| StorageIOError::write(&e))?
-                .reached(Level::Durable)
-                .await
-                .map_err(|e| StorageIOError::write(&e))?;
-        }
-        self.committed = committed;
         Ok(())
     }
 
@@ -617,7 +636,9 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for LogStore<C> {
 
     /// Append `entries` as one atomic ringwal batch on [`ENTRY_STREAM`]
     /// and return at once; `callback` fires on the completion thread once
-    /// the batch is durable (callbacks in append order). The entries are
+    /// the batch is durable (callbacks in append order). The batch starts
+    /// with the committed log id's record when `save_committed` changed it
+    /// since the last one. The entries are
     /// readable when this returns (from the read cache, which keeps the
     /// newest entries' payloads; past it, a read waits for their write).
     ///
@@ -625,7 +646,8 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for LogStore<C> {
     /// entry after it (as a truncation would; openraft truncates first).
     ///
     /// Cost: one JSON encode and one allocation per entry (the encoded
-    /// payload, kept in the read cache), one `append_batch` (one lock, one
+    /// payload, kept in the read cache), and one for the commit record if
+    /// any; one `append_batch` (one lock, one
     /// copy per entry; blocks only under backpressure from the device), one
     /// short lock on the index and one channel send. No syscall of its own.
     ///
@@ -650,16 +672,21 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for LogStore<C> {
             self.pending((None, callback));
             return Ok(());
         };
-        let records: Vec<(u16, &[u8])> = payloads
+        let commit = self.unwritten_commit()?;
+        let records: Vec<(u16, &[u8])> = commit
             .iter()
-            .map(|p| (ENTRY_STREAM, p.as_slice()))
+            .map(|c| (COMMIT_STREAM, c.as_slice()))
+            .chain(payloads.iter().map(|p| (ENTRY_STREAM, p.as_slice())))
             .collect();
         let ticket = self
             .shared
             .wal
             .append_batch(&records)
             .map_err(|e| StorageIOError::write_logs(&e))?;
+        self.commit_unwritten = false;
         {
+            // The entries are the batch's last records (a commit record,
+            // if any, comes first).
             let first_lsn = ticket.lsn() + 1 - ids.len() as u64;
             drop(records);
             let mut index = self.shared.index();

@@ -52,15 +52,50 @@ pub enum KvRequest {
         /// What to add at the end of its value.
         value: String,
     },
+    /// Several commands in one entry, applied in order (what
+    /// [`Proposer`](crate::Proposer) proposes for the writes that queued
+    /// while others were in flight). The reply's `batch` holds one reply
+    /// per command, in order.
+    Batch(Vec<KvRequest>),
+}
+
+impl KvRequest {
+    /// Apply this command to `kv`; the reply (for a batch, one reply per
+    /// command in `batch`).
+    fn apply_to(self, kv: &mut BTreeMap<String, String>) -> KvResponse {
+        let previous = match self {
+            KvRequest::Set { key, value } => kv.insert(key, value),
+            KvRequest::Delete { key } => kv.remove(&key),
+            KvRequest::Append { key, value } => {
+                kv.entry(key).or_default().push_str(&value);
+                None
+            }
+            KvRequest::Batch(cmds) => {
+                let batch = cmds.into_iter().map(|c| c.apply_to(kv)).collect();
+                return KvResponse {
+                    previous: None,
+                    batch,
+                };
+            }
+        };
+        KvResponse {
+            previous,
+            batch: Vec::new(),
+        }
+    }
 }
 
 /// The state machine's reply to one applied entry.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KvResponse {
     /// The key's value before the command (`None` for a blank or
-    /// membership entry, an [`Append`](KvRequest::Append), or a key that
-    /// was not set).
+    /// membership entry, an [`Append`](KvRequest::Append), a
+    /// [`Batch`](KvRequest::Batch), or a key that was not set).
     pub previous: Option<String>,
+    /// For a [`Batch`](KvRequest::Batch): the reply to each of its
+    /// commands, in order. Empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub batch: Vec<KvResponse>,
 }
 
 /// The state: what a snapshot holds.
@@ -222,7 +257,8 @@ impl RaftStateMachine<KvConfig> for KvStateMachine {
     }
 
     /// Apply `entries` in order, one reply each. Cost: one lock for the
-    /// whole batch; a map update per command.
+    /// whole batch; a map update per command (each command of a
+    /// [`KvRequest::Batch`] too).
     async fn apply<I>(&mut self, entries: I) -> Result<Vec<KvResponse>, StorageError<u64>>
     where
         I: IntoIterator<Item = openraft::Entry<KvConfig>> + Send,
@@ -232,22 +268,15 @@ impl RaftStateMachine<KvConfig> for KvStateMachine {
         let mut replies = Vec::new();
         for entry in entries {
             inner.data.last_applied = Some(entry.log_id);
-            let previous = match entry.payload {
-                EntryPayload::Blank => None,
-                EntryPayload::Normal(KvRequest::Set { key, value }) => {
-                    inner.data.kv.insert(key, value)
-                }
-                EntryPayload::Normal(KvRequest::Delete { key }) => inner.data.kv.remove(&key),
-                EntryPayload::Normal(KvRequest::Append { key, value }) => {
-                    inner.data.kv.entry(key).or_default().push_str(&value);
-                    None
-                }
+            let reply = match entry.payload {
+                EntryPayload::Blank => KvResponse::default(),
+                EntryPayload::Normal(cmd) => cmd.apply_to(&mut inner.data.kv),
                 EntryPayload::Membership(m) => {
                     inner.data.last_membership = StoredMembership::new(Some(entry.log_id), m);
-                    None
+                    KvResponse::default()
                 }
             };
-            replies.push(KvResponse { previous });
+            replies.push(reply);
         }
         Ok(replies)
     }

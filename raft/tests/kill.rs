@@ -19,7 +19,8 @@
 //! `w{writer}.{attempt};` that is sent once and never again (a retry is a
 //! new attempt, so a new token), so a token seen twice on a node was
 //! applied twice. A token of an acknowledged write missing on a node after
-//! catch-up is a lost write. Within a key, a writer's acknowledged tokens
+//! catch-up is a lost write; a token of an attempt its writer never sent
+//! is an invented one. Within a key, a writer's acknowledged tokens
 //! must appear in the order they were acknowledged.
 
 #[path = "../examples/ringwal-kv/node.rs"]
@@ -215,6 +216,9 @@ struct Shared {
     /// Every acknowledged write: (writer, attempt).
     acked: Mutex<Vec<(u64, u64)>>,
     attempts: AtomicU64,
+    /// Per writer, the attempts it has started sending: a token of an
+    /// attempt at or above it was never sent.
+    sent: Vec<AtomicU64>,
     stop: AtomicBool,
 }
 
@@ -232,6 +236,13 @@ impl Shared {
 
     fn acked(&self) -> Vec<(u64, u64)> {
         self.acked.lock().unwrap().clone()
+    }
+
+    /// Whether writer `w` has sent its attempt `a`.
+    fn was_sent(&self, (w, a): (u64, u64)) -> bool {
+        self.sent
+            .get(w as usize)
+            .is_some_and(|n| a < n.load(Ordering::SeqCst))
     }
 }
 
@@ -255,6 +266,7 @@ async fn writer(w: u64, shared: Arc<Shared>) {
         let req = KvRequest::Append { key, value };
         let target = shared.target.load(Ordering::Relaxed);
         shared.attempts.fetch_add(1, Ordering::Relaxed);
+        shared.sent[w as usize].store(attempt + 1, Ordering::SeqCst);
         let url = format!("http://{}/kv/put", shared.addr(target));
         let res: Result<PutResult, reqwest::Error> = match http.post(url).json(&req).send().await {
             Ok(r) => r.json().await,
@@ -394,8 +406,9 @@ impl Cluster {
     /// deadline, if a node never got there) how many acknowledged writes
     /// no node holds (lost), how many the furthest-behind node lacks
     /// (lagging: 0 on success), and how many unacknowledged writes were
-    /// applied.
-    async fn verify(&self, acked: &[(u64, u64)]) -> Result<Verified, String> {
+    /// applied, and how many tokens a node holds that no writer ever sent
+    /// (invented).
+    async fn verify(&self, acked: &[(u64, u64)], shared: &Shared) -> Result<Verified, String> {
         let acked: HashSet<(u64, u64)> = acked.iter().copied().collect();
         let deadline = Instant::now() + PATIENCE;
         let mut v = Verified::default();
@@ -414,6 +427,10 @@ impl Cluster {
                         return Err(format!("node {id} misplaced: {:?}", c.misplaced));
                     }
                     v.extra = v.extra.max(c.present.difference(&acked).count());
+                    // Read after the state: a token sent meanwhile counts
+                    // as sent.
+                    let invented = c.present.iter().filter(|&&t| !shared.was_sent(t));
+                    v.invented = v.invented.max(invented.count());
                     seen = c.present;
                     applied = s.last_applied;
                 }
@@ -451,6 +468,8 @@ struct Verified {
     lagging: usize,
     /// Unacknowledged writes applied.
     extra: usize,
+    /// Writes on a node that were never sent.
+    invented: usize,
 }
 
 /// The figures of a run.
@@ -463,6 +482,7 @@ struct Figures {
     acked: usize,
     lost: usize,
     lagging: usize,
+    invented: usize,
     unacked_applied: usize,
     max_election: Duration,
     max_catch_up: Duration,
@@ -509,6 +529,7 @@ async fn run(dir: &Path, figures: &mut Figures) -> Result<(), String> {
         target: AtomicU64::new(leader),
         acked: Mutex::new(Vec::new()),
         attempts: AtomicU64::new(0),
+        sent: (0..WRITERS).map(|_| AtomicU64::new(0)).collect(),
         stop: AtomicBool::new(false),
     });
     let writers: Vec<_> = (0..WRITERS)
@@ -578,19 +599,21 @@ async fn run(dir: &Path, figures: &mut Figures) -> Result<(), String> {
         let restarted = Instant::now();
         let (_, lm) = c.leader(None, 0).await?;
         let acked = shared.acked();
-        let v = c.verify(&acked).await?;
+        let v = c.verify(&acked, &shared).await?;
         let extra = v.extra;
-        if v.lost > 0 || v.lagging > 0 {
+        if v.lost > 0 || v.lagging > 0 || v.invented > 0 {
             figures.lost = v.lost;
             figures.lagging = v.lagging;
+            figures.invented = v.invented;
             figures.acked = acked.len();
             figures.attempts = shared.attempts.load(Ordering::Relaxed);
             return Err(format!(
                 "kill {}: {} acknowledged writes on no node; {} missing on a node that did \
-                 not catch up",
+                 not catch up; {} never sent",
                 k + 1,
                 v.lost,
-                v.lagging
+                v.lagging,
+                v.invented
             ));
         }
         // The restarted node has applied what the leader had.
@@ -620,17 +643,18 @@ async fn run(dir: &Path, figures: &mut Figures) -> Result<(), String> {
         let _ = w.await;
     }
     let acked = shared.acked();
-    let v = c.verify(&acked).await?;
+    let v = c.verify(&acked, &shared).await?;
     figures.attempts = shared.attempts.load(Ordering::Relaxed);
     figures.acked = acked.len();
     figures.lost = v.lost;
     figures.lagging = v.lagging;
     figures.unacked_applied = v.extra;
-    if v.lost > 0 || v.lagging > 0 {
+    figures.invented = v.invented;
+    if v.lost > 0 || v.lagging > 0 || v.invented > 0 {
         return Err(format!(
             "at the end: {} acknowledged writes on no node; {} missing on a node that did \
-             not catch up",
-            v.lost, v.lagging
+             not catch up; {} never sent",
+            v.lost, v.lagging, v.invented
         ));
     }
     Ok(())
@@ -647,7 +671,8 @@ async fn sigkill_leader_and_followers_loses_and_duplicates_nothing() {
     let res = run(tmp.path(), &mut figures).await;
     println!(
         "kills: {} ({} leaders, {} followers); writes sent: {}; acknowledged: {}; \
-         lost: {}; missing on a lagging node: {}; unacknowledged but applied: {}; \
+         lost: {}; invented: {}; missing on a lagging node: {}; \
+         unacknowledged but applied: {}; \
          longest election: {:?}; \
          longest catch-up: {:?}; {:?} in all",
         figures.kills,
@@ -656,6 +681,7 @@ async fn sigkill_leader_and_followers_loses_and_duplicates_nothing() {
         figures.attempts,
         figures.acked,
         figures.lost,
+        figures.invented,
         figures.lagging,
         figures.unacked_applied,
         figures.max_election,

@@ -161,3 +161,65 @@ async fn a_follower_behind_a_multi_mib_snapshot_catches_up() {
         n.stop().await;
     }
 }
+
+/// Writes that arrive together at the leader go out as fewer raft entries
+/// than writes (the proposer's group commit), and each client still gets
+/// the reply to its own command.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_puts_share_entries_and_each_gets_its_reply() {
+    let tmp = tempfile::tempdir().unwrap();
+    let client = Client::default();
+    let nodes = cluster(tmp.path(), &client).await;
+    let leader = nodes[0]
+        .raft
+        .wait(Some(Duration::from_secs(30)))
+        .metrics(|m| m.current_leader.is_some(), "a leader is elected")
+        .await
+        .unwrap()
+        .current_leader
+        .unwrap();
+    let leader = nodes.iter().find(|n| n.id == leader).unwrap();
+    let addr = leader.addr.to_string();
+    let writes = 64;
+    for k in 0..writes {
+        client
+            .put(&addr, &format!("k{k}"), &format!("old{k}"))
+            .await
+            .unwrap();
+    }
+    let before = leader.raft.metrics().borrow().last_log_index.unwrap();
+
+    let puts: Vec<_> = (0..writes)
+        .map(|k| {
+            let addr = addr.clone();
+            tokio::spawn(async move {
+                Client::default()
+                    .put(&addr, &format!("k{k}"), &format!("new{k}"))
+                    .await
+                    .unwrap()
+            })
+        })
+        .collect();
+    for (k, p) in puts.into_iter().enumerate() {
+        assert_eq!(p.await.unwrap(), Some(format!("old{k}")), "reply to k{k}");
+    }
+    let after = leader.raft.metrics().borrow().last_log_index.unwrap();
+    assert!(
+        after - before < writes as u64,
+        "{writes} concurrent writes took {} entries",
+        after - before
+    );
+    for n in &nodes {
+        n.raft
+            .wait(Some(Duration::from_secs(30)))
+            .applied_index_at_least(Some(after), "every node applies")
+            .await
+            .unwrap();
+        for k in 0..writes {
+            assert_eq!(n.sm.get(&format!("k{k}")), Some(format!("new{k}")));
+        }
+    }
+    for n in nodes {
+        n.stop().await;
+    }
+}

@@ -3,7 +3,7 @@
 
 use openraft::testing::{StoreBuilder, Suite};
 use openraft::StorageError;
-use ringwal_raft::{KvConfig, KvStateMachine, LogStore};
+use ringwal_raft::{KvConfig, KvStateMachine, LogStore, MemLogStore};
 use tempfile::TempDir;
 
 /// Small segments and records, so that creating a log (which zero-writes
@@ -32,5 +32,24 @@ impl StoreBuilder<KvConfig, LogStore<KvConfig>, KvStateMachine, TempDir> for Bui
 fn openraft_suite() {
     if let Err(e) = Suite::test_all(Builder) {
         panic!("openraft's storage suite failed: {e}");
+    }
+}
+
+struct MemBuilder;
+
+impl StoreBuilder<KvConfig, MemLogStore<KvConfig>, KvStateMachine> for MemBuilder {
+    async fn build(
+        &self,
+    ) -> Result<((), MemLogStore<KvConfig>, KvStateMachine), StorageError<u64>> {
+        Ok(((), MemLogStore::new(), KvStateMachine::new()))
+    }
+}
+
+/// The in-memory store the benchmarks and `ringwal-kv --store memory`
+/// measure against passes the same suite.
+#[test]
+fn openraft_suite_on_the_memory_store() {
+    if let Err(e) = Suite::test_all(MemBuilder) {
+        panic!("openraft's storage suite failed on MemLogStore: {e}");
     }
 }

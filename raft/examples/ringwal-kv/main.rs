@@ -5,21 +5,26 @@
 //! ```text
 //! ringwal-kv demo [--dir DIR] [--keys N]      three nodes, end to end
 //! ringwal-kv node --id N --addr HOST:PORT --dir DIR [--snapshot-every N] [--keep N]
+//!                 [--store ringwal|memory]
 //! ringwal-kv init --node HOST:PORT ID=HOST:PORT...
 //! ringwal-kv put  --node HOST:PORT KEY VALUE
 //! ringwal-kv get  --node HOST:PORT KEY
 //! ```
 //!
+//! (`ringwal-kv help`, `ringwal-kv node --help` and so on say more.)
+//!
 //! `node` prints what its log store recovered (`recovered log up to index
 //! N` or `recovered an empty log`), then `listening on HOST:PORT` once it
 //! serves (port 0 picks a free one), and runs until interrupted. It builds
 //! a snapshot every `--snapshot-every` applied entries (default 50) and
-//! keeps `--keep` entries of log behind it (default 20). `put` and `get` follow the leader
-//! from whichever node they are given; `get` is linearizable. `demo`
-//! starts three `node` processes, initializes the cluster, writes and
-//! reads keys, kills the leader, writes more through the survivors,
-//! restarts the killed node from its ringwal log and waits for it to
-//! catch up, then stops them all.
+//! keeps `--keep` entries of log behind it (default 20). `--store memory`
+//! runs the same service on an in-memory log (nothing durable; `--dir`
+//! unused), to measure the cost of durability against. `put` and `get`
+//! follow the leader from whichever node they are given; `get` is
+//! linearizable. `demo` starts three `node` processes, initializes the
+//! cluster, writes and reads keys, kills the leader, writes more through
+//! the survivors, restarts the killed node from its ringwal log and waits
+//! for it to catch up, then stops them all.
 //!
 //! `RUST_LOG` (e.g. `RUST_LOG=openraft=info`) sends openraft's and the
 //! node's diagnostics to stderr; without it nothing is logged.
@@ -31,118 +36,124 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use node::{BoxError, Client, Members};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
+use node::{BoxError, Client, Members, Snapshots};
 use openraft::BasicNode;
 
-fn usage() -> ! {
-    eprintln!(
-        "usage: ringwal-kv demo [--dir DIR] [--keys N]\n       \
-         ringwal-kv node --id N --addr HOST:PORT --dir DIR [--snapshot-every N] [--keep N]\n       \
-         ringwal-kv init --node HOST:PORT ID=HOST:PORT...\n       \
-         ringwal-kv put --node HOST:PORT KEY VALUE\n       \
-         ringwal-kv get --node HOST:PORT KEY"
-    );
-    std::process::exit(2)
+/// A replicated key-value store on openraft, its raft log in ringwal.
+#[derive(Debug, Parser)]
+#[command(name = "ringwal-kv")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
 }
 
-/// `--name value` options and the positional arguments, in order.
-struct Args {
-    options: Vec<(String, String)>,
-    rest: Vec<String>,
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Run one raft node until interrupted: print what its log store
+    /// recovered, then where it listens.
+    Node(NodeArgs),
+    /// Set the cluster's membership, once, through one node.
+    Init {
+        /// A node to send it to.
+        #[arg(long, value_name = "HOST:PORT")]
+        node: String,
+        /// The members, as ID=HOST:PORT.
+        #[arg(required = true, value_name = "ID=HOST:PORT", value_parser = member)]
+        members: Vec<(u64, String)>,
+    },
+    /// Set KEY to VALUE through the leader; prints the previous value.
+    Put {
+        /// A node to start at (the write follows the leader).
+        #[arg(long, value_name = "HOST:PORT")]
+        node: String,
+        key: String,
+        value: String,
+    },
+    /// Read KEY, linearizably, through the leader (exit status 1 if it is
+    /// not set).
+    Get {
+        /// A node to start at (the read follows the leader).
+        #[arg(long, value_name = "HOST:PORT")]
+        node: String,
+        key: String,
+    },
+    /// Three node processes end to end: writes, reads, the leader killed,
+    /// restarted from its log, caught up.
+    Demo {
+        /// Where the nodes keep their data (default: a temporary
+        /// directory).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Keys to write before the leader is killed.
+        #[arg(long, default_value_t = 200)]
+        keys: u64,
+    },
 }
 
-impl Args {
-    fn parse(args: impl Iterator<Item = String>) -> Args {
-        let mut options = Vec::new();
-        let mut rest = Vec::new();
-        let mut args = args.peekable();
-        while let Some(a) = args.next() {
-            match a.strip_prefix("--") {
-                Some(name) => match args.next() {
-                    Some(v) => options.push((name.to_string(), v)),
-                    None => usage(),
-                },
-                None => rest.push(a),
-            }
-        }
-        Args { options, rest }
-    }
+#[derive(Debug, clap::Args)]
+struct NodeArgs {
+    /// This node's raft id.
+    #[arg(long)]
+    id: u64,
+    /// Where to serve HTTP (port 0 picks a free one).
+    #[arg(long, value_name = "HOST:PORT")]
+    addr: String,
+    /// The node's data: its ringwal log, metadata and snapshot (required
+    /// with the ringwal store; the memory store keeps nothing).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Build a snapshot every this many applied entries.
+    #[arg(long, default_value_t = Snapshots::default().every)]
+    snapshot_every: u64,
+    /// Entries of log kept behind the last snapshot.
+    #[arg(long, default_value_t = Snapshots::default().keep)]
+    keep: u64,
+    /// The raft log store: ringwal (durable), or memory (nothing on disk,
+    /// the same service without durability, to measure against).
+    #[arg(long, value_enum, default_value_t = StoreArg::Ringwal)]
+    store: StoreArg,
+}
 
-    fn get(&self, name: &str) -> Option<&str> {
-        self.options
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum StoreArg {
+    Ringwal,
+    Memory,
+}
 
-    fn need(&self, name: &str) -> &str {
-        self.get(name).unwrap_or_else(|| usage())
-    }
+/// `ID=HOST:PORT`.
+fn member(s: &str) -> Result<(u64, String), String> {
+    let (id, addr) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?} is not ID=HOST:PORT"))?;
+    let id = id.parse().map_err(|e| format!("{id:?}: {e}"))?;
+    Ok((id, addr.to_string()))
 }
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    let mut argv = std::env::args().skip(1);
-    let cmd = argv.next().unwrap_or_else(|| usage());
-    let args = Args::parse(argv);
     let client = Client::default();
-    match cmd.as_str() {
-        "node" => {
-            // Off unless asked for: a node under a test writes its stderr
-            // to a file kept on failure, and that is what RUST_LOG fills.
-            if std::env::var_os("RUST_LOG").is_some() {
-                tracing_subscriber::fmt()
-                    .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-                    .with_writer(std::io::stderr)
-                    .with_ansi(false)
-                    .init();
-            }
-            let id: u64 = args.need("id").parse()?;
-            let mut snapshots = node::Snapshots::default();
-            if let Some(n) = args.get("snapshot-every") {
-                snapshots.every = n.parse()?;
-            }
-            if let Some(n) = args.get("keep") {
-                snapshots.keep = n.parse()?;
-            }
-            let listener = tokio::net::TcpListener::bind(args.need("addr")).await?;
-            let node =
-                node::start_with(id, listener, Path::new(args.need("dir")), snapshots).await?;
-            match node.recovered {
-                Some(l) => println!("recovered log up to index {}", l.index),
-                None => println!("recovered an empty log"),
-            }
-            println!("listening on {}", node.addr);
-            tokio::signal::ctrl_c().await?;
-            node.stop().await;
+    match Cli::parse().cmd {
+        Cmd::Node(args) => run_node(args).await?,
+        Cmd::Init { node, members } => {
+            let members: Members = members
+                .into_iter()
+                .map(|(id, addr)| (id, BasicNode::new(addr)))
+                .collect();
+            client.init(&node, &members).await?;
         }
-        "init" => {
-            let mut members = Members::new();
-            for m in &args.rest {
-                let (id, addr) = m.split_once('=').unwrap_or_else(|| usage());
-                members.insert(id.parse()?, BasicNode::new(addr));
-            }
-            client.init(args.need("node"), &members).await?;
-        }
-        "put" => {
-            let [key, value] = &args.rest[..] else {
-                usage()
-            };
-            let previous = client.put(args.need("node"), key, value).await?;
+        Cmd::Put { node, key, value } => {
+            let previous = client.put(&node, &key, &value).await?;
             println!("{}", previous.unwrap_or_default());
         }
-        "get" => {
-            let [key] = &args.rest[..] else { usage() };
-            match client.get(args.need("node"), key).await? {
-                Some(v) => println!("{v}"),
-                None => std::process::exit(1),
-            }
-        }
-        "demo" => {
-            let keys: u64 = args.get("keys").unwrap_or("200").parse()?;
+        Cmd::Get { node, key } => match client.get(&node, &key).await? {
+            Some(v) => println!("{v}"),
+            None => std::process::exit(1),
+        },
+        Cmd::Demo { dir, keys } => {
             let tmp;
-            let dir = match args.get("dir") {
-                Some(d) => PathBuf::from(d),
+            let dir = match dir {
+                Some(d) => d,
                 None => {
                     tmp = tempfile::tempdir()?;
                     tmp.path().to_path_buf()
@@ -150,8 +161,51 @@ async fn main() -> Result<(), BoxError> {
             };
             demo(&client, &dir, keys).await?;
         }
-        _ => usage(),
     }
+    Ok(())
+}
+
+async fn run_node(args: NodeArgs) -> Result<(), BoxError> {
+    // Off unless asked for: a node under a test writes its stderr to a
+    // file kept on failure, and that is what RUST_LOG fills.
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .init();
+    }
+    let snapshots = Snapshots {
+        every: args.snapshot_every,
+        keep: args.keep,
+    };
+    let store = match args.store {
+        StoreArg::Ringwal => node::Store::Ringwal,
+        StoreArg::Memory => node::Store::Memory,
+    };
+    let dir = match (store, args.dir) {
+        (_, Some(dir)) => dir,
+        (node::Store::Memory, None) => PathBuf::new(),
+        (node::Store::Ringwal, None) => {
+            let mut cli = Cli::command();
+            let cmd = cli.find_subcommand_mut("node").cloned().unwrap_or(cli);
+            cmd.override_usage("ringwal-kv node --id <ID> --addr <HOST:PORT> --dir <DIR> [OPTIONS]")
+                .error(
+                    clap::error::ErrorKind::MissingRequiredArgument,
+                    "the ringwal store (the default) needs --dir <DIR>",
+                )
+                .exit()
+        }
+    };
+    let listener = tokio::net::TcpListener::bind(&args.addr).await?;
+    let node = node::start_with(args.id, listener, &dir, snapshots, store).await?;
+    match node.recovered {
+        Some(l) => println!("recovered log up to index {}", l.index),
+        None => println!("recovered an empty log"),
+    }
+    println!("listening on {}", node.addr);
+    tokio::signal::ctrl_c().await?;
+    node.stop().await;
     Ok(())
 }
 

@@ -1,6 +1,7 @@
-//! One ringwal-kv node: an openraft `Raft` on a ringwal `LogStore` and the
-//! in-memory `KvStateMachine`, its HTTP API (axum), the HTTP network to
-//! the other nodes (reqwest), and the client calls. Shared by the example
+//! One ringwal-kv node: an openraft `Raft` on a ringwal `LogStore` (or,
+//! to measure against, the in-memory `MemLogStore`) and the in-memory
+//! `KvStateMachine`, its HTTP API (axum), the HTTP network to the other
+//! nodes (reqwest), and the client calls. Shared by the example
 //! binary (one node per process) and `tests/kv_cluster.rs` (three nodes
 //! in one process).
 
@@ -18,17 +19,19 @@ use axum::extract::{DefaultBodyLimit, Query, State};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use openraft::error::{
-    CheckIsLeaderError, ClientWriteError, InitializeError, InstallSnapshotError, NetworkError,
-    PayloadTooLarge, RPCError, RaftError, RemoteError, Unreachable,
+    CheckIsLeaderError, InitializeError, InstallSnapshotError, NetworkError, PayloadTooLarge,
+    RPCError, RaftError, RemoteError, Unreachable,
 };
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, ClientWriteResponse, InstallSnapshotRequest,
-    InstallSnapshotResponse, VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
 };
 use openraft::storage::RaftLogStorage;
 use openraft::{BasicNode, LogId, RaftMetrics, SnapshotPolicy};
-use ringwal_raft::{KvConfig, KvRequest, KvStateMachine, LogStore, OpenError};
+use ringwal_raft::{
+    BatchLimits, KvConfig, KvRequest, KvStateMachine, LogStore, MemLogStore, OpenError, Proposer,
+};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
@@ -48,7 +51,8 @@ pub struct Node {
     pub sm: KvStateMachine,
     pub addr: SocketAddr,
     /// The last log id the log store held when it was opened, before
-    /// openraft or any other node touched it (purged entries count).
+    /// openraft or any other node touched it (purged entries count);
+    /// `None` on the memory store.
     pub recovered: Option<LogId<u64>>,
     server: JoinHandle<()>,
 }
@@ -71,6 +75,19 @@ pub struct Snapshots {
     /// Keep this many entries in the log behind the last snapshot (a
     /// follower further behind is sent the snapshot).
     pub keep: u64,
+}
+
+/// Which log store a node keeps its raft log in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Store {
+    /// `ringwal_raft::LogStore` in the node's directory, with its
+    /// snapshots durably beside it.
+    #[default]
+    Ringwal,
+    /// `ringwal_raft::MemLogStore` and a state machine with no snapshot
+    /// file: nothing on disk, nothing survives a restart (not even the
+    /// vote). The same service without durability, to measure against.
+    Memory,
 }
 
 impl Default for Snapshots {
@@ -133,26 +150,44 @@ fn wal_config() -> ringwal::Config {
 
 /// Start node `id` serving on `listener`, its log store in `dir`.
 pub async fn start(id: u64, listener: TcpListener, dir: &Path) -> Result<Node, BoxError> {
-    start_with(id, listener, dir, Snapshots::default()).await
+    start_with(id, listener, dir, Snapshots::default(), Store::Ringwal).await
 }
 
-/// As [`start`], with its own snapshot policy.
+/// As [`start`], with its own snapshot policy and log store (`dir` is not
+/// used by the memory store).
 pub async fn start_with(
     id: u64,
     listener: TcpListener,
     dir: &Path,
     snapshots: Snapshots,
+    store: Store,
 ) -> Result<Node, BoxError> {
     let addr = listener.local_addr()?;
-    let mut store = open_store(dir).await?;
-    let recovered = store.get_log_state().await?.last_log_id;
-    // Snapshots are kept durably beside the log: once the log is purged,
-    // a restart starts from the last snapshot, not from an empty state.
-    let sm = KvStateMachine::open(dir.join("snapshot"))?;
+    let cfg = raft_config(snapshots)?;
     let network = Network {
         client: reqwest::Client::new(),
     };
-    let raft = Raft::new(id, raft_config(snapshots)?, network, store, sm.clone()).await?;
+    let (raft, sm, recovered) = match store {
+        Store::Ringwal => {
+            let mut log = open_store(dir).await?;
+            let recovered = log.get_log_state().await?.last_log_id;
+            // Snapshots are kept durably beside the log: once the log is
+            // purged, a restart starts from the last snapshot, not from an
+            // empty state.
+            let sm = KvStateMachine::open(dir.join("snapshot"))?;
+            let raft = Raft::new(id, cfg, network, log, sm.clone()).await?;
+            (raft, sm, recovered)
+        }
+        Store::Memory => {
+            let sm = KvStateMachine::new();
+            let log = MemLogStore::<KvConfig>::new();
+            (
+                Raft::new(id, cfg, network, log, sm.clone()).await?,
+                sm,
+                None,
+            )
+        }
+    };
     let app = Router::new()
         .route("/raft/append", post(append))
         .route("/raft/vote", post(vote))
@@ -165,6 +200,7 @@ pub async fn start_with(
         .layer(DefaultBodyLimit::max(RPC_BODY_LIMIT))
         .with_state(Api {
             raft: raft.clone(),
+            proposer: Proposer::spawn(raft.clone(), BatchLimits::default()),
             sm: sm.clone(),
         });
     let server = tokio::spawn(async move {
@@ -199,6 +235,9 @@ async fn open_store(dir: &Path) -> Result<LogStore<KvConfig>, BoxError> {
 #[derive(Clone)]
 struct Api {
     raft: Raft,
+    /// Client writes go through it: those that arrive while others are in
+    /// flight share a raft entry.
+    proposer: Proposer,
     sm: KvStateMachine,
 }
 
@@ -233,13 +272,13 @@ async fn init(
     Json(api.raft.initialize(members).await)
 }
 
-/// What `/kv/put` answers: the leader's reply once the entry is applied,
-/// or why not (`ForwardToLeader` names the leader when it is known).
-pub type PutResult =
-    Result<ClientWriteResponse<KvConfig>, RaftError<u64, ClientWriteError<u64, BasicNode>>>;
+/// What `/kv/put` answers: the leader's reply once the entry carrying the
+/// command is applied (this command's reply alone), or why not
+/// (`ForwardToLeader` names the leader when it is known).
+pub type PutResult = ringwal_raft::WriteResult;
 
 async fn put(State(api): State<Api>, Json(req): Json<KvRequest>) -> Json<PutResult> {
-    Json(api.raft.client_write(req).await)
+    Json(api.proposer.write(req).await)
 }
 
 #[derive(Serialize, Deserialize)]
