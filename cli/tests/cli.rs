@@ -2,6 +2,8 @@
 //! directories. These pin the command-line contract (output formats and
 //! exit statuses) that scripts rely on.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -9,46 +11,8 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use base64::Engine as _;
+use common::{p, ringwal, run, spawn};
 use ringwal::{Config, Level, Wal};
-
-fn ringwal() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_ringwal"))
-}
-
-/// Spawn `cmd` with every other spawn of this test process held off.
-/// A forked child holds copies of the parent's descriptors until it
-/// execs, a log's `flock` among them: a test that closes a log and runs
-/// the binary on it at once could find it still locked by another
-/// test's child in that window. Serialising spawns (which return once
-/// the child has exec'd) closes it.
-fn spawn(cmd: &mut Command) -> std::process::Child {
-    static SPAWNING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _one = SPAWNING.lock().unwrap_or_else(|p| p.into_inner());
-    cmd.spawn().expect("spawn")
-}
-
-/// Run the binary with `args`, feeding `input` on stdin.
-fn run(args: &[&str], input: &[u8]) -> Output {
-    let mut child = spawn(
-        ringwal()
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped()),
-    );
-    let mut stdin = child.stdin.take().unwrap();
-    let input = input.to_vec();
-    let feeder = std::thread::spawn(move || {
-        let _ = stdin.write_all(&input);
-    });
-    let out = child.wait_with_output().unwrap();
-    feeder.join().unwrap();
-    out
-}
-
-fn p(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
 
 fn stdout(o: &Output) -> String {
     String::from_utf8(o.stdout.clone()).unwrap()

@@ -7,47 +7,16 @@
 //! strict open refuses. The damaged logs are built once and copied per
 //! run.
 
-use std::io::Write;
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
+
+use common::{p, run};
 
 use ringwal::{Config, Level, Wal};
 
 const RECORDS: u64 = 3000;
-
-/// Spawn `cmd` with every other spawn of this test process held off.
-/// A forked child holds copies of the parent's descriptors until it
-/// execs, a log's `flock` among them: a test that closes a log and runs
-/// the binary on it at once could find it still locked by another
-/// test's child in that window. Serialising spawns (which return once
-/// the child has exec'd) closes it.
-fn spawn(cmd: &mut Command) -> std::process::Child {
-    static SPAWNING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _one = SPAWNING.lock().unwrap_or_else(|p| p.into_inner());
-    cmd.spawn().expect("spawn")
-}
-
-fn run(args: &[&str], input: &[u8]) -> Output {
-    let mut child = spawn(
-        Command::new(env!("CARGO_BIN_EXE_ringwal"))
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped()),
-    );
-    let mut stdin = child.stdin.take().unwrap();
-    let input = input.to_vec();
-    let feeder = std::thread::spawn(move || {
-        let _ = stdin.write_all(&input);
-    });
-    let out = child.wait_with_output().unwrap();
-    feeder.join().unwrap();
-    out
-}
-
-fn p(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
 
 fn text(o: &Output) -> (String, String) {
     (

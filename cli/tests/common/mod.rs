@@ -1,0 +1,47 @@
+//! What both test binaries of the CLI need: running the real binary.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+
+/// The `ringwal` binary under test.
+pub fn ringwal() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ringwal"))
+}
+
+/// Spawn `cmd` with every other spawn of this test process held off.
+/// A forked child holds copies of the parent's descriptors until it
+/// execs, a log's `flock` among them: a test that closes a log and runs
+/// the binary on it at once could find it still locked by another
+/// test's child in that window. Serialising spawns (which return once
+/// the child has exec'd) closes it.
+pub fn spawn(cmd: &mut Command) -> Child {
+    static SPAWNING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = SPAWNING.lock().unwrap_or_else(|p| p.into_inner());
+    cmd.spawn().expect("spawn")
+}
+
+/// Run the binary with `args`, feeding `input` on stdin.
+pub fn run(args: &[&str], input: &[u8]) -> Output {
+    let mut child = spawn(
+        ringwal()
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    let feeder = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let out = child.wait_with_output().unwrap();
+    feeder.join().unwrap();
+    out
+}
+
+/// `path` as an argument.
+pub fn p(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
