@@ -9,17 +9,14 @@ mod common;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use common::*;
 use futures::{StreamExt, TryStreamExt};
 use futures_core::Stream;
-use ringwal::{
-    Backend, Collector, ConfigBuilder, Durability, DurabilityObserver, Error, Level, Lsn, Wal,
-    Watermarks,
-};
+use ringwal::{Backend, Collector, ConfigBuilder, Durability, Error, Level, Lsn, Wal, Watermarks};
 use tokio::runtime::Runtime;
 
 #[test]
@@ -90,34 +87,6 @@ fn sync_async_resolves_once_everything_appended_is_durable() {
     });
 }
 
-/// An observer that holds the ring thread while it is closed. A test
-/// device (an observer must not block): with the ring held, no staging
-/// buffer is freed, so they stay full for as long as the test needs.
-#[derive(Default)]
-struct RingGate {
-    closed: Mutex<bool>,
-    opened: Condvar,
-    /// Set once the ring thread is held.
-    holding: AtomicBool,
-}
-
-impl DurabilityObserver for RingGate {
-    fn advanced(&self, _written: Lsn, _durable: Lsn) {
-        let mut closed = self.closed.lock().unwrap();
-        while *closed {
-            self.holding.store(true, Ordering::SeqCst);
-            closed = self.opened.wait(closed).unwrap();
-        }
-    }
-}
-
-impl RingGate {
-    fn set(&self, closed: bool) {
-        *self.closed.lock().unwrap() = closed;
-        self.opened.notify_all();
-    }
-}
-
 /// Small staging buffers (three of 4 KiB) that a few records fill.
 fn tiny_buffers(backend: Backend) -> ConfigBuilder {
     small(backend)
@@ -132,11 +101,7 @@ fn tiny_buffers(backend: Backend) -> ConfigBuilder {
 fn fill_staging(wal: &Wal, gate: &RingGate) -> Lsn {
     gate.set(true);
     let first = wal.try_append(0, b"first").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !gate.holding.load(Ordering::SeqCst) {
-        assert!(Instant::now() < deadline, "the ring never published");
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    gate.wait_until_held();
     let mut last = first.lsn();
     loop {
         match wal.try_append(0, &[b'f'; 900]) {

@@ -7,11 +7,11 @@
 mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{opening_logs, small};
-use ringwal::{Backend, Collector, DurabilityObserver, Error, Level, Lsn, Wal, Watermarks};
+use common::{opening_logs, small, RingGate};
+use ringwal::{Backend, Collector, Error, Level, Wal, Watermarks};
 use tokio::runtime::Runtime;
 
 fn runtimes() -> [(&'static str, Runtime); 2] {
@@ -106,29 +106,6 @@ fn a_collector_truncates_on_the_pool_what_its_blocks_cover() {
 /// Holds the ring thread while closed (a test device: an observer must
 /// not block), so that a close, which waits for the ring's drain, takes
 /// as long as the test wants.
-#[derive(Default)]
-struct RingGate {
-    closed: Mutex<bool>,
-    opened: Condvar,
-    holding: AtomicBool,
-}
-
-impl DurabilityObserver for RingGate {
-    fn advanced(&self, _written: Lsn, _durable: Lsn) {
-        let mut closed = self.closed.lock().unwrap();
-        while *closed {
-            self.holding.store(true, Ordering::SeqCst);
-            closed = self.opened.wait(closed).unwrap();
-        }
-    }
-}
-
-impl RingGate {
-    fn set(&self, closed: bool) {
-        *self.closed.lock().unwrap() = closed;
-        self.opened.notify_all();
-    }
-}
 
 #[test]
 fn a_close_waiting_for_the_disk_leaves_the_runtime_thread_free() {
@@ -140,11 +117,8 @@ fn a_close_waiting_for_the_disk_leaves_the_runtime_thread_free() {
     let (wal, _) = Wal::open(root.path(), cfg).unwrap();
     gate.set(true);
     drop(wal.append(0, b"held").unwrap());
+    gate.wait_until_held();
     let deadline = Instant::now() + Duration::from_secs(60);
-    while !gate.holding.load(Ordering::SeqCst) {
-        assert!(Instant::now() < deadline, "the ring never published");
-        std::thread::sleep(Duration::from_millis(1));
-    }
     let progress = Arc::new(AtomicU64::new(0));
     let closed = Arc::new(AtomicBool::new(false));
     let driver = {

@@ -11,7 +11,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use base64::Engine as _;
-use common::{p, ringwal, run, spawn};
+use common::{p, ringwal, run, segments, spawn};
 use ringwal::{Config, Level, Wal};
 
 fn stdout(o: &Output) -> String {
@@ -61,16 +61,6 @@ fn small_segment_log(dir: &Path, records: u64) {
     }
     last.unwrap().wait(Level::Durable).unwrap();
     wal.close().unwrap();
-}
-
-fn segments(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "wal"))
-        .collect();
-    v.sort();
-    v
 }
 
 #[test]

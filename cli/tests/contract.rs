@@ -12,7 +12,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::{p, run};
+use common::{p, run, segments};
 
 use ringwal::{Config, Level, Wal};
 
@@ -42,16 +42,6 @@ fn base_log(dir: &Path) {
     }
     last.unwrap().wait(Level::Durable).unwrap();
     wal.close().unwrap();
-}
-
-fn segments(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "wal"))
-        .collect();
-    v.sort();
-    v
 }
 
 fn copy_dir(from: &Path, to: &Path) {

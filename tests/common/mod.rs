@@ -398,3 +398,46 @@ pub fn durability_for(level: ringwal::Level) -> ringwal::Durability {
         },
     }
 }
+
+/// An observer that holds the ring thread (in its first advance after
+/// [`set`](RingGate::set)`(true)`) until set open again: a disk whose
+/// writes complete but whose ring cannot go on, so staging buffers stay
+/// full and a close stays waiting.
+#[derive(Default)]
+pub struct RingGate {
+    closed: std::sync::Mutex<bool>,
+    opened: std::sync::Condvar,
+    /// Set once the ring thread is held.
+    holding: std::sync::atomic::AtomicBool,
+}
+
+impl ringwal::DurabilityObserver for RingGate {
+    fn advanced(&self, _written: ringwal::Lsn, _durable: ringwal::Lsn) {
+        let mut closed = self.closed.lock().unwrap();
+        while *closed {
+            self.holding
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+            closed = self.opened.wait(closed).unwrap();
+        }
+    }
+}
+
+impl RingGate {
+    /// Close (hold the ring at its next advance) or open the gate.
+    pub fn set(&self, closed: bool) {
+        *self.closed.lock().unwrap() = closed;
+        self.opened.notify_all();
+    }
+
+    /// Wait (up to 60 s, else fail the test) until the ring is held.
+    pub fn wait_until_held(&self) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !self.holding.load(std::sync::atomic::Ordering::SeqCst) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the ring never published"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+}

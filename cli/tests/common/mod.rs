@@ -45,3 +45,14 @@ pub fn run(args: &[&str], input: &[u8]) -> Output {
 pub fn p(path: &Path) -> &str {
     path.to_str().unwrap()
 }
+
+/// The segment files in `dir`, in name (so LSN) order.
+pub fn segments(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "wal"))
+        .collect();
+    v.sort();
+    v
+}
