@@ -5,13 +5,13 @@ use std::time::Duration;
 
 use ringwal_platform::{RealFs, Vfs};
 
-use crate::codec::Compression;
-use crate::crypt::{KeyProvider, Keys, TAG_BYTES};
+use crate::at_rest::codec::Compression;
+use crate::at_rest::crypt::{KeyProvider, Keys, TAG_BYTES};
+use crate::at_rest::format::{self, Codec, Kind};
+use crate::at_rest::payload;
 use crate::error::{Error, Result};
-use crate::format::{self, Codec, Kind};
-use crate::observer::{DurabilityObserver, ObserverSlot};
-use crate::packing::Cursor;
-use crate::payload;
+use crate::obs::observer::{DurabilityObserver, ObserverSlot};
+use crate::write::packing::Cursor;
 
 /// Which I/O queue the ring thread drives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -570,7 +570,7 @@ impl Config {
             ));
         }
         self.validate_limits()?;
-        crate::codec::check_supported(self.compression.codec)?;
+        crate::at_rest::codec::check_supported(self.compression.codec)?;
         // Every size is in range now, so what is derived from them below
         // is small.
         if !self.fits_every_record_up_to(self.max_record_bytes) {
@@ -697,7 +697,7 @@ impl ConfigBuilder {
     /// Cost when on: one pass over each payload under the reservation
     /// lock, 16 bytes per record, and a provider call per segment.
     ///
-    /// [`verify::records_with`]: crate::verify::records_with
+    /// [`verify::records_with`]: crate::recovery::verify::records_with
     pub fn encryption(mut self, provider: Arc<dyn KeyProvider>) -> Self {
         self.cfg.keys = Keys::new(provider);
         self

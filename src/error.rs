@@ -63,7 +63,7 @@ pub enum Error {
         /// The key id the segment's header names.
         key_id: u32,
         /// What is wrong with the key.
-        problem: crate::crypt::KeyProblem,
+        problem: crate::at_rest::crypt::KeyProblem,
     },
     /// A new segment would take the log over its hard limit
     /// ([`ConfigBuilder::max_log_bytes`](crate::ConfigBuilder::max_log_bytes)
@@ -169,12 +169,12 @@ pub enum Error {
         /// The file being written or created.
         path: PathBuf,
     },
-    /// The log has used every LSN up to [`MAX_LSN`](crate::format::MAX_LSN).
+    /// The log has used every LSN up to [`MAX_LSN`](crate::at_rest::format::MAX_LSN).
     /// No real log gets here; a log that does was resumed from a damaged
     /// name or header. Nothing was appended; start a new log.
     #[error(
         "LSN space exhausted: the next LSN {next} is past the limit {}",
-        crate::format::MAX_LSN
+        crate::at_rest::format::MAX_LSN
     )]
     LsnExhausted {
         /// The LSN that would have been assigned.
@@ -266,7 +266,7 @@ pub enum Corruption {
     Manifest(String),
     /// A checkpoint file ([`files::read_checkpoint`](crate::files::read_checkpoint))
     /// that is torn, damaged or not one.
-    CheckpointFile(crate::format::CheckpointError),
+    CheckpointFile(crate::at_rest::format::CheckpointError),
 }
 
 impl std::fmt::Display for Corruption {

@@ -14,11 +14,11 @@ use std::sync::OnceLock;
 
 use ringwal_platform::{file as pf, Advice, OpenHow, RealFs, Vfs};
 
+use crate::at_rest::format;
+pub use crate::at_rest::format::{parse_segment_file_name, segment_file_name};
 use crate::error::{Corruption, Error, Lsn, Result};
-use crate::format;
-pub use crate::format::{parse_segment_file_name, segment_file_name};
-use crate::manifest;
-use crate::segments::{self, LogDir};
+use crate::segment::manifest;
+use crate::segment::set::{self as segments, LogDir};
 
 /// Replace `dir/name` with `bytes` so that after a crash the file holds
 /// either its old contents or the new ones, whole: write a temporary file

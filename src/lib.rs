@@ -28,60 +28,43 @@
 // Every `unsafe` block lives in `ringwal-platform`, behind its safe API.
 #![forbid(unsafe_code)]
 
-mod acks;
-pub mod channel;
-mod codec;
-pub mod collector;
+// The folders are the architecture (ARCHITECTURE.md's code map): each
+// keeps its modules to itself unless another folder needs them.
+mod at_rest;
 mod config;
-pub mod crypt;
 mod error;
-#[cfg(feature = "metrics")]
-mod export;
 pub mod files;
-mod follow;
-pub mod format;
-mod index;
-mod latency;
-mod ledger;
-mod lifecycle;
-mod manifest;
-mod observer;
-mod packing;
-mod payload;
-#[cfg(feature = "tokio")]
-mod pool;
-mod prefetch;
-mod reader;
+mod layers;
+mod obs;
+mod read;
 mod recovery;
-mod retention;
-mod ring;
 mod scan;
-mod segments;
-mod state;
-mod sync_budget;
-mod ticket;
-mod trace;
-mod transaction;
-pub mod verify;
-mod wakers;
+mod segment;
 mod wal;
+mod write;
 
-pub use codec::Compression;
-pub use collector::{Collector, Replayed, Watermarks};
+// The public modules, at the paths the CLI, raft, bench and fuzz crates
+// (and users) name them by.
+pub use at_rest::{crypt, format};
+pub use layers::{channel, collector};
+pub use recovery::verify;
+
+pub use at_rest::codec::Compression;
+pub use at_rest::crypt::{Key, KeyProblem, KeyProvider, StaticKeys};
+pub use at_rest::format::{Codec, Kind};
 pub use config::{
     Backend, Config, ConfigBuilder, DirectIo, Durability, Level, RecoveryMode, SyncMethod, WhenFull,
 };
 /// The channel crate the [`channel`] API's receivers come from, so that
 /// callers `select!` on them with the same version.
 pub use crossbeam_channel;
-pub use crypt::{Key, KeyProblem, KeyProvider, StaticKeys};
 pub use error::{Corruption, Error, Lsn, Poison, Result};
-pub use follow::{DirFollower, Follower};
-pub use format::{Codec, Kind};
-pub use latency::LatencySummary;
-pub use observer::DurabilityObserver;
-pub use reader::{Reader, Record};
+pub use layers::collector::{Collector, Replayed, Watermarks};
+pub use obs::latency::LatencySummary;
+pub use obs::observer::DurabilityObserver;
+pub use read::follow::{DirFollower, Follower};
+pub use read::reader::{Reader, Record};
 pub use recovery::{CheckpointMarker, RecoveryReport, Truncation};
-pub use ticket::{AppendFuture, Ticket, TicketFuture};
-pub use transaction::Transaction;
 pub use wal::{Stats, Wal};
+pub use write::ticket::{AppendFuture, Ticket, TicketFuture};
+pub use write::transaction::Transaction;

@@ -10,22 +10,22 @@ use std::thread::JoinHandle;
 
 use ringwal_platform::Notifier;
 
+use crate::at_rest::format::{Kind, Manifest};
 use crate::config::{Backend, Config, Level, SyncMethod};
 use crate::error::{Error, Lsn, Poison, Result};
-use crate::follow::Follower;
-use crate::format::{Kind, Manifest};
-use crate::latency::LatencySummary;
-use crate::lifecycle::{self, create_segment};
-use crate::manifest;
-use crate::reader::{Reader, Record};
+use crate::obs::latency::LatencySummary;
+use crate::read::follow::Follower;
+use crate::read::reader::{Reader, Record};
 use crate::recovery::{self, CheckpointMarker, RecoveryReport};
-use crate::retention::{self, Recycle};
-use crate::ring::{self, RingStart};
 use crate::scan;
-use crate::segments::{self, Live, LogDir};
-use crate::state::{OnFull, Resume, Shared};
-use crate::ticket::{AppendFuture, Ticket, TicketFuture};
-use crate::transaction::Transaction;
+use crate::segment::lifecycle::{self, create_segment};
+use crate::segment::manifest;
+use crate::segment::retention::{self, Recycle};
+use crate::segment::set::{self as segments, Live, LogDir};
+use crate::write::reserve::{OnFull, Resume, Shared};
+use crate::write::ring::{self, RingStart};
+use crate::write::ticket::{AppendFuture, Ticket, TicketFuture};
+use crate::write::transaction::Transaction;
 
 /// A snapshot of the log's counters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

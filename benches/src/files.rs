@@ -8,7 +8,7 @@ use std::io;
 use std::path::Path;
 
 use ringwal_platform::file::{is_direct_unsupported, open_segment, preallocate, sync_data};
-use ringwal_platform::AlignedBuf;
+use ringwal_platform::{AlignedBuf, PRIVATE_FILE_MODE};
 
 /// A prepared file and whether it is open with O_DIRECT.
 pub struct Prepared {
@@ -20,11 +20,11 @@ pub struct Prepared {
 /// byte and sync. Opened with O_DIRECT where the filesystem allows it
 /// (falling back to buffered I/O, e.g. on tmpfs).
 pub fn prepare_zeroed(path: &Path, bytes: u64) -> io::Result<Prepared> {
-    let (file, direct) = match open_segment(path, true, true) {
+    let (file, direct) = match open_segment(path, true, true, PRIVATE_FILE_MODE) {
         Ok(f) => (f, true),
         Err(e) if is_direct_unsupported(&e) => {
             let _ = std::fs::remove_file(path);
-            (open_segment(path, true, false)?, false)
+            (open_segment(path, true, false, PRIVATE_FILE_MODE)?, false)
         }
         Err(e) => return Err(e),
     };

@@ -1,6 +1,6 @@
 //! An independent model of `docs/format.md` (format version 2, and the
 //! version-1 segments readers still accept), written from the document
-//! and not from `src/format/`: its own constants, its own field offsets,
+//! and not from `src/at_rest/format/`: its own constants, its own field offsets,
 //! `crc32fast::hash` called directly. The targets compare the engine's
 //! decoders and its recovery against it outcome for outcome, so a decoder
 //! that accepts a frame the document rejects (or reports the wrong reason,

@@ -20,8 +20,8 @@
 use ringwal_platform::{Advice, AlignedBuf, OpenHow, VFile, Vfs};
 use std::path::{Path, PathBuf};
 
+use crate::at_rest::format::{self, Decoded, SegmentHeader};
 use crate::error::{Error, Result};
-use crate::format::{self, Decoded, SegmentHeader};
 
 const CHUNK: usize = 1 << 20;
 
@@ -288,7 +288,7 @@ fn read_full(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::Kind;
+    use crate::at_rest::format::Kind;
     use ringwal_platform::RealFs;
 
     const SALT: u64 = 0x5eed;

@@ -22,12 +22,12 @@ use std::path::Path;
 
 use ringwal_platform::Vfs;
 
-use crate::error::{Corruption, Error, Lsn, Result};
-use crate::format::{
+use crate::at_rest::format::{
     self, Batching, Decoded, FrameRef, HeaderError, InvalidFrame, Kind, SegmentHeader,
 };
-use crate::index::{self, Point};
-use crate::segments::SegmentFile;
+use crate::error::{Corruption, Error, Lsn, Result};
+use crate::read::index::{self, Point};
+use crate::segment::set::SegmentFile;
 
 use bytes::SegmentScan;
 pub(crate) use verdict::{Position, Verdict};

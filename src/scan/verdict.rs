@@ -74,8 +74,8 @@
 //! a write that completed, reported where it is rather than as a gap at
 //! the next segment.
 
+use crate::at_rest::format::{self, Decoded, Kind, SegmentHeader};
 use crate::error::{Corruption, Error, Lsn, Result};
-use crate::format::{self, Decoded, Kind, SegmentHeader};
 
 use super::bytes::SegmentScan;
 use super::{End, SegmentEnd};

@@ -11,16 +11,16 @@ use ringwal_platform::{
     new_queue, AlignedBuf, Completion, IoQueue, Op, QueueKind, VFile, Wait, WriteSync,
 };
 
+use crate::at_rest::format::{self, Manifest, SegmentHeader};
 use crate::config::Backend;
 use crate::error::{Error, Lsn, Poison, Result};
-use crate::format::{self, Manifest, SegmentHeader};
-use crate::latency::Started;
-use crate::ledger::{Ledger, OpKind};
-use crate::lifecycle::{self, ActiveSegment, Preparer, Spare};
-use crate::observer::DurabilityObserver;
-use crate::segments::Live;
-use crate::state::{Batch, RingSleep, Shared};
-use crate::sync_budget::{Demand, SyncBudget};
+use crate::obs::latency::Started;
+use crate::obs::observer::DurabilityObserver;
+use crate::segment::lifecycle::{self, ActiveSegment, Preparer, Spare};
+use crate::segment::set::Live;
+use crate::write::ledger::{Ledger, OpKind};
+use crate::write::reserve::{Batch, RingSleep, Shared};
+use crate::write::sync_budget::{Demand, SyncBudget};
 
 /// The longest an idle ring sleeps without looking at the log's state.
 /// Producers wake it for work and the close wakes it too; only a wake-up
@@ -121,7 +121,7 @@ pub(crate) fn spawn(start: RingStart) -> Result<(JoinHandle<()>, Backend)> {
             let made = match new_queue(kind, depth, notifier.clone()) {
                 Err(e) if fall_back => {
                     let _ = &e;
-                    crate::trace::event!(warn, error = %e, "io_uring refused: running the threaded backend");
+                    crate::obs::trace::event!(warn, error = %e, "io_uring refused: running the threaded backend");
                     new_queue(QueueKind::Threaded, depth, notifier).map(|q| (q, QueueKind::Threaded))
                 }
                 made => made.map(|q| (q, kind)),
@@ -142,7 +142,7 @@ pub(crate) fn spawn(start: RingStart) -> Result<(JoinHandle<()>, Backend)> {
                 let bufs: Vec<&AlignedBuf> = r.free.iter().collect();
                 let registered = q.register_buffers(&bufs);
                 if kind == QueueKind::Uring && !registered {
-                    crate::trace::event!(
+                    crate::obs::trace::event!(
                         warn,
                         "io_uring refused the staging buffers' registration: each write pins its pages"
                     );
@@ -641,9 +641,9 @@ impl Ring {
             }
         }
         // The hard limit's `DropOldest`: before the next roll can come.
-        crate::retention::drop_over_limit(&self.sh)?;
+        crate::segment::retention::drop_over_limit(&self.sh)?;
         self.sh.counters.rolls.fetch_add(1, Ordering::Relaxed);
-        crate::trace::event!(info, base_lsn = batch.seg_base, "rolled to a new segment");
+        crate::obs::trace::event!(info, base_lsn = batch.seg_base, "rolled to a new segment");
         // The new segment is durable and everything before it is (drained
         // and, in written mode, synced): the manifest may now promise it.
         // Written by the preparer, so the roll does not wait for it.

@@ -73,13 +73,13 @@ use std::sync::{Mutex, MutexGuard};
 
 use ringwal_platform::{RealFs, Vfs};
 
+use crate::at_rest::format::Kind;
 use crate::config::{Config, Level};
 use crate::error::{Error, Lsn, Result};
-use crate::format::Kind;
-use crate::reader::Reader;
-use crate::segments::LogDir;
-use crate::ticket::{AppendFuture, Ticket};
+use crate::read::reader::Reader;
+use crate::segment::set::LogDir;
 use crate::wal::Wal;
+use crate::write::ticket::{AppendFuture, Ticket};
 
 /// The stream [`Collector::open`] writes its LSN fillers to (empty
 /// payloads). It cannot be tracked, and both replays skip it.

@@ -14,8 +14,8 @@
 
 use std::collections::VecDeque;
 
+use crate::at_rest::format;
 use crate::error::Lsn;
-use crate::format;
 
 /// The least distance between two points of one segment. Bounds memory to
 /// one 16-byte point per 64 KiB of log (256 KiB of index per GiB), and a

@@ -11,10 +11,10 @@
 
 use std::path::Path;
 
-use crate::codec::{self, Unpack};
-use crate::crypt::{KeyProblem, Keys, TAG_BYTES};
+use crate::at_rest::codec::{self, Unpack};
+use crate::at_rest::crypt::{KeyProblem, Keys, TAG_BYTES};
+use crate::at_rest::format::{Codec, FrameRef, Kind, SegmentHeader};
 use crate::error::{Corruption, Error};
-use crate::format::{Codec, FrameRef, Kind, SegmentHeader};
 
 /// Whether frames of `kind` are encrypted in an encrypted segment: data
 /// records only. (Checkpoint markers carry an LSN the engine itself

@@ -297,7 +297,7 @@ impl Acks {
 /// the first panic, for the caller to resume once all are woken.
 pub(crate) fn wake_all(
     wakes: impl IntoIterator<Item = Wake>,
-) -> Result<(), crate::wakers::WakePanic> {
+) -> Result<(), crate::write::wakers::WakePanic> {
     let mut first = None;
     for w in wakes {
         if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.wake())) {

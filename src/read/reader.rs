@@ -7,15 +7,15 @@ use std::sync::Arc;
 
 use ringwal_platform::Vfs;
 
+use crate::at_rest::crypt::Keys;
+use crate::at_rest::format::{Kind, Manifest};
+use crate::at_rest::payload;
 use crate::config::Config;
-use crate::crypt::Keys;
 use crate::error::{Error, Lsn, Result};
-use crate::format::{Kind, Manifest};
-use crate::index::{Point, SparseIndex};
-use crate::manifest;
-use crate::payload;
+use crate::read::index::{Point, SparseIndex};
 use crate::scan::{self, End, Position, Step, Verdict, Walker};
-use crate::segments::{LogDir, SegmentFile};
+use crate::segment::manifest;
+use crate::segment::set::{LogDir, SegmentFile};
 
 /// One record read back from the log.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -190,7 +190,7 @@ impl Reader {
     /// Cost: a binary search now; at the first step, one check that the
     /// point's frame carries its LSN (else the walk starts at the front).
     ///
-    /// [`index::SPACING`]: crate::index::SPACING
+    /// [`index::SPACING`]: crate::read::index::SPACING
     pub(crate) fn seek_with(mut self, index: &SparseIndex) -> Reader {
         if let Some(first) = self.segments.as_slice().first() {
             self.seek = index.seek(self.from.min(self.upto), first.base);
@@ -482,7 +482,7 @@ impl Iterator for Reader {
 }
 
 /// [`Reader`] yielding [`RecordAt`]s: each record with its segment and
-/// offset. From [`Reader::located`] or [`verify::records`](crate::verify::records).
+/// offset. From [`Reader::located`] or [`verify::records`](crate::recovery::verify::records).
 #[derive(Debug)]
 pub struct Located(Reader);
 

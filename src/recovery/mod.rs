@@ -35,20 +35,23 @@
 //! every later segment is set aside, and whatever follows the valid prefix
 //! of the segment left newest is cut like a torn tail.
 
+mod prefetch;
+pub mod verify;
+
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::at_rest::format::{self, Kind, SegmentHeader, MAX_LSN};
 use crate::config::{Config, RecoveryMode};
 use crate::error::{Corruption, Error, Lsn, Result};
-use crate::format::{self, Kind, SegmentHeader, MAX_LSN};
 
-use crate::format::Manifest;
-use crate::index::{self, Point, SparseIndex};
-use crate::manifest;
-use crate::prefetch::Prefetcher;
+use crate::at_rest::format::Manifest;
+use crate::read::index::{self, Point, SparseIndex};
+use crate::recovery::prefetch::Prefetcher;
 use crate::scan::{self, Position, SegmentEnd, Verdict};
-use crate::segments::{self, Live, LogDir, SegmentFile};
+use crate::segment::manifest;
+use crate::segment::set::{self as segments, Live, LogDir, SegmentFile};
 
 /// What [`Wal::open`](crate::Wal::open) found and did.
 #[derive(Clone, Debug, Default)]
@@ -810,7 +813,7 @@ fn trace_repairs(_: &LogDir, _: &RecoveryReport) {}
 fn trace_repairs(dir: &LogDir, report: &RecoveryReport) {
     let dir = dir.path().display();
     if let Some(t) = &report.truncated {
-        crate::trace::event!(
+        crate::obs::trace::event!(
             warn,
             %dir,
             file = %t.file.display(),
@@ -821,15 +824,15 @@ fn trace_repairs(dir: &LogDir, report: &RecoveryReport) {
         );
     }
     for p in &report.discarded {
-        crate::trace::event!(warn, %dir, file = %p.display(), "recovery discarded a file");
+        crate::obs::trace::event!(warn, %dir, file = %p.display(), "recovery discarded a file");
     }
     if let Some((first, last)) = report.skipped {
-        crate::trace::event!(warn, %dir, first, last, "recovery skipped LSNs that will never hold a record");
+        crate::obs::trace::event!(warn, %dir, first, last, "recovery skipped LSNs that will never hold a record");
     }
     for p in &report.headers_from_copy {
-        crate::trace::event!(warn, %dir, file = %p.display(), "segment header read from its copy");
+        crate::obs::trace::event!(warn, %dir, file = %p.display(), "segment header read from its copy");
     }
-    crate::trace::event!(
+    crate::obs::trace::event!(
         info,
         %dir,
         records = report.records,

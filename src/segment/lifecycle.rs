@@ -16,12 +16,12 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{Receiver, Sender};
 use ringwal_platform::{AlignedBuf, FileIo, Op, VFile, Vfs, WriteSync};
 
+use crate::at_rest::crypt::Cipher;
+use crate::at_rest::format::{self, Manifest, SegmentHeader};
 use crate::config::{Config, DirectIo, SyncMethod};
-use crate::crypt::Cipher;
 use crate::error::{Error, Lsn, Result};
-use crate::format::{self, Manifest, SegmentHeader};
-use crate::manifest;
-use crate::segments::{open_file, LogDir, SegmentFile};
+use crate::segment::manifest;
+use crate::segment::set::{open_file, LogDir, SegmentFile};
 
 /// Checkpointed segments kept for reuse as spares (see `Wal::checkpoint`).
 /// Four: enough to cover the rolls between two checkpoints of a log that
@@ -109,7 +109,7 @@ pub(crate) fn new_header(
 pub(crate) fn sync_method_for(configured: SyncMethod, file: &dyn FileIo) -> SyncMethod {
     match configured {
         SyncMethod::Dsync if !file.dsync_honoured().unwrap_or(false) => {
-            crate::trace::event!(
+            crate::obs::trace::event!(
                 warn,
                 "RWF_DSYNC not trusted on this file system: write + fdatasync instead"
             );

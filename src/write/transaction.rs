@@ -10,11 +10,11 @@
 use std::ops::Range;
 use std::sync::Arc;
 
+use crate::at_rest::format::Kind;
 use crate::error::{Error, Result};
-use crate::format::Kind;
-use crate::state::OnFull;
-use crate::state::Shared;
-use crate::ticket::Ticket;
+use crate::write::reserve::OnFull;
+use crate::write::reserve::Shared;
+use crate::write::ticket::Ticket;
 
 /// A set of records that reach the log all together or not at all.
 ///

@@ -13,20 +13,20 @@ use std::time::Instant;
 
 use ringwal_platform::{AlignedBuf, Notifier};
 
-use crate::acks::Acks;
-use crate::codec;
+use crate::at_rest::codec;
+use crate::at_rest::crypt::Cipher;
+use crate::at_rest::format::{self, Batching, Codec, Kind, RecordHead, SegmentHeader};
+use crate::at_rest::payload;
 use crate::config::{Config, Level, SyncMethod, WhenFull};
-use crate::crypt::Cipher;
 use crate::error::{Error, Lsn, Poison, Result};
-use crate::format::{self, Batching, Codec, Kind, RecordHead, SegmentHeader};
-use crate::index::{self, Point, SparseIndex};
-use crate::latency::Latencies;
-use crate::lifecycle::{self, RecyclePool, LARGE_WRITE_BYTES};
-use crate::manifest;
-use crate::packing::{Cursor, Placed};
-use crate::payload;
-use crate::segments::{self, Live, LogDir, SegmentFile, SegmentSet};
-use crate::wakers::WakerSet;
+use crate::obs::latency::Latencies;
+use crate::read::index::{self, Point, SparseIndex};
+use crate::segment::lifecycle::{self, RecyclePool, LARGE_WRITE_BYTES};
+use crate::segment::manifest;
+use crate::segment::set::{self as segments, Live, LogDir, SegmentFile, SegmentSet};
+use crate::write::acks::Acks;
+use crate::write::packing::{Cursor, Placed};
+use crate::write::wakers::WakerSet;
 
 // Batches are padded to the format's blocks and written with O_DIRECT
 // from buffers aligned to the platform's: the two must be one size.
@@ -302,7 +302,7 @@ pub(crate) struct Shared {
     /// The last LSN range `WhenFull::DropOldest` dropped.
     pub last_dropped: Mutex<Option<(Lsn, Lsn)>>,
     /// Whose turn it is to remove segments (one checkpoint at a time).
-    pub retention: crate::retention::Retention,
+    pub retention: crate::segment::retention::Retention,
     /// How durable-mode writes are made durable: the configured method,
     /// unless the log's file system does not honour `RWF_DSYNC`; then
     /// `WriteThenFdatasync`, which `Wal::open` sets before the ring
@@ -506,7 +506,7 @@ impl Shared {
     /// the ring, whose sleeps are bounded ([`RING_RECHECK`]), finds the
     /// poison on its own.
     ///
-    /// [`RING_RECHECK`]: crate::ring::RING_RECHECK
+    /// [`RING_RECHECK`]: crate::write::ring::RING_RECHECK
     fn notify_ring(&self, held: Option<&Reservation>) {
         let Err(e) = self.notifier.notify() else {
             return;
@@ -552,7 +552,7 @@ impl Shared {
 
     /// The poison's one cause, kept where everything reads it.
     fn set_poison(&self, cause: Poison) {
-        crate::trace::event!(error, dir = %self.dir.path().display(), cause = %cause, "log poisoned");
+        crate::obs::trace::event!(error, dir = %self.dir.path().display(), cause = %cause, "log poisoned");
         self.manifest.stop();
         self.acks.poison(cause);
     }

@@ -75,12 +75,12 @@ use crossbeam_channel::{Receiver, Sender};
 use futures_channel::mpsc::{UnboundedReceiver, UnboundedSender};
 use futures_core::stream::{FusedStream, Stream};
 
-use crate::collector::Collector;
 use crate::config::Level;
 use crate::error::{Error, Lsn, Poison, Result};
-use crate::ticket::Ticket;
-use crate::wakers::WakerSet;
+use crate::layers::collector::Collector;
 use crate::wal::Wal;
+use crate::write::ticket::Ticket;
+use crate::write::wakers::WakerSet;
 
 /// A log the channel API can append to: [`Wal`], or [`Collector`] (whose
 /// tracked streams then become pending as usual).

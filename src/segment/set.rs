@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 
 use ringwal_platform::{file as pf, OpenHow, VFile, Vfs};
 
+use crate::at_rest::format;
 use crate::config::DirectIo;
 use crate::error::{Error, Lsn, Result};
-use crate::format;
 
 /// Where one node's files live: the only place their paths are built.
 ///
@@ -249,7 +249,7 @@ pub(crate) fn open_file(
     match vfs.open(path, how) {
         Ok(f) => Ok((f, want)),
         Err(e) if want && policy == DirectIo::Auto && pf::is_direct_unsupported(&e) => {
-            crate::trace::event!(
+            crate::obs::trace::event!(
                 warn,
                 file = %path.display(),
                 "O_DIRECT refused by the file system: buffered writes"
@@ -268,7 +268,7 @@ pub(crate) fn open_file(
 
 /// Recovery zeroes the torn window behind a sealed tail with the same
 /// writer the segment lifecycle uses for spares and for close.
-pub(crate) use crate::lifecycle::write_zeros;
+pub(crate) use crate::segment::lifecycle::write_zeros;
 
 /// A segment of a live log: its file and its size on disk. Every segment
 /// is preallocated to the size its header gives, so the size is known

@@ -18,17 +18,17 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::at_rest::crypt::KeyProblem;
+use crate::at_rest::format::{self, Codec};
+use crate::at_rest::payload;
 use crate::config::{Config, RecoveryMode};
-use crate::crypt::KeyProblem;
 use crate::error::{Error, Lsn, Result};
-use crate::follow::DirFollower;
-use crate::format::{self, Codec};
-use crate::payload;
-use crate::reader::Reader;
-pub use crate::reader::{Located as Records, RecordAt};
+use crate::read::follow::DirFollower;
+use crate::read::reader::Reader;
+pub use crate::read::reader::{Located as Records, RecordAt};
 use crate::recovery::{self, CutWhy, Policy, Truncation};
 use crate::scan::{self, Step};
-use crate::segments::{Live, LogDir, SegmentSet};
+use crate::segment::set::{Live, LogDir, SegmentSet};
 
 /// One segment whose header and frames [`verify`] accepted.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -250,7 +250,7 @@ fn verify_once(dir: &Path, cfg: &Config) -> Result<VerifyReport> {
 /// at hand is not walked.
 fn check_payloads(
     cfg: &Config,
-    file: &crate::segments::SegmentFile,
+    file: &crate::segment::set::SegmentFile,
     last: Lsn,
 ) -> Result<(Payloads, Option<Error>)> {
     let Ok(mut w) = scan::open(&*cfg.vfs, file, cfg.node, None)? else {
@@ -534,7 +534,7 @@ fn hold_writer_lock(cfg: &Config, log: &LogDir) -> Result<Option<ringwal_platfor
     if file.try_lock().map_err(|e| Error::io(&path, e))? {
         return Ok(Some(file));
     }
-    Err(crate::segments::held_by_another(&file, path))
+    Err(crate::segment::set::held_by_another(&file, path))
 }
 
 /// Node ids that have at least one segment file in `dir`, ascending.
@@ -662,7 +662,7 @@ pub fn stat_with(dir: &Path, cfg: &Config) -> Result<NodeStat> {
     let log = LogDir::new(dir, node);
     let listing = log.list(&*cfg.vfs)?;
     let mut problems = Vec::new();
-    let manifest = match crate::manifest::read(&*cfg.vfs, &log) {
+    let manifest = match crate::segment::manifest::read(&*cfg.vfs, &log) {
         Ok(m) => m,
         Err(e @ Error::Corrupt { .. }) => {
             problems.push(e);
@@ -701,13 +701,13 @@ pub fn stat_with(dir: &Path, cfg: &Config) -> Result<NodeStat> {
     }
     if let Some(m) = &out.manifest {
         let newest = out.segments.last();
-        let disk = crate::manifest::OnDisk {
+        let disk = crate::segment::manifest::OnDisk {
             oldest: files.first().map(|f| f.base),
             newest: files.last().map(|f| f.base),
             last_lsn: newest.map_or(0, |s| s.last_lsn),
             last_file: newest.map(|s| s.path.as_path()),
         };
-        problems.extend(crate::manifest::broken_promise(m, &log, disk));
+        problems.extend(crate::segment::manifest::broken_promise(m, &log, disk));
     }
     out.problems = problems;
     Ok(out)
@@ -719,7 +719,7 @@ pub fn stat_with(dir: &Path, cfg: &Config) -> Result<NodeStat> {
 /// segment, not yet walked.
 fn stat_segments(
     cfg: &Config,
-    files: &[crate::segments::SegmentFile],
+    files: &[crate::segment::set::SegmentFile],
     log_id: Option<u64>,
     out: &mut NodeStat,
     problems: &mut Vec<Error>,
@@ -815,8 +815,8 @@ pub fn follow_with(dir: &Path, cfg: &Config, from: Lsn, every: Duration) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::Kind;
-    use crate::segments;
+    use crate::at_rest::format::Kind;
+    use crate::segment::set as segments;
     use crate::{Level, Wal};
     use std::os::unix::fs::FileExt;
 

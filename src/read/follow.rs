@@ -18,11 +18,11 @@ use ringwal_platform::Vfs;
 
 use crate::config::Level;
 use crate::error::{Error, Lsn, Result};
-use crate::reader::{Reader, Record};
+use crate::read::reader::{Reader, Record};
 use crate::scan;
-use crate::segments::{LogDir, SegmentFile};
-use crate::state::Shared;
-use crate::ticket::{Ticket, TicketFuture};
+use crate::segment::set::{LogDir, SegmentFile};
+use crate::write::reserve::Shared;
+use crate::write::ticket::{Ticket, TicketFuture};
 
 /// A reader that is read on after each wait, and ends after its first
 /// error.
@@ -233,7 +233,7 @@ impl Iterator for Follower {
 /// another process (or none) writes it: at the end of the valid data it
 /// sleeps for its poll interval, lists the directory again and reads on,
 /// across rolls. `ringwal cat --follow` is this. Takes no lock and
-/// changes nothing, like [`verify::records`](crate::verify::records).
+/// changes nothing, like [`verify::records`](crate::recovery::verify::records).
 ///
 /// A record is yielded once it is on disk in full and every record before
 /// it is too (a reader never sees past a write still in flight); in a

@@ -8,11 +8,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use crate::acks::{Waiter, WakeBy};
+use crate::at_rest::format::Kind;
 use crate::config::Level;
 use crate::error::{Error, Lsn, Result};
-use crate::format::Kind;
-use crate::state::{OnFull, Shared};
+use crate::write::acks::{Waiter, WakeBy};
+use crate::write::reserve::{OnFull, Shared};
 
 /// One appended record: its LSN, and the means to wait until it reaches a
 /// [`Level`].
@@ -318,8 +318,8 @@ mod tests {
     use std::task::{Wake, Waker};
 
     use super::*;
-    use crate::format::Kind;
-    use crate::state::test_shared;
+    use crate::at_rest::format::Kind;
+    use crate::write::reserve::test_shared;
 
     /// Counts its wake-ups.
     #[derive(Default)]

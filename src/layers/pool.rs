@@ -13,12 +13,12 @@
 use std::future::Future;
 use std::path::{Path, PathBuf};
 
-use crate::collector::Collector;
 use crate::config::Config;
 use crate::error::{Error, Lsn, Result};
-use crate::reader::Record;
+use crate::layers::collector::Collector;
+use crate::read::reader::Record;
 use crate::recovery::RecoveryReport;
-use crate::retention::{self, Recycle};
+use crate::segment::retention::{self, Recycle};
 use crate::wal::{self, Wal};
 
 /// Run `f` on tokio's blocking pool and hand back what it returns. A

@@ -13,11 +13,11 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
+use crate::at_rest::format::Manifest;
 use crate::config::WhenFull;
 use crate::error::{Error, Lsn, Poison, Result};
-use crate::format::Manifest;
-use crate::lifecycle;
-use crate::state::Shared;
+use crate::segment::lifecycle;
+use crate::write::reserve::Shared;
 
 /// Whether a checkpoint may keep removed segments as spares to reuse.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -184,7 +184,7 @@ fn remove_upto(sh: &Shared, _held: &Held, up_to: Lsn, recycle: Recycle) -> Resul
     if !recycled.is_empty() {
         sh.recycled.add(recycled);
     }
-    crate::trace::event!(info, dir = %sh.dir.path().display(), up_to, removed, "checkpoint removed segments");
+    crate::obs::trace::event!(info, dir = %sh.dir.path().display(), up_to, removed, "checkpoint removed segments");
     match failed {
         Some(e) => Err(e),
         None => Ok(removed),
@@ -302,7 +302,7 @@ fn report_dropped(sh: &Shared, first: Lsn, last: Lsn) {
         .dropped_records
         .fetch_add(dropped, Ordering::Relaxed);
     *sh.last_dropped.lock().unwrap_or_else(|p| p.into_inner()) = Some((first, last));
-    crate::trace::event!(warn, dir = %sh.dir.path().display(), first, last, "log over its size limit: dropped the oldest segment");
+    crate::obs::trace::event!(warn, dir = %sh.dir.path().display(), first, last, "log over its size limit: dropped the oldest segment");
     if let Some(o) = &sh.cfg.observer.0 {
         o.records_dropped(first, last);
     }

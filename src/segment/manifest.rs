@@ -8,10 +8,10 @@ use std::sync::{Arc, Mutex};
 
 use ringwal_platform::Vfs;
 
+use crate::at_rest::format::{self, Manifest};
 use crate::error::{Corruption, Error, Lsn, Poison, Result};
 use crate::files;
-use crate::format::{self, Manifest};
-use crate::segments::LogDir;
+use crate::segment::set::LogDir;
 
 /// The node's manifest, or `None` if it has none (a log from before
 /// manifests, or one whose first open stopped before writing it). A file

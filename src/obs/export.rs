@@ -7,7 +7,7 @@
 
 use metrics::{counter, gauge};
 
-use crate::latency::LatencySummary;
+use crate::obs::latency::LatencySummary;
 use crate::wal::{Stats, Wal};
 
 impl Wal {

@@ -6,7 +6,7 @@
 //! Architecture invariant: no locks, no I/O, no buffers here; the
 //! reservation (`state.rs`) owns those and follows this model's answers.
 
-use crate::format;
+use crate::at_rest::format;
 
 /// Room a staging buffer keeps free behind its last frame: the padding
 /// that closes it to a block boundary (at most one block plus a header).

@@ -11,8 +11,8 @@
 //! frame's flags byte says which codec a payload was packed with
 //! ([`Codec`]).
 
+use crate::at_rest::format::{Codec, MAX_PAYLOAD};
 use crate::error::{Error, Result};
-use crate::format::{Codec, MAX_PAYLOAD};
 
 /// Payloads shorter than this are not compressed by default: below it
 /// LZ4 rarely gains the 4-byte length word plus its own block overhead

@@ -1,0 +1,7 @@
+//! Layers over the engine for particular users: the telemetry collector,
+//! the channel API, and the tokio blocking-pool surface.
+
+pub mod channel;
+pub mod collector;
+#[cfg(feature = "tokio")]
+mod pool;

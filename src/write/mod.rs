@@ -1,0 +1,13 @@
+//! The write path: the reservation every append goes through, the staging
+//! buffers it packs into, the ring thread that writes and syncs them, and
+//! what hands durability back to producers (acks, tickets, transactions).
+
+mod acks;
+mod ledger;
+pub(crate) mod packing;
+pub(crate) mod reserve;
+pub(crate) mod ring;
+mod sync_budget;
+pub(crate) mod ticket;
+pub(crate) mod transaction;
+pub(crate) mod wakers;
