@@ -1,5 +1,6 @@
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::BLOCK;
@@ -15,6 +16,13 @@ use crate::BLOCK;
 /// lets a queue keep registered memory alive) at construction; nothing
 /// afterwards. The engine allocates these once and recycles them, so the
 /// append path never allocates.
+///
+/// A range of the buffer may be [`claim`](Self::claim)ed: handed, as a
+/// [`Slot`], to another thread to fill while the owner goes on writing
+/// past it. Until every slot is dropped the owner may touch only the bytes
+/// after the claims ([`tail_mut`](Self::tail_mut)); the whole-buffer views
+/// and the kernel's pointer panic while one is outstanding, so no two
+/// threads ever hold the same bytes.
 pub struct AlignedBuf {
     ptr: NonNull<u8>,
     cap: usize,
@@ -25,6 +33,11 @@ pub struct AlignedBuf {
     /// drop, which frees the memory.
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     alloc: Arc<Allocation>,
+    /// Slots handed out and not yet dropped.
+    claims: Arc<AtomicUsize>,
+    /// Every slot handed out since the buffer last had none lies below
+    /// this offset; the owner's mutable views start at or above it.
+    claimed_to: usize,
 }
 
 /// A heap allocation freed when the last holder lets go.
@@ -69,6 +82,8 @@ impl AlignedBuf {
             ptr,
             cap,
             alloc: Arc::new(Allocation { ptr, layout }),
+            claims: Arc::new(AtomicUsize::new(0)),
+            claimed_to: 0,
         }
     }
 
@@ -88,17 +103,80 @@ impl AlignedBuf {
         self.cap
     }
 
-    /// The whole buffer as a byte slice.
+    /// The whole buffer as a byte slice. Panics while a [`Slot`] of it is
+    /// outstanding. Cost: one atomic load.
     pub fn as_slice(&self) -> &[u8] {
+        self.assert_settled();
         // SAFETY: ptr points to `cap` initialised (zeroed at allocation)
-        // bytes owned by self; the borrow of self bounds the lifetime.
+        // bytes owned by self; no slot is outstanding (checked above, and
+        // only `&mut self` makes new ones), so nothing writes them while
+        // the borrow of self lasts.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.cap) }
     }
 
-    /// The whole buffer as a mutable byte slice.
+    /// The whole buffer as a mutable byte slice. Panics while a [`Slot`]
+    /// of it is outstanding; forgets the claims made before. Cost: one
+    /// atomic load.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        self.assert_settled();
+        self.claimed_to = 0;
         // SAFETY: as in as_slice, and &mut self guarantees exclusivity.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.cap) }
+    }
+
+    /// The bytes from `from` to the end, which must lie after every range
+    /// claimed since the buffer last had no slot out: the owner keeps
+    /// writing there while slots before it are filled. Cost: none.
+    pub fn tail_mut(&mut self, from: usize) -> &mut [u8] {
+        assert!(
+            from >= self.claimed_to && from <= self.cap,
+            "tail at {from} overlaps a claim up to {} (capacity {})",
+            self.claimed_to,
+            self.cap
+        );
+        // SAFETY: [from, cap) is inside the allocation and after every
+        // outstanding slot's range (each lies below `claimed_to`), and
+        // &mut self excludes the owner's other views.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().add(from), self.cap - from) }
+    }
+
+    /// Hand `len` bytes at `at` to a [`Slot`] another thread may fill.
+    /// The range must lie after every range claimed before it (claims
+    /// only move forward) and inside the buffer. Cost: one atomic
+    /// increment and one reference count.
+    pub fn claim(&mut self, at: usize, len: usize) -> Slot {
+        assert!(
+            at >= self.claimed_to && at.checked_add(len).is_some_and(|end| end <= self.cap),
+            "claim of {len} at {at} overlaps a claim up to {} or passes capacity {}",
+            self.claimed_to,
+            self.cap
+        );
+        self.claimed_to = at + len;
+        self.claims.fetch_add(1, Ordering::Relaxed);
+        Slot {
+            // SAFETY: at + len <= cap (asserted), so the pointer stays
+            // inside the allocation.
+            ptr: unsafe { NonNull::new_unchecked(self.ptr.as_ptr().add(at)) },
+            len,
+            _alloc: self.alloc.clone(),
+            claims: Some(self.claims.clone()),
+        }
+    }
+
+    /// Whether no [`Slot`] of this buffer is outstanding: every claim was
+    /// filled (or abandoned) and its writes are visible to the caller.
+    /// Cost: one sequentially consistent atomic load, so a thread that
+    /// announces it waits for fills and then asks cannot miss the last
+    /// filler's wake-up.
+    pub fn settled(&self) -> bool {
+        self.claims.load(Ordering::SeqCst) == 0
+    }
+
+    fn assert_settled(&self) {
+        assert!(
+            self.settled(),
+            "a claimed range of the buffer is still being filled"
+        );
     }
 
     /// Raw pointer for kernel submissions; valid while `self` is alive and
@@ -106,7 +184,65 @@ impl AlignedBuf {
     /// itself does not move the bytes).
     #[cfg(target_os = "linux")]
     pub(crate) fn as_ptr(&self) -> *const u8 {
+        // The kernel reads every byte it is given: none may still be
+        // being filled.
+        self.assert_settled();
         self.ptr.as_ptr()
+    }
+}
+
+/// A range of an [`AlignedBuf`] claimed for one thread to fill
+/// ([`AlignedBuf::claim`]). It keeps the memory allocated on its own; the
+/// buffer counts it as outstanding until it is dropped, which publishes
+/// what was written to whoever next sees the buffer
+/// [`settled`](AlignedBuf::settled).
+pub struct Slot {
+    ptr: NonNull<u8>,
+    len: usize,
+    _alloc: Arc<Allocation>,
+    /// The buffer's count of outstanding slots; taken when released.
+    claims: Option<Arc<AtomicUsize>>,
+}
+
+// SAFETY: a Slot is the only holder of its range (claims never overlap
+// and the owner's views exclude outstanding ranges); moving it moves that
+// exclusive use, as with a `&mut [u8]`.
+unsafe impl Send for Slot {}
+
+impl Slot {
+    /// The claimed bytes. Cost: none.
+    pub fn bytes(&mut self) -> &mut [u8] {
+        // SAFETY: the range lies inside the allocation `_alloc` keeps
+        // alive, no other view of it exists while the slot does, and
+        // &mut self makes this one exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// Let go of the range; returns whether it was the buffer's last
+    /// outstanding slot. Cost: one atomic read-modify-write.
+    pub fn release(mut self) -> bool {
+        self.let_go()
+    }
+
+    fn let_go(&mut self) -> bool {
+        // Sequentially consistent (so at least Release): the bytes written
+        // through this slot happen before the owner's next whole-buffer
+        // view, whose load is SeqCst too.
+        self.claims
+            .take()
+            .is_some_and(|c| c.fetch_sub(1, Ordering::SeqCst) == 1)
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.let_go();
+    }
+}
+
+impl std::fmt::Debug for Slot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Slot").field("len", &self.len).finish()
     }
 }
 
@@ -131,5 +267,72 @@ mod tests {
         b.as_mut_slice()[8191] = 7;
         assert_eq!(b.as_slice()[8191], 7);
         assert_eq!(AlignedBuf::new(0).capacity(), BLOCK);
+    }
+
+    #[test]
+    fn slots_filled_on_other_threads_are_seen_once_all_are_released() {
+        let mut b = AlignedBuf::new(BLOCK);
+        let slots: Vec<Slot> = (0..4).map(|i| b.claim(i * 100, 100)).collect();
+        assert!(!b.settled());
+        // The owner goes on writing after the claims while they are out.
+        b.tail_mut(400)[0] = 9;
+        let lasts: Vec<bool> = std::thread::scope(|s| {
+            let hs: Vec<_> = slots
+                .into_iter()
+                .enumerate()
+                .map(|(i, mut slot)| {
+                    s.spawn(move || {
+                        slot.bytes().fill(i as u8 + 1);
+                        slot.release()
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(
+            lasts.iter().filter(|&&l| l).count(),
+            1,
+            "exactly one slot is the last"
+        );
+        assert!(b.settled());
+        for i in 0..4 {
+            assert!(b.as_slice()[i * 100..(i + 1) * 100]
+                .iter()
+                .all(|&x| x == i as u8 + 1));
+        }
+        assert_eq!(b.as_slice()[400], 9);
+    }
+
+    #[test]
+    fn an_abandoned_slot_counts_as_released() {
+        let mut b = AlignedBuf::new(BLOCK);
+        let slot = b.claim(0, 8);
+        drop(slot);
+        assert!(b.settled());
+        let _ = b.as_slice();
+    }
+
+    #[test]
+    #[should_panic(expected = "still being filled")]
+    fn the_whole_buffer_is_refused_while_a_slot_is_out() {
+        let mut b = AlignedBuf::new(BLOCK);
+        let _slot = b.claim(0, 8);
+        let _ = b.as_slice();
+    }
+
+    #[test]
+    #[should_panic(expected = "overlaps a claim")]
+    fn claims_never_overlap() {
+        let mut b = AlignedBuf::new(BLOCK);
+        let _first = b.claim(0, 64);
+        let _second = b.claim(32, 64);
+    }
+
+    #[test]
+    #[should_panic(expected = "overlaps a claim")]
+    fn the_owners_tail_never_reaches_into_a_claim() {
+        let mut b = AlignedBuf::new(BLOCK);
+        let _slot = b.claim(0, 64);
+        let _ = b.tail_mut(63);
     }
 }

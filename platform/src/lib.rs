@@ -38,7 +38,7 @@ pub mod threaded;
 pub mod uring;
 pub mod vfs;
 
-pub use buf::AlignedBuf;
+pub use buf::{AlignedBuf, Slot};
 pub use notify::Notifier;
 pub use queue::{new_queue, Completion, IoQueue, Op, QueueKind, Wait, WriteSync};
 pub use vfs::{Advice, FileIo, OpenHow, RealFs, VFile, Vfs, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE};

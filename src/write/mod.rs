@@ -3,6 +3,7 @@
 //! what hands durability back to producers (acks, tickets, transactions).
 
 mod acks;
+mod claim;
 mod ledger;
 pub(crate) mod packing;
 pub(crate) mod reserve;

@@ -106,6 +106,28 @@ impl Reservation {
         }
     }
 
+    /// Open a batch in a free staging buffer where the next frame goes;
+    /// false when none is free. Cost: none (the buffers are allocated
+    /// once, at open).
+    pub fn open_active(&mut self) -> bool {
+        debug_assert!(self.active.is_none(), "one batch is filled at a time");
+        let Some(buf) = self.free.pop() else {
+            return false;
+        };
+        self.active = Some(Batch {
+            buf,
+            len: format::VOUCH_LEN,
+            seg_base: self.seg_base,
+            seg_id: self.seg_id,
+            salt: self.salt,
+            cipher: self.cipher.clone(),
+            offset: self.batch_start,
+            last_lsn: 0,
+            ack_lsn: 0,
+        });
+        true
+    }
+
     /// Close the active batch with padding to a block boundary and queue it
     /// for the ring. An empty batch returns its buffer to the pool.
     pub fn close_active(&mut self) {
@@ -119,7 +141,7 @@ impl Reservation {
         let end = b.offset + b.len as u64;
         let pad = format::padding_len(end);
         if pad > 0 {
-            format::encode_padding(&mut b.buf.as_mut_slice()[b.len..b.len + pad], b.salt, pad);
+            format::encode_padding(&mut b.buf.tail_mut(b.len)[..pad], b.salt, pad);
             b.len += pad;
         }
         self.batch_start = b.offset + b.len as u64;
@@ -136,7 +158,26 @@ impl Reservation {
         if self.ready.is_empty() && self.active_takeable(take_partial) {
             self.close_active();
         }
+        // A batch goes out whole: not before every claim in it is filled.
+        if !self.ready.front()?.buf.settled() {
+            return None;
+        }
         self.ready.pop_front()
+    }
+
+    /// Whether the batch [`take_batch`](Self::take_batch) would take next
+    /// exists but still has a claim being filled outside the lock: the
+    /// ring then asks the last filler to wake it
+    /// ([`Shared::await_fills`]).
+    pub fn waits_for_fills(&self, take_partial: bool) -> bool {
+        let next = match self.ready.front() {
+            Some(b) => Some(b),
+            None => self
+                .active
+                .as_ref()
+                .filter(|_| self.active_takeable(take_partial)),
+        };
+        next.is_some_and(|b| !b.buf.settled())
     }
 
     /// Whether the active batch may go to the ring before it is full: it
@@ -174,8 +215,42 @@ impl Reservation {
 
     /// Whether [`take_batch`](Self::take_batch) would return a batch.
     pub fn has_batch(&self, take_partial: bool) -> bool {
+        self.batch_staged(take_partial) && !self.waits_for_fills(take_partial)
+    }
+
+    /// Whether a batch the ring may take is staged, its claims filled or
+    /// not: what a producer tells the ring once its own fill is done.
+    pub fn batch_staged(&self, take_partial: bool) -> bool {
         !self.ready.is_empty() || self.active_takeable(take_partial)
     }
+
+    /// Whether frames are staged that the ring has still to write (filled
+    /// or not): what a closing ring drains before it finishes.
+    pub fn holds_frames(&self) -> bool {
+        !self.ready.is_empty() || self.active.as_ref().is_some_and(|b| b.last_lsn > 0)
+    }
+}
+
+/// The admission decision: what a reservation does next with the records
+/// it holds ([`Shared::decide`]).
+#[derive(Debug)]
+enum Admit {
+    /// Sequence them now: a buffer for the first frame is secured.
+    Proceed,
+    /// Fail the append (poisoned, closed, LSNs exhausted).
+    Refuse(Error),
+    /// No buffer for the first frame, or another atomic batch is being
+    /// copied: wait for the ring to free space, handing it the full
+    /// active buffer first when `hand_over`.
+    WaitForSpace { hand_over: bool },
+    /// They do not fit the segment: open the next one for them.
+    Roll { after_roll: u64 },
+    /// The next segment would pass the hard size limit `max` and the log
+    /// blocks when full: wait for a checkpoint, up to `timeout`.
+    WaitForLimit {
+        max: u64,
+        timeout: std::time::Duration,
+    },
 }
 
 /// What a reservation does when every staging buffer is full.
@@ -279,6 +354,10 @@ pub(crate) struct Shared {
     pub notifier: Arc<Notifier>,
     /// How the ring thread sleeps ([`RingSleep`] as a `u8`).
     ring_sleep: AtomicU8,
+    /// Set by the ring when the batch it would take next still has a
+    /// claim being filled; the filler that settles a buffer clears it and
+    /// wakes the ring ([`filled`](Self::filled)).
+    fills_awaited: AtomicBool,
     /// Set once by close; mirrors `Reservation::closed` for the ring, which
     /// checks it every loop and should not take the lock to do so.
     pub closing: AtomicBool,
@@ -391,6 +470,7 @@ impl Shared {
             acks: Acks::new(next_lsn - 1),
             notifier,
             ring_sleep: AtomicU8::new(RingSleep::Awake as u8),
+            fills_awaited: AtomicBool::new(false),
             closing: AtomicBool::new(false),
             sync_wanted: AtomicU64::new(0),
             next_lsn: AtomicU64::new(next_lsn),
@@ -468,6 +548,39 @@ impl Shared {
             RingSleep::ForBatches if takeable => self.wake_ring(None),
             RingSleep::ForBatches => {}
         }
+    }
+
+    /// A producer filled its claim outside the lock: `last` when that
+    /// settled its buffer, `takeable` what the reservation saw staged.
+    /// Wakes the ring if it waits for this fill or sleeps for what was
+    /// staged. Cost: an atomic load or two, plus one syscall when the ring
+    /// is woken.
+    pub fn filled(&self, last: bool, takeable: bool) {
+        if last
+            && self.fills_awaited.load(Ordering::SeqCst)
+            && self.fills_awaited.swap(false, Ordering::SeqCst)
+        {
+            self.wake_ring(None);
+        }
+        self.staged(takeable);
+    }
+
+    /// The ring's look for work before it sleeps (its sleep announced):
+    /// whether a batch is takeable. When the next one waits for a fill,
+    /// asks its filler for a wake-up first and looks again, so the fill
+    /// that lands between the look and the ask is not missed (the ask and
+    /// the filler's release are both sequentially consistent). Cost: the
+    /// reservation lock, briefly.
+    pub fn lock_for_work(&self, take_partial: bool) -> bool {
+        let r = self.lock();
+        if r.has_batch(take_partial) {
+            return true;
+        }
+        if !r.waits_for_fills(take_partial) {
+            return false;
+        }
+        self.fills_awaited.store(true, Ordering::SeqCst);
+        r.has_batch(take_partial)
     }
 
     /// Announce how the ring thread is about to sleep (or that it is
@@ -560,7 +673,7 @@ impl Shared {
     /// [`poison`](Self::poison) by a caller holding the reservation lock:
     /// no producer can be between its poison check and its wait, so the
     /// notification needs no pass through the lock.
-    fn poison_held(&self, cause: Poison) {
+    pub(super) fn poison_held(&self, cause: Poison) {
         self.set_poison(cause);
         self.wake_space_ending();
     }
@@ -652,108 +765,20 @@ impl Shared {
                 None => (Codec::None, records[i].1),
             }
         };
+        if let [(stream, _)] = records {
+            // A lone record is claimed under the lock and copied after it.
+            let (codec, bytes) = stored(0);
+            let claim = self.claim_one(*stream, kind, codec, bytes.len(), on_full, then)?;
+            return Ok(claim.fill(|p| p.copy_from_slice(bytes)));
+        }
         let stored = &stored;
         // Frame lengths, in a segment whose payloads are sealed or not.
         let flen_of = |i: usize, sealed: bool| {
             format::frame_len(payload::stored_len(stored(i).1.len(), sealed))
         };
         let flens = move |sealed: bool| (0..records.len()).map(move |i| flen_of(i, sealed));
-        let fresh = Cursor::at(format::HEADER_BYTES as u64);
         cfg.fit_fresh((0..records.len()).map(|i| stored(i).1.len()), kind)?;
-        // When a roll waits for the size limit: until when.
-        let mut limit_deadline = None;
-        let mut r = self.lock();
-        loop {
-            if let Some(p) = self.acks.poison_cause() {
-                return Err(p.error());
-            }
-            if r.closed {
-                return Err(Error::Closed);
-            }
-            if r.next_lsn > format::MAX_LSN - (n - 1) {
-                return Err(Error::LsnExhausted { next: r.next_lsn });
-            }
-            if r.batch_open {
-                if !on_full.waits() {
-                    return Err(self.refuse(&r, &mut on_full));
-                }
-                r = self.wait_for_space(r);
-                continue;
-            }
-            let sealed = r.cipher.is_some() && payload::seals(kind);
-            let (first_at, first_how) = r.cursor().place(flen_of(0, sealed), cap);
-            let after = first_at.place_all(flens(sealed).skip(1), cap);
-            if !Cursor::fits(after, r.seg_bytes) {
-                // Roll: the records open the next segment, named by the
-                // first one's LSN. They fit a fresh segment (checked above).
-                assert!(
-                    r.cursor() != fresh || r.seg_bytes < cfg.segment_bytes,
-                    "records that fit a fresh segment never roll one away"
-                );
-                // The hard size limit: a new segment must fit under it.
-                let after_roll = r.live_bytes_after_roll(cfg.segment_bytes);
-                let over = cfg.max_log_bytes.filter(|&max| after_roll > max);
-                if let (Some(max), WhenFull::Block { timeout }) = (over, cfg.when_full) {
-                    // Hand over what is staged (it needs no new segment)
-                    // and wait, lock released, for a checkpoint.
-                    r.close_active();
-                    self.kick(&r);
-                    if self.acks.is_poisoned() {
-                        continue;
-                    }
-                    let deadline = *limit_deadline.get_or_insert_with(|| Instant::now() + timeout);
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    if !on_full.waits() || left.is_zero() {
-                        return Err(Error::LogFull {
-                            dir: self.dir.path().to_path_buf(),
-                            limit: max,
-                            waited: timeout.min(timeout - left),
-                        });
-                    }
-                    r = self
-                        .space
-                        .wait_timeout(r, left)
-                        .unwrap_or_else(|p| p.into_inner())
-                        .0;
-                    continue;
-                }
-                // Keys rotate here: the new segment takes the provider's
-                // current key (asked before anything changes, so a
-                // missing key fails this append and nothing else).
-                let cipher = cfg.keys.current(self.dir.path())?;
-                r.close_active();
-                r.seg_base = r.next_lsn;
-                r.seg_id += 1;
-                r.salt = lifecycle::new_salt();
-                r.cipher = cipher;
-                r.live_bytes = after_roll;
-                r.seg_file_bytes = cfg.segment_bytes;
-                r.batch_start = format::HEADER_BYTES as u64;
-                r.seg_bytes = cfg.segment_bytes;
-                r.index_due = index::due_after(None);
-                continue;
-            }
-            // The first frame's buffer is secured before any LSN is given:
-            // a lone record then never waits holding an LSN (others would
-            // overtake it), and a batch waits mid-way only while
-            // `batch_open` holds everyone else back.
-            let opens = r.active.is_none() || first_how == Placed::AfterClose;
-            if opens && r.free.is_empty() {
-                // Hand the full buffer to the ring: writing it frees one.
-                r.close_active();
-                if !on_full.waits() {
-                    // Registered before the kick: a kick that fails
-                    // poisons the log, and the poison wakes what is
-                    // registered by then.
-                    let full = self.refuse(&r, &mut on_full);
-                    self.kick(&r);
-                    return Err(full);
-                }
-                r = self.wait_for_space(r);
-                continue;
-            }
-            break;
-        }
+        let mut r = self.admit(n, kind, flens, &mut on_full)?;
         let first = r.next_lsn;
         r.next_lsn += n;
         self.next_lsn.store(r.next_lsn, Ordering::Release);
@@ -782,34 +807,17 @@ impl Shared {
                 self.index().add(Point { lsn, offset: at });
                 r.index_due = index::due_after(Some(at));
             }
-            while r.active.is_none() {
-                let Some(buf) = r.free.pop() else {
-                    assert!(atomic, "a lone record's buffer was secured above");
-                    r = self.wait_for_space(r);
-                    if let Some(p) = self.acks.poison_cause() {
-                        // The records copied so far are an unfinished batch
-                        // no write will complete: nothing was acknowledged.
-                        r.batch_open = false;
-                        drop(r);
-                        self.space_freed(true);
-                        return Err(p.error());
-                    }
-                    continue;
-                };
-                let (offset, seg_base, seg_id, salt) =
-                    (r.batch_start, r.seg_base, r.seg_id, r.salt);
-                let cipher = r.cipher.clone();
-                r.active = Some(Batch {
-                    buf,
-                    len: format::VOUCH_LEN,
-                    seg_base,
-                    seg_id,
-                    salt,
-                    cipher,
-                    offset,
-                    last_lsn: 0,
-                    ack_lsn: 0,
-                });
+            while r.active.is_none() && !r.open_active() {
+                assert!(atomic, "a lone record's buffer was secured above");
+                r = self.wait_for_space(r);
+                if let Some(p) = self.acks.poison_cause() {
+                    // The records copied so far are an unfinished batch
+                    // no write will complete: nothing was acknowledged.
+                    r.batch_open = false;
+                    drop(r);
+                    self.space_freed(true);
+                    return Err(p.error());
+                }
             }
             let b = r.active.as_mut().expect("active batch ensured above");
             let salt = b.salt;
@@ -821,18 +829,12 @@ impl Shared {
             };
             let cipher = b.cipher.as_deref().filter(|_| sealed);
             let log_id = self.log_id;
-            b.len += format::encode_record_with(
-                &mut b.buf.as_mut_slice()[b.len..],
-                salt,
-                head,
-                len,
-                |p| {
-                    p[..bytes.len()].copy_from_slice(bytes);
-                    if let Some(c) = cipher {
-                        c.seal(log_id, salt, &head.bound_bytes(), lsn, p);
-                    }
-                },
-            );
+            b.len += format::encode_record_with(b.buf.tail_mut(b.len), salt, head, len, |p| {
+                p[..bytes.len()].copy_from_slice(bytes);
+                if let Some(c) = cipher {
+                    c.seal(log_id, salt, &head.bound_bytes(), lsn, p);
+                }
+            });
             assert_eq!(
                 b.offset + b.len as u64,
                 next.end,
@@ -847,7 +849,7 @@ impl Shared {
         // Read under the lock: the ring announces how it sleeps before it
         // takes the lock to look for work, so either it sees this record
         // or this producer sees the announcement (`staged`).
-        let takeable = r.has_batch(false);
+        let takeable = r.batch_staged(false);
         r.batch_open = false;
         drop(r);
         if atomic {
@@ -855,6 +857,162 @@ impl Shared {
         }
         self.staged(takeable);
         Ok(first)
+    }
+
+    /// Hold the reservation until records of `n` frames (`flens`: their
+    /// lengths in a segment sealed or not) may be sequenced: roll, wait
+    /// for space or for the size limit, or refuse, as [`decide`] says.
+    /// Returns the guard with a buffer for the first frame secured.
+    ///
+    /// [`decide`]: Self::decide
+    pub(super) fn admit<I: Iterator<Item = usize>>(
+        &self,
+        n: u64,
+        kind: Kind,
+        flens: impl Fn(bool) -> I,
+        on_full: &mut OnFull<'_>,
+    ) -> Result<MutexGuard<'_, Reservation>> {
+        // When a roll waits for the size limit: until when.
+        let mut limit_deadline = None;
+        let mut r = self.lock();
+        loop {
+            match self.decide(&r, n, kind, &flens) {
+                Admit::Proceed => return Ok(r),
+                Admit::Refuse(e) => return Err(e),
+                Admit::WaitForSpace { hand_over } => {
+                    // Handing the full buffer to the ring frees one.
+                    if hand_over {
+                        r.close_active();
+                    }
+                    if !on_full.waits() {
+                        // Registered before the kick: a kick that fails
+                        // poisons the log, and the poison wakes what is
+                        // registered by then.
+                        let full = self.refuse(&r, on_full);
+                        if hand_over {
+                            self.kick(&r);
+                        }
+                        return Err(full);
+                    }
+                    r = self.wait_for_space(r);
+                }
+                Admit::Roll { after_roll } => self.roll_reservation(&mut r, after_roll)?,
+                Admit::WaitForLimit { max, timeout } => {
+                    let deadline = *limit_deadline.get_or_insert_with(|| Instant::now() + timeout);
+                    r = self.wait_for_limit(r, max, timeout, deadline, on_full)?;
+                }
+            }
+        }
+    }
+
+    /// What the reservation does next with records of `n` frames: the
+    /// admission decision, from the reservation's state alone. Cost: one
+    /// pass over the frame lengths.
+    fn decide<I: Iterator<Item = usize>>(
+        &self,
+        r: &Reservation,
+        n: u64,
+        kind: Kind,
+        flens: &impl Fn(bool) -> I,
+    ) -> Admit {
+        let cfg = &self.cfg;
+        if let Some(p) = self.acks.poison_cause() {
+            return Admit::Refuse(p.error());
+        }
+        if r.closed {
+            return Admit::Refuse(Error::Closed);
+        }
+        if r.next_lsn > format::MAX_LSN - (n - 1) {
+            return Admit::Refuse(Error::LsnExhausted { next: r.next_lsn });
+        }
+        if r.batch_open {
+            return Admit::WaitForSpace { hand_over: false };
+        }
+        let cap = cfg.buffer_bytes();
+        let sealed = r.cipher.is_some() && payload::seals(kind);
+        let mut lens = flens(sealed);
+        let Some(first_len) = lens.next() else {
+            return Admit::Refuse(Error::EmptyBatch);
+        };
+        let (first_at, first_how) = r.cursor().place(first_len, cap);
+        if !Cursor::fits(first_at.place_all(lens, cap), r.seg_bytes) {
+            // Roll: the records open the next segment, named by the first
+            // one's LSN. They fit a fresh segment (the caller checked).
+            assert!(
+                r.cursor() != Cursor::at(format::HEADER_BYTES as u64)
+                    || r.seg_bytes < cfg.segment_bytes,
+                "records that fit a fresh segment never roll one away"
+            );
+            // The hard size limit: a new segment must fit under it.
+            let after_roll = r.live_bytes_after_roll(cfg.segment_bytes);
+            let over = cfg.max_log_bytes.filter(|&max| after_roll > max);
+            return match (over, cfg.when_full) {
+                (Some(max), WhenFull::Block { timeout }) => Admit::WaitForLimit { max, timeout },
+                _ => Admit::Roll { after_roll },
+            };
+        }
+        // The first frame's buffer is secured before any LSN is given: a
+        // lone record then never waits holding an LSN (others would
+        // overtake it), and a batch waits mid-way only while `batch_open`
+        // holds everyone else back.
+        let opens = r.active.is_none() || first_how == Placed::AfterClose;
+        if opens && r.free.is_empty() {
+            return Admit::WaitForSpace { hand_over: true };
+        }
+        Admit::Proceed
+    }
+
+    /// Start the next segment in the reservation: frames go there from
+    /// now on, named by the next LSN. Keys rotate here: the new segment
+    /// takes the provider's current key, asked before anything changes,
+    /// so a missing key fails this append and nothing else.
+    fn roll_reservation(&self, r: &mut Reservation, after_roll: u64) -> Result<()> {
+        let cfg = &self.cfg;
+        let cipher = cfg.keys.current(self.dir.path())?;
+        r.close_active();
+        r.seg_base = r.next_lsn;
+        r.seg_id += 1;
+        r.salt = lifecycle::new_salt();
+        r.cipher = cipher;
+        r.live_bytes = after_roll;
+        r.seg_file_bytes = cfg.segment_bytes;
+        r.batch_start = format::HEADER_BYTES as u64;
+        r.seg_bytes = cfg.segment_bytes;
+        r.index_due = index::due_after(None);
+        Ok(())
+    }
+
+    /// The next segment would pass the hard size limit `max`: hand over
+    /// what is staged (it needs no new segment) and wait, lock released,
+    /// until `deadline` for a checkpoint to make room. `LogFull` once the
+    /// deadline passes or for a caller that must not wait.
+    fn wait_for_limit<'a>(
+        &'a self,
+        mut r: MutexGuard<'a, Reservation>,
+        max: u64,
+        timeout: std::time::Duration,
+        deadline: Instant,
+        on_full: &OnFull<'_>,
+    ) -> Result<MutexGuard<'a, Reservation>> {
+        r.close_active();
+        self.kick(&r);
+        if self.acks.is_poisoned() {
+            // Decided again: the poison refuses.
+            return Ok(r);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if !on_full.waits() || left.is_zero() {
+            return Err(Error::LogFull {
+                dir: self.dir.path().to_path_buf(),
+                limit: max,
+                waited: timeout.min(timeout - left),
+            });
+        }
+        Ok(self
+            .space
+            .wait_timeout(r, left)
+            .unwrap_or_else(|p| p.into_inner())
+            .0)
     }
 
     /// Park on `space` until a buffer is freed, a batch completes, or the

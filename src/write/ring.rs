@@ -348,7 +348,7 @@ impl Ring {
         let r = self.sh.lock();
         // A batch waiting for buffers needs the ring to write the ones
         // it filled, even once the log is closing.
-        if r.has_batch(true) || r.batch_open {
+        if r.holds_frames() || r.batch_open {
             return false;
         }
         drop(r);
@@ -376,7 +376,7 @@ impl Ring {
             // Closing is not work by itself: with operations in flight the
             // ring must block for their completions (spinning would never
             // reap them under DEFER_TASKRUN), and `run` exits when done.
-            let work = self.sh.lock().has_batch(partial_ok);
+            let work = self.sh.lock_for_work(partial_ok);
             if work || self.sync_target().is_some() {
                 self.sh.set_ring_sleep(RingSleep::Awake);
                 return Wait::NoWait;
@@ -527,6 +527,12 @@ impl Ring {
                     None => break,
                 },
             };
+            if self.failed() {
+                // Poisoned since the batch was staged (perhaps by a claim
+                // abandoned unfilled in it): it is never written.
+                self.held = Some(batch);
+                break;
+            }
             if batch.seg_id != self.seg.id {
                 match self.roll(batch) {
                     Ok(Some(b)) => self.held = Some(b),

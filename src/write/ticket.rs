@@ -66,6 +66,41 @@ impl Ticket {
         })
     }
 
+    /// Sequence one data record of `len` bytes that `write` serializes in
+    /// place ([`Wal::append_with`](crate::Wal::append_with)): claimed
+    /// under the reservation lock, written after it. With compression on,
+    /// `write` fills a temporary buffer that is packed and copied as any
+    /// append is.
+    pub(crate) fn issue_with(
+        shared: &Arc<Shared>,
+        stream: u16,
+        len: usize,
+        on_full: OnFull<'_>,
+        write: impl FnOnce(&mut [u8]),
+    ) -> Result<Ticket> {
+        let max = shared.cfg.max_record_bytes;
+        if len > max {
+            return Err(crate::Error::TooLarge { len, max });
+        }
+        if shared.cfg.compression.codec != crate::Codec::None {
+            let mut bytes = vec![0; len];
+            write(&mut bytes);
+            return Ticket::issue(shared, &[(stream, &bytes)], Kind::Data, on_full, |_| {});
+        }
+        let claim =
+            shared.claim_one(stream, Kind::Data, crate::Codec::None, len, on_full, |_| {})?;
+        let lsn = claim.fill(|p| {
+            // A recycled buffer holds an older batch's bytes: whatever
+            // `write` leaves unwritten must not carry them into this record.
+            p.fill(0);
+            write(p);
+        });
+        Ok(Ticket {
+            lsn,
+            shared: shared.clone(),
+        })
+    }
+
     /// The record's LSN.
     pub fn lsn(&self) -> Lsn {
         self.lsn

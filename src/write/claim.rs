@@ -1,0 +1,197 @@
+//! Claims: a record's place in a staging buffer, handed out under the
+//! reservation lock and filled outside it.
+//!
+//! The reservation decides everything that orders records (the LSN, the
+//! segment, the offset, the `append_then` hook) and hands the producer a
+//! [`Claim`] on the frame's bytes; the copy, the CRC and the cipher run
+//! after the lock is released, on the producer's core, while the next
+//! producer reserves. The ring takes a buffer only once every claim in it
+//! is filled ([`AlignedBuf::settled`]); the filler that settles a buffer
+//! the ring is waiting for wakes it ([`Shared::filled`]).
+//!
+//! Architecture invariant: a claim is filled right after it is granted,
+//! with nothing in between that blocks, so what the ring can wait for is
+//! one copy. A claim dropped unfilled (a panic in the producer) poisons
+//! the log before it lets go of its bytes: the ring, which checks the
+//! poison before every write, never writes a frame that was not filled.
+//!
+//! [`AlignedBuf::settled`]: ringwal_platform::AlignedBuf::settled
+
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use ringwal_platform::Slot;
+
+use crate::at_rest::crypt::Cipher;
+use crate::at_rest::format::{self, Batching, Codec, Kind, RecordHead};
+use crate::at_rest::payload;
+use crate::error::{Lsn, Poison, Result};
+use crate::read::index::{self, Point};
+use crate::write::packing::Placed;
+use crate::write::reserve::{OnFull, Shared};
+
+/// One record's frame in a staging buffer, sequenced and not yet filled.
+/// [`fill`](Self::fill) writes it; dropping it unfilled poisons the log.
+pub(crate) struct Claim<'s> {
+    shared: &'s Shared,
+    slot: Option<Slot>,
+    head: RecordHead,
+    salt: u64,
+    /// The segment's key when this record's payload is sealed.
+    cipher: Option<Arc<Cipher>>,
+    /// Payload bytes as the caller gives them, and as stored (with the
+    /// cipher's tag when sealed).
+    plain_len: usize,
+    stored_len: usize,
+    /// What the reservation saw staged, for the wake-up after the fill.
+    takeable: bool,
+    /// Whether the reservation lock is still held (only while the
+    /// `append_then` hook runs): an abandonment then poisons without it.
+    under_lock: bool,
+    /// A panic of the `append_then` hook, resumed once the record is
+    /// filled: the record is sequenced, so it is written all the same.
+    hook_panic: Option<Box<dyn std::any::Any + Send>>,
+}
+
+impl Shared {
+    /// Sequence one record of `plain_len` payload bytes, stored as
+    /// `codec`: its LSN, its place (a roll first if it does not fit the
+    /// segment) and its index point, then `then(lsn)`, all under the
+    /// reservation lock; returns the claim to fill after it.
+    ///
+    /// Cost: the admission decision and a few stores under the lock; no
+    /// copy, no CRC, no cipher there. Blocks as `on_full` says when every
+    /// staging buffer is full or the size limit holds the roll back.
+    pub(crate) fn claim_one(
+        &self,
+        stream: u16,
+        kind: Kind,
+        codec: Codec,
+        plain_len: usize,
+        mut on_full: OnFull<'_>,
+        then: impl FnOnce(Lsn),
+    ) -> Result<Claim<'_>> {
+        self.cfg.fit_fresh(std::iter::once(plain_len), kind)?;
+        let flen = |sealed| format::frame_len(payload::stored_len(plain_len, sealed));
+        let mut r = self.admit(
+            1,
+            kind,
+            |sealed| std::iter::once(flen(sealed)),
+            &mut on_full,
+        )?;
+        let lsn = r.next_lsn;
+        r.next_lsn += 1;
+        self.next_lsn.store(r.next_lsn, Ordering::Release);
+        let sealed = r.cipher.is_some() && payload::seals(kind);
+        let stored_len = payload::stored_len(plain_len, sealed);
+        let flen = format::frame_len(stored_len);
+        let (next, how) = r.cursor().place(flen, self.cfg.buffer_bytes());
+        if how == Placed::AfterClose {
+            r.close_active();
+            self.kick(&r);
+        }
+        let at = next.end - flen as u64;
+        if at >= r.index_due {
+            self.index().add(Point { lsn, offset: at });
+            r.index_due = index::due_after(Some(at));
+        }
+        let opened = r.active.is_some() || r.open_active();
+        assert!(opened, "admission secured a buffer for a lone record");
+        let b = r
+            .active
+            .as_mut()
+            .expect("the active batch was opened above");
+        let slot = b.buf.claim(b.len, flen);
+        b.len += flen;
+        assert_eq!(
+            b.offset + b.len as u64,
+            next.end,
+            "frames land where the plan put them"
+        );
+        b.last_lsn = lsn;
+        b.ack_lsn = lsn;
+        let mut claim = Claim {
+            shared: self,
+            slot: Some(slot),
+            head: RecordHead {
+                lsn,
+                stream,
+                kind,
+                flags: Batching::Alone.flags() | codec.flags(),
+            },
+            salt: b.salt,
+            cipher: b.cipher.as_ref().filter(|_| sealed).cloned(),
+            plain_len,
+            stored_len,
+            takeable: false,
+            under_lock: true,
+            hook_panic: None,
+        };
+        // The hook runs under the lock (that is its promise); a panic in
+        // it must neither leave the claim unfilled nor poison the mutex.
+        claim.hook_panic = catch_unwind(AssertUnwindSafe(|| then(lsn))).err();
+        // Read under the lock: the ring announces how it sleeps before it
+        // takes the lock to look for work, so either it sees this record
+        // or this producer sees the announcement (`filled`).
+        claim.takeable = r.batch_staged(false);
+        drop(r);
+        claim.under_lock = false;
+        Ok(claim)
+    }
+}
+
+impl Claim<'_> {
+    /// Write the frame: `write` fills the payload's `plain_len` bytes,
+    /// then the cipher seals them and the CRC closes the frame; the ring
+    /// is woken if it waits for this buffer or sleeps for what was
+    /// staged. Returns the LSN; a panic of the `append_then` hook is
+    /// resumed here, after the fill.
+    ///
+    /// Cost: what `write` does, one CRC pass over the frame, the cipher
+    /// when sealed; no lock, and one syscall only when the ring is woken.
+    pub(crate) fn fill(mut self, write: impl FnOnce(&mut [u8])) -> Lsn {
+        let (head, salt, plain_len) = (self.head, self.salt, self.plain_len);
+        let cipher = self.cipher.as_deref();
+        let log_id = self.shared.log_id;
+        let slot = self.slot.as_mut().expect("a claim is filled once");
+        let written = format::encode_record_with(slot.bytes(), salt, head, self.stored_len, |p| {
+            write(&mut p[..plain_len]);
+            if let Some(c) = cipher {
+                c.seal(log_id, salt, &head.bound_bytes(), head.lsn, p);
+            }
+        });
+        assert_eq!(
+            written,
+            slot.bytes().len(),
+            "the frame fills its claim exactly"
+        );
+        let last = self.slot.take().is_some_and(Slot::release);
+        self.shared.filled(last, self.takeable);
+        if let Some(panic) = self.hook_panic.take() {
+            resume_unwind(panic);
+        }
+        head.lsn
+    }
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        let Some(slot) = self.slot.take() else {
+            return;
+        };
+        // Poisoned before the bytes are let go: the ring sees the poison
+        // whenever it sees the buffer settled, and never writes it.
+        let cause = Poison::failed(format!(
+            "the record at LSN {} was abandoned before it was filled (its producer panicked)",
+            self.head.lsn
+        ));
+        if self.under_lock {
+            self.shared.poison_held(cause);
+        } else {
+            self.shared.poison(cause);
+        }
+        let last = slot.release();
+        self.shared.filled(last, true);
+    }
+}
