@@ -1,6 +1,6 @@
 //! The public log handle: open, append, sync, checkpoint, close. The
 //! state it shares with the ring thread and the tickets, and the
-//! reservation every append takes, live in `state`.
+//! reservation every append takes, live in `write::reserve`.
 
 use std::future::Future;
 use std::path::Path;

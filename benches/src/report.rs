@@ -1,5 +1,5 @@
 //! Results: the structures written to JSON, the table printed on stdout,
-//! and the five targets of issue 4 computed from them.
+//! and the five targets the grid is held to, computed from them.
 
 use std::fmt::Write as _;
 
@@ -390,7 +390,7 @@ impl Report {
         }
         if !self.targets.is_empty() {
             let _ = writeln!(o);
-            let _ = writeln!(o, "== issue 4 targets ==");
+            let _ = writeln!(o, "== targets ==");
             for t in &self.targets {
                 let verdict = match t.met {
                     Some(true) => "MET",
@@ -409,7 +409,7 @@ impl Report {
         o
     }
 
-    /// The five targets of issue 4, from whatever this run measured.
+    /// The five targets the grid is held to, from whatever this run measured.
     pub fn compute_targets(&mut self, size: usize, max_p: usize, large: (usize, usize)) {
         let mut t = Vec::new();
         // 1. Closed loop, many producers.

@@ -1,6 +1,9 @@
 //! Read-only inspection of a log directory, for `ringwal verify`, `stat`,
-//! `cat` and `dump`. Nothing here takes the writer lock or modifies a file,
-//! so it runs beside a live writer (stopping at the last valid frame).
+//! `cat` and `dump`. The inspections take no writer lock and modify no
+//! file, so they run beside a live writer (stopping at the last valid
+//! frame); only the plans of a repair or a checkpoint (`recovery_plan`,
+//! `checkpoint_plan`) take the writer lock, so that what they print is
+//! what an open or a checkpoint would do.
 //!
 //! Every function sees a snapshot of the directory listing taken when it
 //! is called; segments created afterwards are not read. The checks are

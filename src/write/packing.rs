@@ -4,7 +4,7 @@
 //! roll must come first, or it can never fit) and then to place it.
 //!
 //! Architecture invariant: no locks, no I/O, no buffers here; the
-//! reservation (`state.rs`) owns those and follows this model's answers.
+//! reservation (`reserve.rs`) owns those and follows this model's answers.
 
 use crate::at_rest::format;
 
