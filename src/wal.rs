@@ -702,7 +702,7 @@ impl Wal {
 
     /// The LSN the next append will get.
     pub fn next_lsn(&self) -> Lsn {
-        self.shared.next_lsn.load(Ordering::Acquire)
+        self.shared.next_lsn()
     }
 
     /// The last LSN handed out (0 before the first append of a new log):
@@ -1144,8 +1144,7 @@ impl Wal {
         let Some(handle) = handle else {
             return self.check_poison();
         };
-        self.shared.lock().closed = true;
-        self.shared.closing.store(true, Ordering::SeqCst);
+        self.shared.begin_close();
         self.shared.wake_space_ending();
         self.shared.alert_ring();
         if handle.thread().id() == std::thread::current().id() {

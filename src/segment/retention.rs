@@ -149,7 +149,7 @@ fn remove_upto(sh: &Shared, _held: &Held, up_to: Lsn, recycle: Recycle) -> Resul
         return Ok(0);
     };
     raise_manifest(sh, oldest_kept)?;
-    let room = if sh.closing.load(Ordering::SeqCst) || recycle == Recycle::No {
+    let room = if sh.is_closing() || recycle == Recycle::No {
         0
     } else {
         sh.recycled.room()
@@ -199,7 +199,7 @@ fn raise_manifest(sh: &Shared, oldest_kept: Lsn) -> Result<()> {
     let m = Manifest {
         oldest_lsn: oldest_kept,
         durable_lsn: sh.acks.durable(),
-        handed_out: sh.next_lsn.load(Ordering::Acquire) - 1,
+        handed_out: sh.next_lsn() - 1,
         ..sh.manifest.get()
     };
     sh.manifest.raise(m).map_err(|e| {

@@ -119,7 +119,7 @@ pub(crate) struct Acks {
     poison: OnceLock<Poison>,
     /// Set once the ring thread has published its last advance: a wait
     /// not decided by then never will be (its LSN was never handed out).
-    closed: AtomicBool,
+    ring_gone: AtomicBool,
     lists: Mutex<Lists>,
 }
 
@@ -129,7 +129,7 @@ impl Acks {
             written: AtomicU64::new(start),
             durable: AtomicU64::new(start),
             poison: OnceLock::new(),
-            closed: AtomicBool::new(false),
+            ring_gone: AtomicBool::new(false),
             lists: Mutex::new(Lists::default()),
         }
     }
@@ -177,7 +177,7 @@ impl Acks {
         if let Some(p) = self.poison_cause() {
             return Some(Err(p.error()));
         }
-        if self.closed.load(Ordering::SeqCst) {
+        if self.ring_gone.load(Ordering::SeqCst) {
             return Some(Err(Error::Closed));
         }
         None
@@ -275,7 +275,7 @@ impl Acks {
     /// Same protocol as `poison`: the flag first, then the lists drained
     /// under the lock, so no registration slips between.
     pub fn close(&self) {
-        self.closed.store(true, Ordering::SeqCst);
+        self.ring_gone.store(true, Ordering::SeqCst);
         // The ring thread is exiting; a waker's panic changes nothing.
         let _ = wake_all(self.take_all());
     }

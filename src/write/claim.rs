@@ -18,7 +18,6 @@
 //! [`AlignedBuf::settled`]: ringwal_platform::AlignedBuf::settled
 
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use ringwal_platform::Slot;
@@ -80,9 +79,7 @@ impl Shared {
             |sealed| std::iter::once(flen(sealed)),
             &mut on_full,
         )?;
-        let lsn = r.next_lsn;
-        r.next_lsn += 1;
-        self.next_lsn.store(r.next_lsn, Ordering::Release);
+        let lsn = self.hand_out(&r, 1);
         let sealed = r.cipher.is_some() && payload::seals(kind);
         let stored_len = payload::stored_len(plain_len, sealed);
         let flen = format::frame_len(stored_len);

@@ -60,7 +60,6 @@ pub(crate) struct Batch {
 
 /// State guarded by the reservation lock.
 pub(crate) struct Reservation {
-    pub next_lsn: Lsn,
     /// The segment new frames go to, its salt, and where its next batch starts.
     pub seg_base: Lsn,
     pub seg_id: u64,
@@ -76,7 +75,6 @@ pub(crate) struct Reservation {
     pub ready: VecDeque<Batch>,
     pub free: Vec<AlignedBuf>,
     pub waiting_for_space: usize,
-    pub closed: bool,
     /// An atomic batch is being copied in and waits, with the lock
     /// released, for a free buffer: no other record may be sequenced
     /// until it is complete, or its LSNs would not be consecutive.
@@ -202,8 +200,8 @@ impl Reservation {
     /// What `live_bytes` becomes when the current segment rolls to a new
     /// one of `new_bytes`: one more segment, or, when the current one
     /// holds no record, the same count ([`segments::roll_replaces`]).
-    pub fn live_bytes_after_roll(&self, new_bytes: u64) -> u64 {
-        let kept = if segments::roll_replaces(self.seg_base, self.next_lsn) {
+    pub fn live_bytes_after_roll(&self, next_lsn: Lsn, new_bytes: u64) -> u64 {
+        let kept = if segments::roll_replaces(self.seg_base, next_lsn) {
             self.live_bytes
                 .checked_sub(self.seg_file_bytes)
                 .expect("the segment frames go to is counted in live_bytes")
@@ -358,11 +356,18 @@ pub(crate) struct Shared {
     /// claim being filled; the filler that settles a buffer clears it and
     /// wakes the ring ([`filled`](Self::filled)).
     fills_awaited: AtomicBool,
-    /// Set once by close; mirrors `Reservation::closed` for the ring, which
-    /// checks it every loop and should not take the lock to do so.
-    pub closing: AtomicBool,
+    /// Set once by close ([`begin_close`](Self::begin_close)), under the
+    /// reservation lock so that no append decided after it proceeds; the
+    /// ring reads it every loop without the lock. The one "closed" flag
+    /// of the write path (`Acks` keeps whether the ring is gone).
+    closing: AtomicBool,
     pub sync_wanted: AtomicU64,
-    pub next_lsn: AtomicU64,
+    /// The LSN the next record gets: the one count of LSNs handed out,
+    /// written only under the reservation lock ([`hand_out`]), read
+    /// without it by anyone.
+    ///
+    /// [`hand_out`]: Self::hand_out
+    next_lsn: AtomicU64,
     /// Taken after the checkpoint lock and before the reservation lock
     /// when held with either (see [`segment_set`](Self::segment_set)).
     segments: Mutex<SegmentSet>,
@@ -436,7 +441,6 @@ impl Shared {
             .collect();
         Shared {
             res: Mutex::new(Reservation {
-                next_lsn,
                 seg_base: header.base_lsn,
                 seg_id: 0,
                 salt: header.salt,
@@ -459,7 +463,6 @@ impl Shared {
                 ready: VecDeque::new(),
                 free,
                 waiting_for_space: 0,
-                closed: false,
                 batch_open: false,
                 index_due,
                 live_bytes: segments.bytes(),
@@ -548,6 +551,37 @@ impl Shared {
             RingSleep::ForBatches if takeable => self.wake_ring(None),
             RingSleep::ForBatches => {}
         }
+    }
+
+    /// The LSN the next record gets. Cost: one atomic load.
+    pub fn next_lsn(&self) -> Lsn {
+        self.next_lsn.load(Ordering::Acquire)
+    }
+
+    /// Hand out `n` consecutive LSNs, under the reservation lock (`_held`
+    /// proves it): the only place LSNs are given, so none is given twice.
+    pub(super) fn hand_out(&self, _held: &Reservation, n: u64) -> Lsn {
+        let first = self.next_lsn.load(Ordering::Relaxed);
+        debug_assert!(
+            n >= 1
+                && first
+                    .checked_add(n)
+                    .is_some_and(|e| e - 1 <= format::MAX_LSN)
+        );
+        self.next_lsn.store(first + n, Ordering::Release);
+        first
+    }
+
+    /// Refuse every append from now on and let the ring drain: the one
+    /// way a log starts to close. Cost: the reservation lock, briefly.
+    pub fn begin_close(&self) {
+        let _held = self.lock();
+        self.closing.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether close has begun. Cost: one atomic load.
+    pub fn is_closing(&self) -> bool {
+        self.closing.load(Ordering::SeqCst)
     }
 
     /// A producer filled its claim outside the lock: `last` when that
@@ -779,9 +813,7 @@ impl Shared {
         let flens = move |sealed: bool| (0..records.len()).map(move |i| flen_of(i, sealed));
         cfg.fit_fresh((0..records.len()).map(|i| stored(i).1.len()), kind)?;
         let mut r = self.admit(n, kind, flens, &mut on_full)?;
-        let first = r.next_lsn;
-        r.next_lsn += n;
-        self.next_lsn.store(r.next_lsn, Ordering::Release);
+        let first = self.hand_out(&r, n);
         let atomic = n > 1;
         r.batch_open = atomic;
         for (i, &(stream, _)) in records.iter().enumerate() {
@@ -919,11 +951,12 @@ impl Shared {
         if let Some(p) = self.acks.poison_cause() {
             return Admit::Refuse(p.error());
         }
-        if r.closed {
+        if self.is_closing() {
             return Admit::Refuse(Error::Closed);
         }
-        if r.next_lsn > format::MAX_LSN - (n - 1) {
-            return Admit::Refuse(Error::LsnExhausted { next: r.next_lsn });
+        let next = self.next_lsn();
+        if next > format::MAX_LSN - (n - 1) {
+            return Admit::Refuse(Error::LsnExhausted { next });
         }
         if r.batch_open {
             return Admit::WaitForSpace { hand_over: false };
@@ -944,7 +977,7 @@ impl Shared {
                 "records that fit a fresh segment never roll one away"
             );
             // The hard size limit: a new segment must fit under it.
-            let after_roll = r.live_bytes_after_roll(cfg.segment_bytes);
+            let after_roll = r.live_bytes_after_roll(next, cfg.segment_bytes);
             let over = cfg.max_log_bytes.filter(|&max| after_roll > max);
             return match (over, cfg.when_full) {
                 (Some(max), WhenFull::Block { timeout }) => Admit::WaitForLimit { max, timeout },
@@ -970,7 +1003,7 @@ impl Shared {
         let cfg = &self.cfg;
         let cipher = cfg.keys.current(self.dir.path())?;
         r.close_active();
-        r.seg_base = r.next_lsn;
+        r.seg_base = self.next_lsn();
         r.seg_id += 1;
         r.salt = lifecycle::new_salt();
         r.cipher = cipher;

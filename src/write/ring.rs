@@ -271,7 +271,7 @@ impl Ring {
                 }
                 self.publish();
             }
-            let closed = self.sh.closing.load(Ordering::SeqCst);
+            let closed = self.sh.is_closing();
             if (closed || self.failed()) && self.finished() {
                 self.close_out();
                 break;
@@ -656,7 +656,7 @@ impl Ring {
         let m = Manifest {
             newest_base: batch.seg_base,
             durable_lsn: batch.seg_base - 1,
-            handed_out: self.sh.next_lsn.load(Ordering::Acquire) - 1,
+            handed_out: self.sh.next_lsn() - 1,
             ..self.sh.manifest.get()
         };
         self.preparer.installed(m, self.write_totals());
@@ -739,7 +739,7 @@ impl Ring {
             written: self.ledger.written(),
             wanted: self.sh.sync_wanted.load(Ordering::Acquire),
             writes: self.ledger.writes(),
-            closing_drained: self.sh.closing.load(Ordering::SeqCst)
+            closing_drained: self.sh.is_closing()
                 && self.ledger.writes() == 0
                 && self.held.is_none(),
             dirty: self.seg.dirty,

@@ -472,7 +472,7 @@ mod tests {
             1,
             "one entry however often polled"
         );
-        assert_eq!(shared.lock().next_lsn, 1, "no LSN taken while waiting");
+        assert_eq!(shared.next_lsn(), 1, "no LSN taken while waiting");
         free_one(&shared);
         assert_eq!(counter.woken(), 1);
         assert_eq!(shared.space_waiters.len(), 0, "woken means removed");
@@ -493,7 +493,7 @@ mod tests {
         assert_eq!(shared.space_waiters.len(), 1);
         drop(dropped);
         assert_eq!(shared.space_waiters.len(), 0);
-        assert_eq!(shared.lock().next_lsn, 1, "nothing appended");
+        assert_eq!(shared.next_lsn(), 1, "nothing appended");
 
         let counter = Arc::new(Counter::default());
         let waker = Waker::from(counter.clone());
