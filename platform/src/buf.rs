@@ -33,8 +33,6 @@ pub struct AlignedBuf {
     /// drop, which frees the memory.
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     alloc: Arc<Allocation>,
-    /// Slots handed out and not yet dropped.
-    claims: Arc<AtomicUsize>,
     /// Every slot handed out since the buffer last had none lies below
     /// this offset; the owner's mutable views start at or above it.
     claimed_to: usize,
@@ -44,11 +42,15 @@ pub struct AlignedBuf {
 pub(crate) struct Allocation {
     ptr: NonNull<u8>,
     layout: Layout,
+    /// Slots of the buffer handed out and not yet released: kept here so
+    /// that a slot holds one reference count, not two.
+    claims: AtomicUsize,
 }
 
-// SAFETY: an Allocation is a pointer and a layout; holders other than the
-// owning AlignedBuf never dereference it, and freeing from any thread is
-// allowed by the global allocator.
+// SAFETY: an Allocation is a pointer, a layout and an atomic count;
+// holders other than the owning AlignedBuf never dereference it, except a
+// Slot within its own claimed range (which nothing else touches while it
+// is out), and freeing from any thread is allowed by the global allocator.
 unsafe impl Send for Allocation {}
 // SAFETY: as above: shared references never touch the bytes.
 unsafe impl Sync for Allocation {}
@@ -81,8 +83,11 @@ impl AlignedBuf {
         AlignedBuf {
             ptr,
             cap,
-            alloc: Arc::new(Allocation { ptr, layout }),
-            claims: Arc::new(AtomicUsize::new(0)),
+            alloc: Arc::new(Allocation {
+                ptr,
+                layout,
+                claims: AtomicUsize::new(0),
+            }),
             claimed_to: 0,
         }
     }
@@ -152,14 +157,13 @@ impl AlignedBuf {
             self.cap
         );
         self.claimed_to = at + len;
-        self.claims.fetch_add(1, Ordering::Relaxed);
+        self.alloc.claims.fetch_add(1, Ordering::Relaxed);
         Slot {
             // SAFETY: at + len <= cap (asserted), so the pointer stays
             // inside the allocation.
             ptr: unsafe { NonNull::new_unchecked(self.ptr.as_ptr().add(at)) },
             len,
-            _alloc: self.alloc.clone(),
-            claims: Some(self.claims.clone()),
+            alloc: Some(self.alloc.clone()),
         }
     }
 
@@ -169,7 +173,7 @@ impl AlignedBuf {
     /// announces it waits for fills and then asks cannot miss the last
     /// filler's wake-up.
     pub fn settled(&self) -> bool {
-        self.claims.load(Ordering::SeqCst) == 0
+        self.alloc.claims.load(Ordering::SeqCst) == 0
     }
 
     fn assert_settled(&self) {
@@ -199,9 +203,9 @@ impl AlignedBuf {
 pub struct Slot {
     ptr: NonNull<u8>,
     len: usize,
-    _alloc: Arc<Allocation>,
-    /// The buffer's count of outstanding slots; taken when released.
-    claims: Option<Arc<AtomicUsize>>,
+    /// The buffer's memory and its count of outstanding slots; taken
+    /// when released.
+    alloc: Option<Arc<Allocation>>,
 }
 
 // SAFETY: a Slot is the only holder of its range (claims never overlap
@@ -212,9 +216,10 @@ unsafe impl Send for Slot {}
 impl Slot {
     /// The claimed bytes. Cost: none.
     pub fn bytes(&mut self) -> &mut [u8] {
-        // SAFETY: the range lies inside the allocation `_alloc` keeps
-        // alive, no other view of it exists while the slot does, and
-        // &mut self makes this one exclusive.
+        // SAFETY: the range lies inside the allocation `alloc` keeps
+        // alive (it is taken only by `let_go`, after which no method runs),
+        // no other view of it exists while the slot does, and &mut self
+        // makes this one exclusive.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 
@@ -228,9 +233,9 @@ impl Slot {
         // Sequentially consistent (so at least Release): the bytes written
         // through this slot happen before the owner's next whole-buffer
         // view, whose load is SeqCst too.
-        self.claims
+        self.alloc
             .take()
-            .is_some_and(|c| c.fetch_sub(1, Ordering::SeqCst) == 1)
+            .is_some_and(|a| a.claims.fetch_sub(1, Ordering::SeqCst) == 1)
     }
 }
 
