@@ -239,6 +239,7 @@ async fn one_run(kind: Kind, dir: &Path, plan: &Plan, body: Bytes) -> Result<Sam
     let app = Arc::new(App {
         sink,
         max_body,
+        token: None,
         fatal,
     });
     let listener = TcpListener::bind("127.0.0.1:0")

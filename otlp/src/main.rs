@@ -4,6 +4,7 @@
 //! replays what no block covers, so every acknowledged body reaches a
 //! block (at least once).
 
+mod access;
 mod bench;
 mod blocks;
 mod receiver;
@@ -11,6 +12,7 @@ mod server;
 mod signal;
 
 use std::io::Write;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -21,7 +23,9 @@ use ringwal::Level;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
+use tokio_rustls::rustls::ServerConfig;
 
+use crate::access::{TlsListener, Token};
 use crate::blocks::Sealing;
 use crate::receiver::{Options, Receiver};
 use crate::server::{App, Sink};
@@ -35,7 +39,10 @@ use crate::server::{App, Sink};
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true,
     after_help = "Exporters post binary protobuf to http://HOST:PORT/v1/traces, /v1/metrics and /v1/logs \
-(gzip or deflate Content-Encoding accepted). A 200 means the body is in the log at --level. \
+(https:// with --tls-cert and --tls-key; gzip or deflate Content-Encoding accepted). A 200 means \
+the body is in the log at --level. Without --bearer-token anyone who can reach the port can \
+export, and without TLS the bodies and the token travel in the clear: the default address is \
+loopback for that reason. \
 SIGTERM or SIGINT: stop accepting, answer what is in flight, publish every body held, exit 0."
 )]
 struct Cli {
@@ -47,9 +54,31 @@ struct Cli {
 
 #[derive(clap::Args, Debug)]
 struct ServeArgs {
-    /// Address to listen on (loopback unless told otherwise).
+    /// Address to listen on: loopback unless told otherwise (0.0.0.0:4318
+    /// for every interface; then set a token, and TLS).
     #[arg(long, default_value = "127.0.0.1:4318", value_name = "HOST:PORT")]
     listen: String,
+    /// Require `Authorization: Bearer TOKEN` on every export (401 without
+    /// it, nothing stored). A flag shows in `ps`: prefer
+    /// --bearer-token-file.
+    #[arg(long, value_name = "TOKEN", conflicts_with = "bearer_token_file")]
+    bearer_token: Option<String>,
+    /// As --bearer-token, read from FILE (the whitespace around it
+    /// ignored).
+    #[arg(long, value_name = "FILE")]
+    bearer_token_file: Option<PathBuf>,
+    /// Serve HTTPS with this certificate chain (PEM, leaf first); needs
+    /// --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM). Refused if group or others may
+    /// read or write the file.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Accept a --tls-key file that group or others may read or write (a
+    /// secrets mount whose modes cannot be made private).
+    #[arg(long, requires = "tls_key")]
+    allow_readable_key: bool,
     /// The log's directory (created if missing).
     #[arg(long, required = true, value_name = "DIR")]
     wal: Option<PathBuf>,
@@ -162,9 +191,34 @@ impl ServeArgs {
     }
 }
 
+/// Who may export and over what, from the flags: read and checked before
+/// the log is opened.
+struct Access {
+    token: Option<Token>,
+    tls: Option<Arc<ServerConfig>>,
+}
+
+impl ServeArgs {
+    fn access(&self) -> Result<Access, String> {
+        let token = match (&self.bearer_token, &self.bearer_token_file) {
+            (Some(t), _) => Some(Token::new(t).map_err(|e| format!("--bearer-token: {e}"))?),
+            (None, Some(path)) => Some(Token::from_file(path)?),
+            (None, None) => None,
+        };
+        let tls = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => {
+                Some(access::server_config(cert, key, self.allow_readable_key)?)
+            }
+            _ => None,
+        };
+        Ok(Access { token, tls })
+    }
+}
+
 /// Serve until SIGTERM or SIGINT (then drain and return `Ok(true)`) or
 /// until the log fails (`Ok(false)`).
 fn serve(args: ServeArgs) -> Result<bool, String> {
+    let Access { token, tls } = args.access()?;
     let opts = args.options()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -184,20 +238,23 @@ fn serve(args: ServeArgs) -> Result<bool, String> {
         let listener = TcpListener::bind(&args.listen)
             .await
             .map_err(|e| format!("listening on {}: {e}", args.listen))?;
-        let addr = listener.local_addr().map_err(|e| e.to_string())?;
         let (fatal, fatal_rx) = watch::channel(false);
         let app = Arc::new(App {
             sink: Sink::Log(receiver),
             max_body,
+            token,
             fatal,
         });
         let stop = stop_signal(fatal_rx)?;
-        println!("listening on {addr}");
-        let _ = std::io::stdout().flush();
-        axum::serve(listener, server::router(app.clone()))
-            .with_graceful_shutdown(stop)
-            .await
-            .map_err(|e| format!("serving: {e}"))?;
+        let router = server::router(app.clone());
+        let served = match tls {
+            None => run(listener, router, stop).await,
+            Some(config) => {
+                let listener = TlsListener::new(listener, config).map_err(|e| e.to_string())?;
+                run(listener, router, stop).await
+            }
+        };
+        served.map_err(|e| format!("serving: {e}"))?;
         let app = server::into_app(app).await?;
         let healthy = !*app.fatal.borrow();
         if let Sink::Log(receiver) = app.sink {
@@ -207,6 +264,22 @@ fn serve(args: ServeArgs) -> Result<bool, String> {
         }
         Ok(healthy)
     })
+}
+
+/// Say where it listens, then serve until `stop`, plain or TLS alike.
+async fn run<L>(
+    listener: L,
+    router: axum::Router,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()>
+where
+    L: axum::serve::Listener<Addr = SocketAddr>,
+{
+    println!("listening on {}", listener.local_addr()?);
+    let _ = std::io::stdout().flush();
+    axum::serve(listener, router)
+        .with_graceful_shutdown(stop)
+        .await
 }
 
 /// Resolves on SIGTERM, SIGINT, or once the log has failed.

@@ -3,7 +3,9 @@
 //! configured level.
 //!
 //! Statuses, as the OTLP/HTTP specification assigns them: 200 with an
-//! empty `Export*ServiceResponse`; 400 for a body that does not decode
+//! empty `Export*ServiceResponse`; 401 with `WWW-Authenticate: Bearer`
+//! when a bearer token is set and the request does not carry it (checked
+//! first: nothing of the body is read); 400 for a body that does not decode
 //! (nothing of it stored: the check runs before the append); 413 for a
 //! body over the limit, before or after decompression; 415 for another
 //! content type or encoding; 503 with `Retry-After` when the log is at its
@@ -29,6 +31,7 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use prost::Message;
 use tokio::sync::watch;
 
+use crate::access::Token;
 use crate::receiver::Receiver;
 use crate::signal::Signal;
 
@@ -51,6 +54,9 @@ pub struct App {
     pub sink: Sink,
     /// The largest body accepted, on the wire and decompressed.
     pub max_body: usize,
+    /// When set, an export without `Authorization: Bearer <token>` is
+    /// refused with 401 before its body is read.
+    pub token: Option<Token>,
     /// Set when the log can take nothing more (a failed write or sync
     /// poisoned it): the server then shuts down, exit status 1.
     pub fatal: watch::Sender<bool>,
@@ -89,11 +95,12 @@ impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
         let Refusal(status, message) = self;
         // The gRPC codes that match: INVALID_ARGUMENT, UNAVAILABLE,
-        // RESOURCE_EXHAUSTED, INTERNAL.
+        // RESOURCE_EXHAUSTED, UNAUTHENTICATED, INTERNAL.
         let code = match status {
             StatusCode::BAD_REQUEST | StatusCode::UNSUPPORTED_MEDIA_TYPE => 3,
             StatusCode::SERVICE_UNAVAILABLE => 14,
             StatusCode::PAYLOAD_TOO_LARGE => 8,
+            StatusCode::UNAUTHORIZED => 16,
             _ => 13,
         };
         let body = RpcStatus { code, message }.encode_to_vec();
@@ -103,6 +110,11 @@ impl IntoResponse for Refusal {
                 header::RETRY_AFTER,
                 HeaderValue::from_static(RETRY_AFTER_SECS),
             );
+        }
+        if status == StatusCode::UNAUTHORIZED {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         response
     }
@@ -127,6 +139,7 @@ async fn keep(
     headers: HeaderMap,
     body: Body,
 ) -> Result<(), Refusal> {
+    check_token(&app, &headers)?;
     check_content_type(&headers)?;
     let encoding = Encoding::of(&headers)?;
     let wire = Limited::new(body, app.max_body)
@@ -201,6 +214,18 @@ fn too_large(max: usize) -> Refusal {
         StatusCode::PAYLOAD_TOO_LARGE,
         format!("the body exceeds the limit of {max} bytes"),
     )
+}
+
+fn check_token(app: &App, headers: &HeaderMap) -> Result<(), Refusal> {
+    match &app.token {
+        Some(token) if !token.admits(headers) => Err(Refusal(
+            StatusCode::UNAUTHORIZED,
+            "missing or wrong bearer token: send Authorization: Bearer <token>, \
+             the token the receiver was given (--bearer-token)"
+                .into(),
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn check_content_type(headers: &HeaderMap) -> Result<(), Refusal> {

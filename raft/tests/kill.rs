@@ -23,17 +23,19 @@
 //! is an invented one. Within a key, a writer's acknowledged tokens
 //! must appear in the order they were acknowledged.
 
+mod common;
 #[path = "../examples/ringwal-kv/node.rs"]
 mod node;
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::{node_binary, read_banner};
 use node::{Client, LocalState, Members, PutResult};
 use openraft::{BasicNode, RaftMetrics, ServerState};
 use rand::Rng;
@@ -66,35 +68,6 @@ fn kills_wanted() -> usize {
         .and_then(|v| v.parse().ok())
         .unwrap_or(10)
         .max(2)
-}
-
-/// The `ringwal-kv` binary: `RINGWAL_KV_BIN`, or the example as cargo
-/// builds it (with the profile of this test).
-fn node_binary() -> PathBuf {
-    if let Some(bin) = std::env::var_os("RINGWAL_KV_BIN") {
-        return bin.into();
-    }
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.args(["build", "-p", "ringwal-raft", "--example", "ringwal-kv"])
-        .args(["--message-format", "json-render-diagnostics"])
-        .arg("--manifest-path")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
-        .stderr(Stdio::inherit());
-    if !cfg!(debug_assertions) {
-        cmd.arg("--release");
-    }
-    let out = cmd.output().expect("run cargo build --example ringwal-kv");
-    assert!(
-        out.status.success(),
-        "cargo build --example ringwal-kv failed"
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "ringwal-kv")
-        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-        .expect("cargo named the ringwal-kv executable")
 }
 
 /// Three free loopback ports below the kernel's ephemeral range, so that no
@@ -164,28 +137,17 @@ impl Proc {
             .spawn()
             .map_err(|e| e.to_string())?;
         let mut out = BufReader::new(child.stdout.take().expect("piped"));
-        let mut lines = Vec::new();
-        for _ in 0..2 {
-            let mut line = String::new();
-            let _ = out.read_line(&mut line);
-            lines.push(line.trim().to_string());
-        }
-        let recovered = match lines[0].strip_prefix("recovered log up to index ") {
-            Some(i) => Some(i.parse::<u64>().map_err(|e| e.to_string())?),
-            None if lines[0] == "recovered an empty log" => None,
-            None => {
+        match read_banner(&mut out) {
+            Ok(banner) => {
+                self.child = Some(child);
+                Ok(banner.recovered)
+            }
+            Err(e) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!("did not start: {lines:?}"));
+                Err(e)
             }
-        };
-        if !lines[1].starts_with("listening on ") {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(format!("did not listen: {lines:?}"));
         }
-        self.child = Some(child);
-        Ok(recovered)
     }
 
     /// SIGKILL (what `Child::kill` sends on Unix) and reap.

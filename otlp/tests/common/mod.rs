@@ -125,6 +125,20 @@ pub fn request(
 ) -> Response {
     let mut s = TcpStream::connect(addr).expect("connecting");
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let raw = exchange(&mut s, addr, method, path, headers, body).expect("reading the response");
+    parse_response(&raw)
+}
+
+/// Write one request (`Connection: close`) on `s`, and read what comes
+/// back until the peer closes: the raw bytes, HTTP or not.
+pub fn exchange<S: Read + Write>(
+    s: &mut S,
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> std::io::Result<Vec<u8>> {
     let mut head = format!(
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
         body.len()
@@ -133,15 +147,16 @@ pub fn request(
         head.push_str(&format!("{n}: {v}\r\n"));
     }
     head.push_str("\r\n");
-    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(head.as_bytes())?;
     // The server may answer (413) before it has read everything.
     let _ = s.write_all(body);
+    let _ = s.flush();
     let mut raw = Vec::new();
-    s.read_to_end(&mut raw).expect("reading the response");
-    parse_response(&raw)
+    s.read_to_end(&mut raw)?;
+    Ok(raw)
 }
 
-fn parse_response(raw: &[u8]) -> Response {
+pub fn parse_response(raw: &[u8]) -> Response {
     let end = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")

@@ -4,18 +4,22 @@
 //!
 //! ```text
 //! ringwal-kv demo [--dir DIR] [--keys N]      three nodes, end to end
-//! ringwal-kv node --id N --addr HOST:PORT --dir DIR [--snapshot-every N] [--keep N]
-//!                 [--store ringwal|memory]
-//! ringwal-kv init --node HOST:PORT ID=HOST:PORT...
-//! ringwal-kv put  --node HOST:PORT KEY VALUE
-//! ringwal-kv get  --node HOST:PORT KEY
+//! ringwal-kv node --id N [--addr [HOST:]PORT] --dir DIR [--snapshot-every N] [--keep N]
+//!                 [--store ringwal|memory] [--cluster-token-file FILE]
+//!                 [--client-token-file FILE]
+//! ringwal-kv init --node HOST:PORT [--token-file FILE] ID=HOST:PORT...
+//! ringwal-kv put  --node HOST:PORT [--token-file FILE] KEY VALUE
+//! ringwal-kv get  --node HOST:PORT [--token-file FILE] KEY
 //! ```
 //!
 //! (`ringwal-kv help`, `ringwal-kv node --help` and so on say more.)
 //!
 //! `node` prints what its log store recovered (`recovered log up to index
 //! N` or `recovered an empty log`), then `listening on HOST:PORT` once it
-//! serves (port 0 picks a free one), and runs until interrupted. It builds
+//! serves (port 0 picks a free one), and runs until interrupted. It
+//! listens on 127.0.0.1:21001 unless `--addr` says otherwise (a bare port
+//! is on 127.0.0.1 too). Its endpoints, the raft RPCs included, have no
+//! authentication unless a token is set (see [`SECURITY`]). It builds
 //! a snapshot every `--snapshot-every` applied entries (default 50) and
 //! keeps `--keep` entries of log behind it (default 20). `--store memory`
 //! runs the same service on an in-memory log (nothing durable; `--dir`
@@ -31,18 +35,37 @@
 
 mod node;
 
+/// What `node --help` says of who may call a node.
+const SECURITY: &str = "\
+Security: a node speaks plain HTTP, and its endpoints, the raft RPCs (/raft/append, \
+/raft/vote, /raft/snapshot) included, have no authentication unless a token is set: \
+anyone who can reach --addr can append to the raft log, vote, install a snapshot, \
+and read and write keys. So a node listens on loopback (127.0.0.1) unless --addr names \
+another host. With --cluster-token (or --cluster-token-file) every raft RPC must carry \
+`Authorization: Bearer <token>` (401 otherwise, and raft never sees the request), and \
+the node sends it on its own RPCs: give every member the same one. The client \
+endpoints (/init, /kv/put, /kv/get, /kv/local, /metrics) need --client-token, or the \
+cluster token when no client token is set; `init`, `put` and `get` send it with \
+--token or --token-file. Tokens travel in the clear: across a network others can \
+watch, carry the nodes' HTTP over TLS (a tunnel or a proxy).";
+
 use std::io::{BufRead, BufReader};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
-use node::{BoxError, Client, Members, Snapshots};
+use node::{BoxError, Client, Members, Snapshots, Token, Tokens};
 use openraft::BasicNode;
 
 /// A replicated key-value store on openraft, its raft log in ringwal.
 #[derive(Debug, Parser)]
-#[command(name = "ringwal-kv")]
+#[command(
+    name = "ringwal-kv",
+    after_help = "A node's endpoints, the raft RPCs included, have no authentication unless \
+a token is set, and it listens on loopback unless told otherwise: see `ringwal-kv node --help`."
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -52,6 +75,7 @@ struct Cli {
 enum Cmd {
     /// Run one raft node until interrupted: print what its log store
     /// recovered, then where it listens.
+    #[command(after_help = SECURITY)]
     Node(NodeArgs),
     /// Set the cluster's membership, once, through one node.
     Init {
@@ -61,6 +85,8 @@ enum Cmd {
         /// The members, as ID=HOST:PORT.
         #[arg(required = true, value_name = "ID=HOST:PORT", value_parser = member)]
         members: Vec<(u64, String)>,
+        #[command(flatten)]
+        auth: ClientAuth,
     },
     /// Set KEY to VALUE through the leader; prints the previous value.
     Put {
@@ -69,6 +95,8 @@ enum Cmd {
         node: String,
         key: String,
         value: String,
+        #[command(flatten)]
+        auth: ClientAuth,
     },
     /// Read KEY, linearizably, through the leader (exit status 1 if it is
     /// not set).
@@ -77,6 +105,8 @@ enum Cmd {
         #[arg(long, value_name = "HOST:PORT")]
         node: String,
         key: String,
+        #[command(flatten)]
+        auth: ClientAuth,
     },
     /// Three node processes end to end: writes, reads, the leader killed,
     /// restarted from its log, caught up.
@@ -91,13 +121,61 @@ enum Cmd {
     },
 }
 
+/// The token a client command sends.
+#[derive(Debug, clap::Args)]
+struct ClientAuth {
+    /// Send `Authorization: Bearer TOKEN`: the nodes' client token (or
+    /// their cluster token if they have no client token). Shows in `ps`:
+    /// prefer --token-file.
+    #[arg(long, value_name = "TOKEN", conflicts_with = "token_file")]
+    token: Option<String>,
+    /// As --token, read from FILE.
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+}
+
+impl ClientAuth {
+    fn client(&self) -> Result<Client, BoxError> {
+        let token = token_of(&self.token, &self.token_file, "--token")?;
+        Ok(Client::with_token(token))
+    }
+}
+
+/// The token given inline (`flag`) or in a file, if either; the file's
+/// surrounding whitespace is dropped.
+fn token_of(
+    inline: &Option<String>,
+    file: &Option<PathBuf>,
+    flag: &str,
+) -> Result<Option<Token>, String> {
+    match (inline, file) {
+        (Some(t), _) => Token::new(t).map(Some).map_err(|e| format!("{flag}: {e}")),
+        (None, Some(path)) => Token::from_file(path).map(Some),
+        (None, None) => Ok(None),
+    }
+}
+
+/// The address a node listens on when `--addr` is not given.
+const DEFAULT_ADDR: &str = "127.0.0.1:21001";
+
+/// `HOST:PORT`, or a bare `PORT` on loopback.
+fn listen_addr(s: &str) -> Result<String, String> {
+    match s.parse::<u16>() {
+        Ok(port) => Ok(SocketAddr::from((Ipv4Addr::LOCALHOST, port)).to_string()),
+        Err(_) if s.contains(':') => Ok(s.to_string()),
+        Err(_) => Err(format!("{s:?} is neither HOST:PORT nor a port")),
+    }
+}
+
 #[derive(Debug, clap::Args)]
 struct NodeArgs {
     /// This node's raft id.
     #[arg(long)]
     id: u64,
-    /// Where to serve HTTP (port 0 picks a free one).
-    #[arg(long, value_name = "HOST:PORT")]
+    /// Where to serve HTTP: HOST:PORT, or a port on loopback (port 0 picks
+    /// a free one). 0.0.0.0:PORT opens it to every interface: set tokens
+    /// first.
+    #[arg(long, value_name = "[HOST:]PORT", default_value = DEFAULT_ADDR, value_parser = listen_addr)]
     addr: String,
     /// The node's data: its ringwal log, metadata and snapshot (required
     /// with the ringwal store; the memory store keeps nothing).
@@ -113,6 +191,39 @@ struct NodeArgs {
     /// the same service without durability, to measure against).
     #[arg(long, value_enum, default_value_t = StoreArg::Ringwal)]
     store: StoreArg,
+    /// Require `Authorization: Bearer TOKEN` on the raft RPCs, and send it
+    /// on this node's own (the same on every member). Shows in `ps`:
+    /// prefer --cluster-token-file.
+    #[arg(long, value_name = "TOKEN", conflicts_with = "cluster_token_file")]
+    cluster_token: Option<String>,
+    /// As --cluster-token, read from FILE.
+    #[arg(long, value_name = "FILE")]
+    cluster_token_file: Option<PathBuf>,
+    /// Require `Authorization: Bearer TOKEN` on the client endpoints
+    /// (without it, they need the cluster token, if one is set). Shows in
+    /// `ps`: prefer --client-token-file.
+    #[arg(long, value_name = "TOKEN", conflicts_with = "client_token_file")]
+    client_token: Option<String>,
+    /// As --client-token, read from FILE.
+    #[arg(long, value_name = "FILE")]
+    client_token_file: Option<PathBuf>,
+}
+
+impl NodeArgs {
+    fn tokens(&self) -> Result<Tokens, String> {
+        Ok(Tokens {
+            cluster: token_of(
+                &self.cluster_token,
+                &self.cluster_token_file,
+                "--cluster-token",
+            )?,
+            client: token_of(
+                &self.client_token,
+                &self.client_token_file,
+                "--client-token",
+            )?,
+        })
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -132,21 +243,29 @@ fn member(s: &str) -> Result<(u64, String), String> {
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    let client = Client::default();
     match Cli::parse().cmd {
         Cmd::Node(args) => run_node(args).await?,
-        Cmd::Init { node, members } => {
+        Cmd::Init {
+            node,
+            members,
+            auth,
+        } => {
             let members: Members = members
                 .into_iter()
                 .map(|(id, addr)| (id, BasicNode::new(addr)))
                 .collect();
-            client.init(&node, &members).await?;
+            auth.client()?.init(&node, &members).await?;
         }
-        Cmd::Put { node, key, value } => {
-            let previous = client.put(&node, &key, &value).await?;
+        Cmd::Put {
+            node,
+            key,
+            value,
+            auth,
+        } => {
+            let previous = auth.client()?.put(&node, &key, &value).await?;
             println!("{}", previous.unwrap_or_default());
         }
-        Cmd::Get { node, key } => match client.get(&node, &key).await? {
+        Cmd::Get { node, key, auth } => match auth.client()?.get(&node, &key).await? {
             Some(v) => println!("{v}"),
             None => std::process::exit(1),
         },
@@ -159,7 +278,7 @@ async fn main() -> Result<(), BoxError> {
                     tmp.path().to_path_buf()
                 }
             };
-            demo(&client, &dir, keys).await?;
+            demo(&Client::default(), &dir, keys).await?;
         }
     }
     Ok(())
@@ -175,6 +294,7 @@ async fn run_node(args: NodeArgs) -> Result<(), BoxError> {
             .with_ansi(false)
             .init();
     }
+    let tokens = args.tokens()?;
     let snapshots = Snapshots {
         every: args.snapshot_every,
         keep: args.keep,
@@ -189,7 +309,7 @@ async fn run_node(args: NodeArgs) -> Result<(), BoxError> {
         (node::Store::Ringwal, None) => {
             let mut cli = Cli::command();
             let cmd = cli.find_subcommand_mut("node").cloned().unwrap_or(cli);
-            cmd.override_usage("ringwal-kv node --id <ID> --addr <HOST:PORT> --dir <DIR> [OPTIONS]")
+            cmd.override_usage("ringwal-kv node --id <ID> --dir <DIR> [OPTIONS]")
                 .error(
                     clap::error::ErrorKind::MissingRequiredArgument,
                     "the ringwal store (the default) needs --dir <DIR>",
@@ -198,7 +318,7 @@ async fn run_node(args: NodeArgs) -> Result<(), BoxError> {
         }
     };
     let listener = tokio::net::TcpListener::bind(&args.addr).await?;
-    let node = node::start_with(args.id, listener, &dir, snapshots, store).await?;
+    let node = node::start_with(args.id, listener, &dir, snapshots, store, tokens).await?;
     match node.recovered {
         Some(l) => println!("recovered log up to index {}", l.index),
         None => println!("recovered an empty log"),

@@ -4,6 +4,13 @@
 //! nodes (reqwest), and the client calls. Shared by the example
 //! binary (one node per process) and `tests/kv_cluster.rs` (three nodes
 //! in one process).
+//!
+//! Every endpoint is open unless a token is set ([`Tokens`]): the raft
+//! RPCs (`/raft/append`, `/raft/vote`, `/raft/snapshot`) then need the
+//! cluster token, which the node also sends on its own RPCs, and the
+//! client endpoints (`/init`, `/kv/*`, `/metrics`) the client token, or
+//! the cluster token when no client token is set. A token travels as
+//! `Authorization: Bearer <token>`, in the clear: the HTTP is plain.
 
 // Not every item is used by both the binary and the test.
 #![allow(dead_code)]
@@ -15,7 +22,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{DefaultBodyLimit, Query, State};
+use axum::extract::{DefaultBodyLimit, Query, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use openraft::error::{
@@ -34,6 +44,7 @@ use ringwal_raft::{
 };
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use subtle::ConstantTimeEq;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
@@ -148,24 +159,88 @@ fn wal_config() -> ringwal::Config {
         .build()
 }
 
-/// Start node `id` serving on `listener`, its log store in `dir`.
-pub async fn start(id: u64, listener: TcpListener, dir: &Path) -> Result<Node, BoxError> {
-    start_with(id, listener, dir, Snapshots::default(), Store::Ringwal).await
+/// A shared secret a request presents as `Authorization: Bearer <token>`.
+#[derive(Clone)]
+pub struct Token(Arc<str>);
+
+impl Token {
+    /// `value` as a token: one or more visible ASCII characters (what a
+    /// header carries as it is).
+    pub fn new(value: &str) -> Result<Token, String> {
+        if value.is_empty() || !value.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err("a token is one or more visible ASCII characters, no spaces".into());
+        }
+        Ok(Token(value.into()))
+    }
+
+    /// The token in the file at `path`, without the whitespace around it
+    /// (the newline an editor leaves).
+    pub fn from_file(path: &Path) -> Result<Token, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("reading the token {}: {e}", path.display()))?;
+        Token::new(text.trim()).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// Whether `headers` carry this token. The comparison takes the same
+    /// time wherever the token given differs, so a client cannot find it
+    /// by timing guesses (its length is not hidden).
+    pub fn admits(&self, headers: &HeaderMap) -> bool {
+        let Some(value) = headers.get(header::AUTHORIZATION) else {
+            return false;
+        };
+        let Some((scheme, given)) = value.as_bytes().split_at_checked(7) else {
+            return false;
+        };
+        scheme.eq_ignore_ascii_case(b"bearer ") && bool::from(given.ct_eq(self.0.as_bytes()))
+    }
+
+    /// The `Authorization` header that presents it.
+    fn bearer(&self) -> String {
+        format!("Bearer {}", self.0)
+    }
 }
 
-/// As [`start`], with its own snapshot policy and log store (`dir` is not
-/// used by the memory store).
+/// The tokens a node checks (and, the cluster token, sends). `None`
+/// leaves that side open to anyone who can reach the node.
+#[derive(Clone, Default)]
+pub struct Tokens {
+    /// Needed on the raft RPCs, and sent on every raft RPC this node
+    /// makes to its peers: every member must have the same one.
+    pub cluster: Option<Token>,
+    /// Needed on the client endpoints (`/init`, `/kv/*`, `/metrics`);
+    /// when `None`, the cluster token is needed there instead, if set.
+    pub client: Option<Token>,
+}
+
+/// Start node `id` serving on `listener`, its log store in `dir`.
+pub async fn start(id: u64, listener: TcpListener, dir: &Path) -> Result<Node, BoxError> {
+    let tokens = Tokens::default();
+    start_with(
+        id,
+        listener,
+        dir,
+        Snapshots::default(),
+        Store::Ringwal,
+        tokens,
+    )
+    .await
+}
+
+/// As [`start`], with its own snapshot policy, log store (`dir` is not
+/// used by the memory store) and tokens.
 pub async fn start_with(
     id: u64,
     listener: TcpListener,
     dir: &Path,
     snapshots: Snapshots,
     store: Store,
+    tokens: Tokens,
 ) -> Result<Node, BoxError> {
     let addr = listener.local_addr()?;
     let cfg = raft_config(snapshots)?;
     let network = Network {
         client: reqwest::Client::new(),
+        token: tokens.cluster.clone(),
     };
     let (raft, sm, recovered) = match store {
         Store::Ringwal => {
@@ -188,21 +263,12 @@ pub async fn start_with(
             )
         }
     };
-    let app = Router::new()
-        .route("/raft/append", post(append))
-        .route("/raft/vote", post(vote))
-        .route("/raft/snapshot", post(snapshot))
-        .route("/init", post(init))
-        .route("/kv/put", post(put))
-        .route("/kv/get", get(read))
-        .route("/kv/local", get(local))
-        .route("/metrics", get(metrics))
-        .layer(DefaultBodyLimit::max(RPC_BODY_LIMIT))
-        .with_state(Api {
-            raft: raft.clone(),
-            proposer: Proposer::spawn(raft.clone(), BatchLimits::default()),
-            sm: sm.clone(),
-        });
+    let api = Api {
+        raft: raft.clone(),
+        proposer: Proposer::spawn(raft.clone(), BatchLimits::default()),
+        sm: sm.clone(),
+    };
+    let app = router(api, tokens);
     let server = tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     });
@@ -214,6 +280,66 @@ pub async fn start_with(
         recovered,
         server,
     })
+}
+
+/// The node's endpoints, each behind the token its side needs (checked
+/// before the body is read, so a refused request never reaches raft).
+fn router(api: Api, tokens: Tokens) -> Router {
+    let raft_side = Guard {
+        token: tokens.cluster.clone(),
+        what: "cluster token (--cluster-token)",
+    };
+    let client_side = match tokens.client {
+        Some(token) => Guard {
+            token: Some(token),
+            what: "client token (--client-token)",
+        },
+        None => Guard {
+            what: "cluster token (--cluster-token; no --client-token is set)",
+            ..raft_side.clone()
+        },
+    };
+    let raft = Router::new()
+        .route("/raft/append", post(append))
+        .route("/raft/vote", post(vote))
+        .route("/raft/snapshot", post(snapshot))
+        .route_layer(middleware::from_fn_with_state(raft_side, require));
+    let client = Router::new()
+        .route("/init", post(init))
+        .route("/kv/put", post(put))
+        .route("/kv/get", get(read))
+        .route("/kv/local", get(local))
+        .route("/metrics", get(metrics))
+        .route_layer(middleware::from_fn_with_state(client_side, require));
+    raft.merge(client)
+        .layer(DefaultBodyLimit::max(RPC_BODY_LIMIT))
+        .with_state(api)
+}
+
+/// The token one side of the API needs, and its name for the refusal.
+#[derive(Clone)]
+struct Guard {
+    token: Option<Token>,
+    what: &'static str,
+}
+
+/// Pass the request on if the guard's token is absent or presented;
+/// otherwise 401, saying which token is missing.
+async fn require(State(guard): State<Guard>, req: Request, next: Next) -> Response {
+    match &guard.token {
+        Some(token) if !token.admits(req.headers()) => {
+            let body = format!(
+                "401: missing or wrong {}: send Authorization: Bearer <token>\n",
+                guard.what
+            );
+            let mut refusal = (StatusCode::UNAUTHORIZED, body).into_response();
+            refusal
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            refusal
+        }
+        _ => next.run(req).await,
+    }
 }
 
 /// Open the log store, retrying for a while if the previous instance in
@@ -319,14 +445,17 @@ async fn metrics(State(api): State<Api>) -> Json<RaftMetrics<u64, BasicNode>> {
     Json(api.raft.metrics().borrow().clone())
 }
 
-/// The HTTP network: one reqwest client shared by every connection.
+/// The HTTP network: one reqwest client shared by every connection, and
+/// the cluster token every raft RPC carries.
 pub struct Network {
     client: reqwest::Client,
+    token: Option<Token>,
 }
 
 /// A "connection" to one node: its id and address.
 pub struct Conn {
     client: reqwest::Client,
+    token: Option<Token>,
     target: u64,
     addr: String,
 }
@@ -337,6 +466,7 @@ impl RaftNetworkFactory<KvConfig> for Network {
     async fn new_client(&mut self, target: u64, node: &BasicNode) -> Conn {
         Conn {
             client: self.client.clone(),
+            token: self.token.clone(),
             target,
             addr: node.addr.clone(),
         }
@@ -357,9 +487,7 @@ impl Conn {
         E: Error + DeserializeOwned,
     {
         let url = format!("http://{}/{path}", self.addr);
-        let resp = self
-            .client
-            .post(url)
+        let resp = with_token(self.client.post(url), &self.token)
             .timeout(option.hard_ttl())
             .json(req)
             .send()
@@ -427,37 +555,65 @@ impl RaftNetwork<KvConfig> for Conn {
     }
 }
 
-/// The client side: calls to a node's HTTP API, following the leader.
+/// The client side: calls to a node's HTTP API, following the leader,
+/// with the client token if there is one.
 pub struct Client {
     http: reqwest::Client,
+    token: Option<Token>,
 }
 
 impl Default for Client {
     fn default() -> Self {
-        Client {
-            http: reqwest::Client::builder()
-                .timeout(Duration::from_secs(5))
-                .build()
-                .expect("a reqwest client"),
-        }
+        Client::with_token(None)
     }
+}
+
+/// `req` with `Authorization: Bearer <token>`, if there is a token.
+fn with_token(req: reqwest::RequestBuilder, token: &Option<Token>) -> reqwest::RequestBuilder {
+    match token {
+        Some(t) => req.header(header::AUTHORIZATION, t.bearer()),
+        None => req,
+    }
+}
+
+/// A node's JSON answer, or, refused for want of a token (401), what it
+/// said: an error to report, not to retry.
+async fn reply<T: DeserializeOwned>(resp: reqwest::Response) -> Result<T, BoxError> {
+    if resp.status() == reqwest::StatusCode::UNAUTHORIZED {
+        let said = resp.text().await.unwrap_or_default();
+        return Err(said.trim_end().to_string().into());
+    }
+    Ok(resp.json().await?)
 }
 
 /// How long a client call keeps retrying while there is no leader.
 const RETRY_FOR: Duration = Duration::from_secs(20);
 
 impl Client {
+    /// A client that presents `token` (a 5 s timeout per request).
+    pub fn with_token(token: Option<Token>) -> Client {
+        Client {
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(5))
+                .build()
+                .expect("a reqwest client"),
+            token,
+        }
+    }
+
+    fn request(&self, method: reqwest::Method, url: String) -> reqwest::RequestBuilder {
+        with_token(self.http.request(method, url), &self.token)
+    }
+
     /// Initialize the cluster through the node at `addr` with `members`.
     pub async fn init(&self, addr: &str, members: &Members) -> Result<(), BoxError> {
         let url = format!("http://{addr}/init");
-        let res: Result<(), RaftError<u64, InitializeError<u64, BasicNode>>> = self
-            .http
-            .post(url)
+        let resp = self
+            .request(reqwest::Method::POST, url)
             .json(members)
             .send()
-            .await?
-            .json()
             .await?;
+        let res: Result<(), RaftError<u64, InitializeError<u64, BasicNode>>> = reply(resp).await?;
         Ok(res?)
     }
 
@@ -477,9 +633,13 @@ impl Client {
         let deadline = tokio::time::Instant::now() + RETRY_FOR;
         loop {
             let url = format!("http://{at}/kv/put");
-            let sent = self.http.post(url).json(&req).send().await;
+            let sent = self
+                .request(reqwest::Method::POST, url)
+                .json(&req)
+                .send()
+                .await;
             let res: PutResult = match sent {
-                Ok(r) => r.json().await?,
+                Ok(r) => reply(r).await?,
                 Err(e) if tokio::time::Instant::now() < deadline => {
                     let _ = e;
                     at = addr.to_string();
@@ -505,9 +665,13 @@ impl Client {
         let deadline = tokio::time::Instant::now() + RETRY_FOR;
         loop {
             let url = format!("http://{at}/kv/get");
-            let sent = self.http.get(url).query(&[("key", key)]).send().await;
+            let sent = self
+                .request(reqwest::Method::GET, url)
+                .query(&[("key", key)])
+                .send()
+                .await;
             let res: GetResult = match sent {
-                Ok(r) => r.json().await?,
+                Ok(r) => reply(r).await?,
                 Err(e) if tokio::time::Instant::now() < deadline => {
                     let _ = e;
                     at = addr.to_string();
@@ -529,7 +693,7 @@ impl Client {
     /// The metrics of the node at `addr`.
     pub async fn metrics(&self, addr: &str) -> Result<RaftMetrics<u64, BasicNode>, BoxError> {
         let url = format!("http://{addr}/metrics");
-        Ok(self.http.get(url).send().await?.json().await?)
+        reply(self.request(reqwest::Method::GET, url).send().await?).await
     }
 }
 
