@@ -6,7 +6,6 @@
 
 use std::io::{BufReader, Read};
 use std::net::SocketAddr;
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -90,10 +89,11 @@ pub fn server_config(
 fn read_private_key(path: &Path, allow_readable: bool) -> Result<PrivateKeyDer<'static>, String> {
     let named = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
     let file = std::fs::File::open(path).map_err(|e| named(&e))?;
-    let mode = file.metadata().map_err(|e| named(&e))?.permissions().mode() & 0o7777;
-    if mode & 0o077 != 0 && !allow_readable {
-        let problem = ringwal::KeyProblem::Exposed { mode };
-        return Err(named(&format_args!("{problem} (--allow-readable-key)")));
+    if let Some(mode) = ringwal::crypt::exposed_mode(&file).map_err(|e| named(&e))? {
+        if !allow_readable {
+            let problem = ringwal::KeyProblem::Exposed { mode };
+            return Err(named(&format_args!("{problem} (--allow-readable-key)")));
+        }
     }
     let mut pem = Vec::new();
     BufReader::new(file)

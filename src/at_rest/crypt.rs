@@ -147,20 +147,17 @@ impl StaticKeys {
     /// [`KeyProblem::Exposed`] (naming its mode) if others may access it,
     /// [`KeyProblem::Unusable`] if it holds anything but a key.
     pub fn from_key_file(path: &Path, id: u32) -> Result<StaticKeys> {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(path)
-            .map_err(|e| Error::io(path, e))?
-            .permissions()
-            .mode()
-            & 0o7777;
-        if mode & 0o077 != 0 {
+        let io = |e| Error::io(path, e);
+        // Checked on the file that is read: no window between the two.
+        let file = std::fs::File::open(path).map_err(io)?;
+        if let Some(mode) = exposed_mode(&file).map_err(io)? {
             return Err(Error::Key {
                 file: path.to_path_buf(),
                 key_id: id,
                 problem: KeyProblem::Exposed { mode },
             });
         }
-        StaticKeys::from_exposed_key_file(path, id)
+        StaticKeys::from_key_reader(file, path, id)
     }
 
     /// [`from_key_file`](Self::from_key_file) without the check of who
@@ -172,7 +169,16 @@ impl StaticKeys {
     /// [`Error::Io`] if the file cannot be read; [`Error::Key`] with
     /// [`KeyProblem::Unusable`] if it holds anything but a key.
     pub fn from_exposed_key_file(path: &Path, id: u32) -> Result<StaticKeys> {
-        let bytes = Zeroizing::new(std::fs::read(path).map_err(|e| Error::io(path, e))?);
+        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        StaticKeys::from_key_reader(file, path, id)
+    }
+
+    /// The one key in `file` (read from `path`) as key `id`, current.
+    fn from_key_reader(mut file: std::fs::File, path: &Path, id: u32) -> Result<StaticKeys> {
+        use std::io::Read;
+        let mut bytes = Zeroizing::new(Vec::new());
+        file.read_to_end(&mut bytes)
+            .map_err(|e| Error::io(path, e))?;
         let key = Key::parse(&bytes).ok_or_else(|| Error::Key {
             file: path.to_path_buf(),
             key_id: id,
@@ -192,6 +198,21 @@ impl KeyProvider for StaticKeys {
     fn key(&self, id: u32) -> Option<Key> {
         lock(&self.keys).get(&id).cloned()
     }
+}
+
+/// The mode of `file` (its permission bits) when its group or others may
+/// read, write or run it, `None` when only its owner may: the one rule for
+/// a file that holds a secret, as OpenSSH applies it to a private key.
+/// Checked on an open file, so that what is checked is what is read.
+/// Cost: one `fstat`.
+///
+/// # Errors
+///
+/// The `fstat`'s, as an `io::Error`.
+pub fn exposed_mode(file: &std::fs::File) -> std::io::Result<Option<u32>> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = file.metadata()?.permissions().mode() & 0o7777;
+    Ok((mode & 0o077 != 0).then_some(mode))
 }
 
 /// Why a segment's payloads cannot be decrypted, or a key file used.
