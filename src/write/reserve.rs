@@ -361,6 +361,10 @@ fn index_due_in(header: &SegmentHeader, points: &SparseIndex) -> u64 {
 /// (new writes go to a segment of the current one), or one not keyed as
 /// this writer seals (`same_keying`).
 fn writable_bytes(cfg: &Config, header: &SegmentHeader, write_at: u64, same_keying: bool) -> u64 {
+    assert!(
+        write_at.is_multiple_of(format::BLOCK as u64) && write_at <= header.segment_bytes,
+        "appends resume at {write_at}: block-aligned and inside the segment"
+    );
     if header.torn_window >= cfg.torn_window()
         && header.version == format::FORMAT_VERSION
         && same_keying
@@ -374,9 +378,27 @@ fn writable_bytes(cfg: &Config, header: &SegmentHeader, write_at: u64, same_keyi
 /// Every staging buffer the log will ever use, allocated once: one per
 /// write in flight, one being filled and one closed waiting for the ring.
 fn staging_buffers(cfg: &Config) -> Vec<AlignedBuf> {
-    (0..cfg.max_inflight + 2)
+    let n = cfg.max_inflight + 2;
+    // Fewer and the ring could stall with every buffer waiting for another.
+    assert!(n >= 3, "{n} staging buffers, at least 3 needed");
+    (0..n)
         .map(|_| AlignedBuf::new(cfg.buffer_bytes()))
         .collect()
+}
+
+/// Whether appends may continue in the segment of `header` as far as
+/// sealing goes: only when this writer seals its
+/// payloads exactly as that segment's header says, in plaintext (or the
+/// segment is `fresh`, made by this open). An encrypting writer never
+/// adds frames to a segment an earlier process wrote, whose salt may
+/// have sealed the LSNs it would hand out next (ARCHITECTURE.md,
+/// "Encryption").
+fn same_keying(header: &SegmentHeader, fresh: bool, cipher: Option<&Cipher>) -> bool {
+    assert!(
+        !fresh || header.key_id == cipher.map_or(0, |c| c.id()),
+        "a segment created by this open is sealed with the current key"
+    );
+    fresh || (header.key_id == 0 && cipher.is_none())
 }
 
 /// Everything the handle, the tickets and the ring thread share.
@@ -452,27 +474,11 @@ impl Shared {
             fresh,
             cipher,
         } = at;
-        // Appends continue in the segment recovery left only when this
-        // writer seals its payloads exactly as that segment's header says:
-        // in plaintext. An encrypting writer never adds frames to a
-        // segment an earlier process wrote, whose salt may have sealed
-        // the LSNs it would hand out next (ARCHITECTURE.md, "Encryption").
-        let same_keying = fresh || (header.key_id == 0 && cipher.is_none());
-        assert!(
-            !fresh || header.key_id == cipher.as_ref().map_or(0, |c| c.id()),
-            "a segment created by this open is sealed with the current key"
-        );
+        let same_keying = same_keying(header, fresh, cipher.as_deref());
         let index_due = index_due_in(header, &points);
         let segments = SegmentSet::new(segments);
         let free = staging_buffers(&cfg);
         let buffers = free.len();
-        // One per write in flight, one being filled, one closed: fewer and
-        // the ring could stall with every buffer waiting for another.
-        assert!(buffers >= 3, "{buffers} staging buffers, at least 3 needed");
-        assert!(
-            write_at.is_multiple_of(format::BLOCK as u64) && write_at <= header.segment_bytes,
-            "appends resume at {write_at}: block-aligned and inside the segment"
-        );
         Shared {
             res: Mutex::new(Reservation {
                 next_lsn,
