@@ -10,7 +10,7 @@ use std::thread::JoinHandle;
 
 use ringwal_platform::Notifier;
 
-use crate::at_rest::format::{Kind, Manifest};
+use crate::at_rest::format::{Kind, Manifest, SegmentHeader};
 use crate::config::{Backend, Config, Level, SyncMethod};
 use crate::error::{Error, Lsn, Poison, Result};
 use crate::obs::latency::LatencySummary;
@@ -21,7 +21,7 @@ use crate::scan;
 use crate::segment::lifecycle::{self, create_segment};
 use crate::segment::manifest;
 use crate::segment::retention::{self, Recycle};
-use crate::segment::set::{self as segments, Live, LogDir};
+use crate::segment::set::{self as segments, Live, LogDir, SegmentFile};
 use crate::write::reserve::{OnFull, Resume, Shared};
 use crate::write::ring::{self, RingStart};
 use crate::write::ticket::{AppendFuture, Ticket, TicketFuture};
@@ -178,71 +178,17 @@ impl Wal {
     /// - [`Error::Io`]: any other I/O failure, naming the path.
     pub fn open(dir: impl AsRef<Path>, cfg: Config) -> Result<(Wal, RecoveryReport)> {
         cfg.validate()?;
-        let given = dir.as_ref();
-        let vfs = cfg.vfs.clone();
-        if !cfg.create_if_missing {
-            LogDir::new(given, cfg.node).list_log(&*vfs, false)?;
-        }
-        create_dir_durably(&*vfs, given, cfg.dir_mode)?;
-        let dir = LogDir::resolve(&*vfs, given, cfg.node)?.with_file_mode(cfg.file_mode);
-        let lock = segments::lock_writer(&*vfs, &dir)?;
+        let (dir, lock) = claim_dir(dir.as_ref(), &cfg)?;
         let mut rec = recovery::recover(&dir, &cfg)?;
         let log_id = rec.log_id.unwrap_or_else(lifecycle::new_salt);
         // The key new segments are sealed with: a provider naming a key
         // it does not have fails the open, not a later roll.
         let cipher = cfg.keys.current(dir.path())?;
         let fresh = rec.active.is_none();
-        let (active, header, write_at) = match (rec.active.take(), rec.skip_in_new_segment) {
-            (Some(a), _) => a,
-            (None, None) => {
-                let (seg, header) =
-                    create_segment(&dir, &cfg, rec.next_lsn, log_id, cipher.as_deref())?;
-                rec.segments.push(Live {
-                    file: seg.clone(),
-                    bytes: header.segment_bytes,
-                });
-                rec.report.created = true;
-                (seg, header, header.frames_start())
-            }
-            // Point in time, the segment kept is full: a new one, opened
-            // by the skip of the LSNs that will never be handed out.
-            (None, Some((first, count))) => {
-                let (seg, header) = create_segment(&dir, &cfg, first, log_id, cipher.as_deref())?;
-                let at = recovery::write_skip(
-                    &*vfs,
-                    &seg.path,
-                    &header,
-                    header.frames_start(),
-                    first,
-                    count,
-                )?
-                .expect("a new segment has room for a skip");
-                rec.segments.push(Live {
-                    file: seg.clone(),
-                    bytes: header.segment_bytes,
-                });
-                (seg, header, at)
-            }
-        };
+        let (active, header, write_at) =
+            active_segment(&dir, &cfg, &mut rec, log_id, cipher.as_deref())?;
         let (file, direct_io) = segments::open_file(&*cfg.vfs, &active.path, None, cfg.direct_io)?;
-        // What the log holds now, all of it durable (recovery synced what
-        // it found): the manifest every later open holds it to. Written
-        // afresh, not raised: a point-in-time recovery may have set the
-        // newest segments aside.
-        let manifest = Manifest {
-            node: cfg.node,
-            log_id,
-            newest_base: active.base,
-            durable_lsn: rec.next_lsn - 1,
-            handed_out: rec
-                .manifest
-                .map_or(0, |m| m.handed_out)
-                .max(rec.next_lsn - 1),
-            oldest_lsn: rec.segments.first().map_or(active.base, |s| s.file.base),
-        };
-        manifest::write(&*vfs, &dir, &manifest)?;
-        let keeper = manifest::Keeper::new(vfs.clone(), dir.clone(), manifest);
-
+        let keeper = opening_manifest(&dir, &cfg, &rec, log_id, active.base)?;
         let notifier = Arc::new(Notifier::new().map_err(|e| Error::io(dir.path(), e))?);
         let at = Resume {
             next_lsn: rec.next_lsn,
@@ -1198,6 +1144,91 @@ impl Drop for Wal {
 /// `mkdir -p dir`, and make every directory it created durable in its
 /// parent: a log whose directory entry a power loss could take away is no
 /// log. Cost: one listing, plus a directory fsync per created level.
+/// The log directory of `cfg.node()` in `given`, created durably if
+/// missing (unless `create_if_missing` is off: then `Error::NoLog`), and
+/// the writer's lock on it (`Error::Locked` if another writer holds it).
+fn claim_dir(given: &Path, cfg: &Config) -> Result<(LogDir, ringwal_platform::VFile)> {
+    let vfs = &*cfg.vfs;
+    if !cfg.create_if_missing {
+        LogDir::new(given, cfg.node).list_log(vfs, false)?;
+    }
+    create_dir_durably(vfs, given, cfg.dir_mode)?;
+    let dir = LogDir::resolve(vfs, given, cfg.node)?.with_file_mode(cfg.file_mode);
+    let lock = segments::lock_writer(vfs, &dir)?;
+    Ok((dir, lock))
+}
+
+/// The segment appends continue in, its header and where its next write
+/// goes: the one recovery left active, else a new one (added to
+/// `rec.segments`): the first of an empty log, or, in point-in-time
+/// recovery when the segment kept is full, one opened by the skip of the
+/// LSNs that will never be handed out.
+fn active_segment(
+    dir: &LogDir,
+    cfg: &Config,
+    rec: &mut recovery::Recovered,
+    log_id: u64,
+    cipher: Option<&crate::at_rest::crypt::Cipher>,
+) -> Result<(SegmentFile, SegmentHeader, u64)> {
+    let (seg, header, write_at) = match (rec.active.take(), rec.skip_in_new_segment) {
+        (Some(a), _) => return Ok(a),
+        (None, None) => {
+            let (seg, header) = create_segment(dir, cfg, rec.next_lsn, log_id, cipher)?;
+            rec.report.created = true;
+            let at = header.frames_start();
+            (seg, header, at)
+        }
+        (None, Some((first, count))) => {
+            let (seg, header) = create_segment(dir, cfg, first, log_id, cipher)?;
+            let at = recovery::write_skip(
+                &*cfg.vfs,
+                &seg.path,
+                &header,
+                header.frames_start(),
+                first,
+                count,
+            )?
+            .expect("a new segment has room for a skip");
+            (seg, header, at)
+        }
+    };
+    rec.segments.push(Live {
+        file: seg.clone(),
+        bytes: header.segment_bytes,
+    });
+    Ok((seg, header, write_at))
+}
+
+/// Write the manifest every later open holds the log to: what it holds
+/// now, all of it durable (recovery synced what it found), with `active`
+/// the newest segment's base. Written afresh, not raised: a point-in-time
+/// recovery may have set the newest segments aside.
+fn opening_manifest(
+    dir: &LogDir,
+    cfg: &Config,
+    rec: &recovery::Recovered,
+    log_id: u64,
+    active: Lsn,
+) -> Result<manifest::Keeper> {
+    let manifest = Manifest {
+        node: cfg.node,
+        log_id,
+        newest_base: active,
+        durable_lsn: rec.next_lsn - 1,
+        handed_out: rec
+            .manifest
+            .map_or(0, |m| m.handed_out)
+            .max(rec.next_lsn - 1),
+        oldest_lsn: rec.segments.first().map_or(active, |s| s.file.base),
+    };
+    manifest::write(&*cfg.vfs, dir, &manifest)?;
+    Ok(manifest::Keeper::new(
+        cfg.vfs.clone(),
+        dir.clone(),
+        manifest,
+    ))
+}
+
 fn create_dir_durably(vfs: &dyn ringwal_platform::Vfs, dir: &Path, mode: u32) -> Result<()> {
     let mut missing = Vec::new();
     let mut at = Some(dir);

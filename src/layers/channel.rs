@@ -694,6 +694,15 @@ fn acknowledge(level: Level, rx: Receiver<Waiting>) {
     while let Ok(first) = rx.recv() {
         round.push_back(first);
         round.extend(rx.try_iter());
+        // One wait for the newest answers the whole round only because the
+        // one appender queues its tickets in LSN order.
+        debug_assert!(
+            round
+                .iter()
+                .filter_map(|w| w.ticket.as_ref().ok().map(Ticket::lsn))
+                .is_sorted_by(|a, b| a < b),
+            "an acknowledger's round is in ascending LSN order"
+        );
         let newest = round.iter().rev().find_map(|w| w.ticket.as_ref().ok());
         let outcome = match newest {
             Some(t) => t.wait(level),

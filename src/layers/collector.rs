@@ -563,7 +563,13 @@ impl Collector {
         let tracked = self.index(stream);
         move |lsn| {
             if let Some(i) = tracked {
-                self.lock(i).pending.insert(lsn);
+                // Invariant 1: hooks run one at a time, in LSN order.
+                debug_assert!(
+                    lsn > self.handed.load(Ordering::Relaxed),
+                    "LSN {lsn} handed out after a higher one"
+                );
+                let fresh = self.lock(i).pending.insert(lsn);
+                debug_assert!(fresh, "LSN {lsn} handed out twice");
                 // After the unlock: whoever sees `handed = lsn` under a
                 // pending lock also sees the insert (invariant 2).
                 self.handed.store(lsn, Ordering::Release);

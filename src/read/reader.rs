@@ -13,7 +13,7 @@ use crate::at_rest::payload;
 use crate::config::Config;
 use crate::error::{Error, Lsn, Result};
 use crate::read::index::{Point, SparseIndex};
-use crate::scan::{self, End, Position, Step, Verdict, Walker};
+use crate::scan::{self, End, Position, SegmentEnd, Step, Verdict, Walker};
 use crate::segment::manifest;
 use crate::segment::set::{LogDir, SegmentFile};
 
@@ -281,6 +281,12 @@ impl Reader {
             let header = *w.header();
             let end = match w.next()? {
                 Step::Record { at, frame, batch } => {
+                    debug_assert!(
+                        self.expect.is_none_or(|e| frame.lsn >= e),
+                        "records are read in ascending LSN order: {} after {:?}",
+                        frame.lsn,
+                        self.expect
+                    );
                     self.expect = Some(frame.lsn + 1);
                     if frame.lsn < self.from {
                         continue;
@@ -312,37 +318,50 @@ impl Reader {
                 }
                 Step::End(end) => end,
             };
-            let newest = Some(w.file().base) == self.newest_base;
-            // Records up to `upto` are known written: an end short of them
-            // is a resident chunk read before they landed (a follower's
-            // reader reads on past where it first stopped). One read.
-            let due = self.expect.is_some_and(|e| e <= self.upto);
-            if due && end.end != End::Full && w.grew()? {
-                if self.recheck {
-                    let path = w.path().to_path_buf();
-                    if let Some(gap) = self.released(&path) {
-                        return Err(gap);
-                    }
-                }
-                continue;
-            }
-            // An older segment's data must end just below the next one's base.
-            let next = self.segments.as_slice().first().filter(|_| !newest);
-            let next_base = scan::declared_base(&*self.vfs, next, self.dir.node(), self.log_id)?;
-            let pos = Position::of(newest, self.window, w.header()).followed_by(next_base);
-            match w.judge(end, pos)? {
-                Verdict::Clean | Verdict::Full if !newest => self.current = None,
-                Verdict::Clean | Verdict::Full => return self.ended(),
-                Verdict::Torn { .. } => {
-                    self.torn_at = Some(end.data_end());
-                    return self.ended();
-                }
-                // A live writer may have written past where this walk saw
-                // the end: read again before calling it damage.
-                Verdict::Corrupt(_) if newest && w.grew()? => {}
-                Verdict::Corrupt(damage) => return Err(damage.error(w.path(), end)),
+            if !self.at_end(end)? {
+                return self.ended();
             }
         }
+    }
+
+    /// The walk of the current segment found `end`: whether reading goes
+    /// on (the segment grew, or the next one follows), or the iteration
+    /// ends there (`step` then checks it against what was promised). An
+    /// error is damage, or a `Gap` where the segment was checkpointed
+    /// away while read.
+    fn at_end(&mut self, end: SegmentEnd) -> Result<bool> {
+        let w = self.current.as_mut().expect("at the end of a walk");
+        let newest = Some(w.file().base) == self.newest_base;
+        // Records up to `upto` are known written: an end short of them
+        // is a resident chunk read before they landed (a follower's
+        // reader reads on past where it first stopped). One read.
+        let due = self.expect.is_some_and(|e| e <= self.upto);
+        if due && end.end != End::Full && w.grew()? {
+            if self.recheck {
+                let path = w.path().to_path_buf();
+                if let Some(gap) = self.released(&path) {
+                    return Err(gap);
+                }
+            }
+            return Ok(true);
+        }
+        // An older segment's data must end just below the next one's base.
+        let next = self.segments.as_slice().first().filter(|_| !newest);
+        let next_base = scan::declared_base(&*self.vfs, next, self.dir.node(), self.log_id)?;
+        let pos = Position::of(newest, self.window, w.header()).followed_by(next_base);
+        match w.judge(end, pos)? {
+            Verdict::Clean | Verdict::Full if !newest => self.current = None,
+            Verdict::Clean | Verdict::Full => return Ok(false),
+            Verdict::Torn { .. } => {
+                self.torn_at = Some(end.data_end());
+                return Ok(false);
+            }
+            // A live writer may have written past where this walk saw
+            // the end: read again before calling it damage.
+            Verdict::Corrupt(_) if newest && w.grew()? => {}
+            Verdict::Corrupt(damage) => return Err(damage.error(w.path(), end)),
+        }
+        Ok(true)
     }
 
     /// The walk found the end of the data: the iteration's end, unless

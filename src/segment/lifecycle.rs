@@ -46,6 +46,12 @@ pub(crate) const RECYCLED_SEQ: u64 = 1 << 62;
 /// 0.7-0.95x the bandwidth on unwritten extents that they did on written
 /// ones, while 4 KiB writes at one in flight ran at half the rate.
 pub(crate) const LARGE_WRITE_BYTES: u64 = 512 << 10;
+// A large write is whole blocks, and at least one large enough that its
+// transfer is worth more than a cache flush.
+const _: () = assert!(
+    LARGE_WRITE_BYTES.is_multiple_of(format::BLOCK as u64)
+        && LARGE_WRITE_BYTES >= 16 * format::BLOCK as u64
+);
 
 /// A fresh salt for one segment.
 ///
@@ -610,6 +616,40 @@ enum Request {
     Manifest(Manifest),
 }
 
+/// The preparer's next spare, the `seq`th it makes: a file from the
+/// recycle pool when one is there and can be reused (one that cannot is
+/// removed), else a new one filled with `fill`, finished at once when
+/// `hurry` is set.
+fn next_spare(
+    cfg: &Config,
+    dir: &LogDir,
+    pool: &RecyclePool,
+    seq: u64,
+    fill: Fill,
+    method: SyncMethod,
+    hurry: &AtomicBool,
+) -> Result<Spare> {
+    let recycled = pool.take().and_then(|path| {
+        let s = recycle_spare(&*cfg.vfs, &path, cfg.segment_bytes, cfg.direct_io, method);
+        if s.is_err() {
+            let _ = cfg.vfs.remove_file(&path);
+        }
+        s.ok()
+    });
+    match recycled {
+        Some(spare) => Ok(spare),
+        None => prepare_spare(
+            &*cfg.vfs,
+            dir,
+            seq,
+            cfg.segment_bytes,
+            cfg.direct_io,
+            fill,
+            &|| hurry.load(Ordering::Acquire),
+        ),
+    }
+}
+
 /// The preparer thread, which makes one spare segment ahead of need and
 /// brings the manifest up to date after each roll, off every hot path;
 /// and the ring's end of its two channels.
@@ -645,10 +685,7 @@ impl Preparer {
         let (out_tx, out_rx) = crossbeam_channel::bounded::<Result<Spare>>(1);
         let hurry = Arc::new(AtomicBool::new(false));
         let thread = {
-            let dir = dir.clone();
-            let cfg = cfg.clone();
-            let pool = pool.clone();
-            let hurry = hurry.clone();
+            let (dir, cfg, pool, hurry) = (dir.clone(), cfg.clone(), pool.clone(), hurry.clone());
             std::thread::Builder::new()
                 .name(format!("ringwal-prep-{}", cfg.node))
                 .spawn(move || {
@@ -663,31 +700,7 @@ impl Preparer {
                                 continue;
                             }
                         };
-                        let recycled = pool.take().and_then(|path| {
-                            let s = recycle_spare(
-                                &*cfg.vfs,
-                                &path,
-                                cfg.segment_bytes,
-                                cfg.direct_io,
-                                method,
-                            );
-                            if s.is_err() {
-                                let _ = cfg.vfs.remove_file(&path);
-                            }
-                            s.ok()
-                        });
-                        let s = match recycled {
-                            Some(spare) => Ok(spare),
-                            None => prepare_spare(
-                                &*cfg.vfs,
-                                &dir,
-                                seq,
-                                cfg.segment_bytes,
-                                cfg.direct_io,
-                                fill,
-                                &|| hurry.load(Ordering::Acquire),
-                            ),
-                        };
+                        let s = next_spare(&cfg, &dir, &pool, seq, fill, method, &hurry);
                         seq += 1;
                         if out_tx.send(s).is_err() {
                             break;

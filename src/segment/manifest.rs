@@ -225,6 +225,16 @@ impl Keeper {
             "a manifest update for another log"
         );
         let next = merged(Some(*cur), to);
+        assert!(
+            next.durable_lsn >= cur.durable_lsn && next.handed_out >= cur.handed_out,
+            "the manifest's promises are never lowered"
+        );
+        debug_assert!(
+            next.durable_lsn <= next.handed_out,
+            "the manifest promises LSN {} durable, only {} handed out",
+            next.durable_lsn,
+            next.handed_out
+        );
         if next == *cur {
             return Ok(());
         }

@@ -294,11 +294,9 @@ pub(crate) struct SegmentSet {
 impl SegmentSet {
     /// The set of `live`, which must be in ascending base order.
     pub fn new(live: Vec<Live>) -> SegmentSet {
-        assert!(
-            live.windows(2).all(|w| w[0].file.base < w[1].file.base),
-            "segments listed in ascending base order"
-        );
-        SegmentSet { live }
+        let set = SegmentSet { live };
+        assert!(set.ascending(), "segments listed in ascending base order");
+        set
     }
 
     /// The files, oldest first. Cost: one allocation and a copy of the
@@ -358,7 +356,15 @@ impl SegmentSet {
             None => None,
         };
         self.live.push(seg);
+        debug_assert!(self.ascending(), "segment bases ascend, without duplicates");
         replaced
+    }
+
+    /// Whether the bases strictly ascend (the set's invariant).
+    fn ascending(&self) -> bool {
+        self.live
+            .windows(2)
+            .all(|w| w[0].file.base < w[1].file.base)
     }
 
     /// Take the oldest segment off the list, once its file is gone.

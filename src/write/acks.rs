@@ -245,8 +245,18 @@ impl Acks {
 
     /// Advance the watermarks (never backwards) and wake who they cover.
     pub fn advance(&self, written: Lsn, durable: Lsn) {
+        debug_assert!(
+            durable <= written,
+            "durable {durable} published ahead of written {written}"
+        );
         let w_old = self.written.fetch_max(written, Ordering::AcqRel);
         let d_old = self.durable.fetch_max(durable, Ordering::AcqRel);
+        // The one publisher advances in ledger order: a lower value here
+        // would be a watermark going back, which `fetch_max` would hide.
+        debug_assert!(
+            written >= w_old && durable >= d_old,
+            "watermarks published backwards: written {w_old} -> {written}, durable {d_old} -> {durable}"
+        );
         if written <= w_old && durable <= d_old {
             return;
         }

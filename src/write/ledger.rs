@@ -125,6 +125,10 @@ impl Ledger {
             self.front_id += 1;
             match e.kind {
                 OpKind::Write { last_lsn, durable } if last_lsn > 0 => {
+                    debug_assert!(
+                        last_lsn > w,
+                        "writes retire in LSN order: {last_lsn} after {w}"
+                    );
                     w = last_lsn;
                     if durable {
                         d = last_lsn;

@@ -74,6 +74,9 @@ pub(crate) struct Reservation {
     pub active: Option<Batch>,
     pub ready: VecDeque<Batch>,
     pub free: Vec<AlignedBuf>,
+    /// Staging buffers allocated at open: those in `free`, `active` and
+    /// `ready` plus those the ring holds or has in flight, always.
+    pub buffers: usize,
     pub waiting_for_space: usize,
     /// An atomic batch is being copied in and waits, with the lock
     /// released, for a free buffer: no other record may be sequenced
@@ -337,6 +340,65 @@ impl RingSleep {
     }
 }
 
+/// Where the next point of the sparse index is due in the segment
+/// appends continue in: points already in it space the next one out from
+/// the last.
+fn index_due_in(header: &SegmentHeader, points: &SparseIndex) -> u64 {
+    index::due_after(
+        points
+            .last()
+            .filter(|p| p.lsn >= header.base_lsn)
+            .map(|p| p.offset),
+    )
+}
+
+/// The bytes of the segment of `header` appends may fill: all of it, or
+/// nothing past `write_at` (so the first append rolls) for a segment whose
+/// header records a narrower torn window than this writer's (every
+/// segment's header bounds its own tail), one of an older format version
+/// (new writes go to a segment of the current one), or one not keyed as
+/// this writer seals (`same_keying`).
+fn writable_bytes(cfg: &Config, header: &SegmentHeader, write_at: u64, same_keying: bool) -> u64 {
+    assert!(
+        write_at.is_multiple_of(format::BLOCK as u64) && write_at <= header.segment_bytes,
+        "appends resume at {write_at}: block-aligned and inside the segment"
+    );
+    if header.torn_window >= cfg.torn_window()
+        && header.version == format::FORMAT_VERSION
+        && same_keying
+    {
+        header.segment_bytes
+    } else {
+        write_at
+    }
+}
+
+/// Every staging buffer the log will ever use, allocated once: one per
+/// write in flight, one being filled and one closed waiting for the ring.
+fn staging_buffers(cfg: &Config) -> Vec<AlignedBuf> {
+    let n = cfg.max_inflight + 2;
+    // Fewer and the ring could stall with every buffer waiting for another.
+    assert!(n >= 3, "{n} staging buffers, at least 3 needed");
+    (0..n)
+        .map(|_| AlignedBuf::new(cfg.buffer_bytes()))
+        .collect()
+}
+
+/// Whether appends may continue in the segment of `header` as far as
+/// sealing goes: only when this writer seals its
+/// payloads exactly as that segment's header says, in plaintext (or the
+/// segment is `fresh`, made by this open). An encrypting writer never
+/// adds frames to a segment an earlier process wrote, whose salt may
+/// have sealed the LSNs it would hand out next (ARCHITECTURE.md,
+/// "Encryption").
+fn same_keying(header: &SegmentHeader, fresh: bool, cipher: Option<&Cipher>) -> bool {
+    assert!(
+        !fresh || header.key_id == cipher.map_or(0, |c| c.id()),
+        "a segment created by this open is sealed with the current key"
+    );
+    fresh || (header.key_id == 0 && cipher.is_none())
+}
+
 /// Everything the handle, the tickets and the ring thread share.
 pub(crate) struct Shared {
     pub cfg: Config,
@@ -417,28 +479,11 @@ impl Shared {
             fresh,
             cipher,
         } = at;
-        // Appends continue in the segment recovery left only when this
-        // writer seals its payloads exactly as that segment's header says:
-        // in plaintext. An encrypting writer never adds frames to a
-        // segment an earlier process wrote, whose salt may have sealed
-        // the LSNs it would hand out next (ARCHITECTURE.md, "Encryption").
-        let same_keying = fresh || (header.key_id == 0 && cipher.is_none());
-        assert!(
-            !fresh || header.key_id == cipher.as_ref().map_or(0, |c| c.id()),
-            "a segment created by this open is sealed with the current key"
-        );
-        // Points already in the segment appends continue in space the
-        // next one out from the last.
-        let index_due = index::due_after(
-            points
-                .last()
-                .filter(|p| p.lsn >= header.base_lsn)
-                .map(|p| p.offset),
-        );
+        let same_keying = same_keying(header, fresh, cipher.as_deref());
+        let index_due = index_due_in(header, &points);
         let segments = SegmentSet::new(segments);
-        let free = (0..cfg.max_inflight + 2)
-            .map(|_| AlignedBuf::new(cfg.buffer_bytes()))
-            .collect();
+        let free = staging_buffers(&cfg);
+        let buffers = free.len();
         Shared {
             res: Mutex::new(Reservation {
                 seg_base: header.base_lsn,
@@ -446,22 +491,11 @@ impl Shared {
                 salt: header.salt,
                 cipher,
                 batch_start: write_at,
-                // A segment whose header records a narrower torn window than
-                // this writer's is not written to again: the first append
-                // rolls, so every segment's header bounds its own tail. Nor
-                // is one of an older format version: new writes go to a
-                // segment of the current one.
-                seg_bytes: if header.torn_window >= cfg.torn_window()
-                    && header.version == format::FORMAT_VERSION
-                    && same_keying
-                {
-                    header.segment_bytes
-                } else {
-                    write_at
-                },
+                seg_bytes: writable_bytes(&cfg, header, write_at, same_keying),
                 active: None,
                 ready: VecDeque::new(),
                 free,
+                buffers,
                 waiting_for_space: 0,
                 batch_open: false,
                 index_due,
@@ -1101,7 +1135,11 @@ pub(crate) fn test_shared(buffers: usize) -> Arc<Shared> {
         cipher: None,
     };
     let sh = Shared::new(cfg, dir, Arc::new(Notifier::new().unwrap()), at, keeper);
-    sh.lock().free.truncate(buffers);
+    {
+        let mut r = sh.lock();
+        r.free.truncate(buffers);
+        r.buffers = r.free.len();
+    }
     Arc::new(sh)
 }
 

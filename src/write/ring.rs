@@ -17,9 +17,9 @@ use crate::error::{Error, Lsn, Poison, Result};
 use crate::obs::latency::Started;
 use crate::obs::observer::DurabilityObserver;
 use crate::segment::lifecycle::{self, ActiveSegment, Preparer, Spare};
-use crate::segment::set::Live;
+use crate::segment::set::{Live, SegmentFile};
 use crate::write::ledger::{Ledger, OpKind};
-use crate::write::reserve::{Batch, RingSleep, Shared};
+use crate::write::reserve::{Batch, Reservation, RingSleep, Shared};
 use crate::write::sync_budget::{Demand, SyncBudget};
 
 /// The longest an idle ring sleeps without looking at the log's state.
@@ -28,6 +28,9 @@ use crate::write::sync_budget::{Demand, SyncBudget};
 /// close still ends the ring within this long. Cost: one wake-up per
 /// second of idleness, nothing under load.
 pub(crate) const RING_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
+// Zero would spin an idle ring; much more and a close after a refused
+// wake-up would seem to hang.
+const _: () = assert!(RING_RECHECK.as_millis() >= 10 && RING_RECHECK.as_secs() <= 5);
 
 /// What the ring thread starts from: the active segment after recovery.
 pub(crate) struct RingStart {
@@ -72,6 +75,9 @@ struct Ring {
 /// producers, limits of 1, 2 and 8 gave about 55, 28 and 12 records per
 /// write and the best p99 at 1 (see README, "Measurements").
 const PARTIAL_IN_FLIGHT: usize = 1;
+// Zero would never let a partly filled batch out: a lone record would
+// wait forever.
+const _: () = assert!(PARTIAL_IN_FLIGHT >= 1);
 
 /// With io_uring, the bytes waiting to be written from which the next
 /// write is submitted before the last one's waiters are woken (below
@@ -83,6 +89,9 @@ const PARTIAL_IN_FLIGHT: usize = 1;
 /// 40% of their rate unless their write went first. 128 KiB takes about
 /// 40 µs to transfer at this disk's 3 GB/s, as long as a few wake-ups.
 const SUBMIT_FIRST_BYTES: usize = 128 << 10;
+// Writes are whole blocks: a threshold between two block counts would
+// only round up.
+const _: () = assert!(SUBMIT_FIRST_BYTES.is_multiple_of(format::BLOCK));
 
 /// Start the ring thread (and its segment preparer) and say which backend
 /// it runs. The io_uring is created on the ring thread itself (single
@@ -99,105 +108,7 @@ pub(crate) fn spawn(start: RingStart) -> Result<(JoinHandle<()>, Backend)> {
     let (ready_tx, ready_rx) = crossbeam_channel::bounded::<std::io::Result<QueueKind>>(1);
     let handle = std::thread::Builder::new()
         .name(format!("ringwal-ring-{}", sh.cfg.node))
-        .spawn(move || {
-            let _lock = start.lock;
-            if let Some(cpu) = start.shared.cfg.ring_cpu {
-                // Checked against the process's CPUs at open; the kernel
-                // can still refuse (a cpuset changed since), and an
-                // unpinned ring thread is slower, not wrong.
-                let _ = ringwal_platform::cpu::pin_current(cpu);
-            }
-            let cfg = &start.shared.cfg;
-            let (kind, fall_back) = match cfg.backend {
-                Backend::Uring => (QueueKind::Uring, false),
-                Backend::Threaded => (QueueKind::Threaded, false),
-                Backend::Auto if cfg!(target_os = "linux") && cfg.vfs.is_real() => {
-                    (QueueKind::Uring, true)
-                }
-                Backend::Auto => (QueueKind::Threaded, false),
-            };
-            let depth = cfg.max_inflight + 4;
-            let notifier = start.shared.notifier.clone();
-            let made = match new_queue(kind, depth, notifier.clone()) {
-                Err(e) if fall_back => {
-                    let _ = &e;
-                    crate::obs::trace::event!(warn, error = %e, "io_uring refused: running the threaded backend");
-                    new_queue(QueueKind::Threaded, depth, notifier).map(|q| (q, QueueKind::Threaded))
-                }
-                made => made.map(|q| (q, kind)),
-            };
-            let (mut q, kind) = match made {
-                Ok(made) => made,
-                Err(e) => {
-                    let _ = ready_tx.send(Err(e));
-                    return;
-                }
-            };
-            // Every staging buffer is in the pool now (nothing can append
-            // before `open` returns): register them all, so no write pins
-            // its pages (with 1 MiB writes that pinning was a tenth of the
-            // ring thread's time). Best effort; plain writes otherwise.
-            {
-                let r = start.shared.lock();
-                let bufs: Vec<&AlignedBuf> = r.free.iter().collect();
-                let registered = q.register_buffers(&bufs);
-                if kind == QueueKind::Uring && !registered {
-                    crate::obs::trace::event!(
-                        warn,
-                        "io_uring refused the staging buffers' registration: each write pins its pages"
-                    );
-                }
-            }
-            let _ = ready_tx.send(Ok(kind));
-            let poison_on = start.shared.clone();
-            let preparer = Preparer::spawn(
-                &start.shared.cfg,
-                &start.shared.dir,
-                start.shared.recycled.clone(),
-                start.shared.manifest.clone(),
-                Box::new(move |e| {
-                    poison_on.poison(Poison::from_error("writing the manifest failed", e))
-                }),
-                start.shared.sync_method,
-            );
-            let last = start.shared.acks.written();
-            let budget = SyncBudget::new(&start.shared.cfg, start.shared.sync_method, last);
-            let observer = start.shared.cfg.observer.0.clone();
-            let mut ring = Ring {
-                sh: start.shared,
-                q,
-                seg: ActiveSegment::resumed(&start.header, start.file, start.write_at),
-                dir,
-                ledger: Ledger::new(last, depth),
-                held: None,
-                staged: None,
-                published: (last, last),
-                budget,
-                preparer,
-                observer,
-                started: Started::new(depth),
-            };
-            // A panic here (a bug, or a waker of the caller's run on this
-            // thread) must not leave waiters hanging and `close` reporting
-            // success: it poisons the log like a failed write. Then the
-            // queue, dropped with the ring, waits for the kernel's
-            // outstanding operations before their buffers go.
-            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ring.run()));
-            if let Err(panic) = ran {
-                let why = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "a panic".into());
-                ring.fail(Poison::failed(format!("the ring thread panicked: {why}")));
-                ring.preparer.stop();
-            }
-            // Every advance this ring will make is published (`publish`
-            // does nothing after a failure); a wait still open now is for
-            // an LSN never handed out, and is answered `Closed`.
-            ring.publish();
-            ring.sh.acks.close();
-        })
+        .spawn(move || ring_thread(start, dir, ready_tx))
         .map_err(|e| Error::io(&dir_path, e))?;
     match ready_rx.recv() {
         Ok(Ok(QueueKind::Uring)) => Ok((handle, Backend::Uring)),
@@ -222,7 +133,142 @@ pub(crate) fn spawn(start: RingStart) -> Result<(JoinHandle<()>, Backend)> {
     }
 }
 
+/// The ring thread's whole life: pin, make the queue (telling `spawn`
+/// which, or why none), run until closed or failed, then answer every
+/// waiter still open.
+fn ring_thread(
+    start: RingStart,
+    dir: VFile,
+    ready_tx: crossbeam_channel::Sender<std::io::Result<QueueKind>>,
+) {
+    let _lock = start.lock;
+    if let Some(cpu) = start.shared.cfg.ring_cpu {
+        // Checked against the process's CPUs at open; the kernel
+        // can still refuse (a cpuset changed since), and an
+        // unpinned ring thread is slower, not wrong.
+        let _ = ringwal_platform::cpu::pin_current(cpu);
+    }
+    let depth = start.shared.cfg.max_inflight + 4;
+    let (mut q, kind) = match make_queue(&start.shared, depth) {
+        Ok(made) => made,
+        Err(e) => {
+            let _ = ready_tx.send(Err(e));
+            return;
+        }
+    };
+    register_staging(&start.shared, &mut *q, kind);
+    let _ = ready_tx.send(Ok(kind));
+    let seg = ActiveSegment::resumed(&start.header, start.file, start.write_at);
+    let mut ring = Ring::new(start.shared, q, seg, dir, depth);
+    run_guarded(&mut ring);
+    // Every advance this ring will make is published (`publish`
+    // does nothing after a failure); a wait still open now is for
+    // an LSN never handed out, and is answered `Closed`.
+    ring.publish();
+    ring.sh.acks.close();
+}
+
+/// The queue the configured backend asks for, of `depth` entries: with
+/// `Backend::Auto`, io_uring where it can work (Linux, the real file
+/// system), the threaded queue if the kernel refuses it.
+fn make_queue(sh: &Shared, depth: usize) -> std::io::Result<(Box<dyn IoQueue>, QueueKind)> {
+    let cfg = &sh.cfg;
+    let (kind, fall_back) = match cfg.backend {
+        Backend::Uring => (QueueKind::Uring, false),
+        Backend::Threaded => (QueueKind::Threaded, false),
+        Backend::Auto if cfg!(target_os = "linux") && cfg.vfs.is_real() => (QueueKind::Uring, true),
+        Backend::Auto => (QueueKind::Threaded, false),
+    };
+    let notifier = sh.notifier.clone();
+    match new_queue(kind, depth, notifier.clone()) {
+        Err(e) if fall_back => {
+            let _ = &e;
+            crate::obs::trace::event!(warn, error = %e, "io_uring refused: running the threaded backend");
+            new_queue(QueueKind::Threaded, depth, notifier).map(|q| (q, QueueKind::Threaded))
+        }
+        made => made.map(|q| (q, kind)),
+    }
+}
+
+/// Every staging buffer is in the pool now (nothing can append before
+/// `open` returns): register them all, so no write pins its pages (with
+/// 1 MiB writes that pinning was a tenth of the ring thread's time). Best
+/// effort; plain writes otherwise.
+fn register_staging(sh: &Shared, q: &mut dyn IoQueue, kind: QueueKind) {
+    let r = sh.lock();
+    assert_eq!(
+        r.free.len(),
+        r.buffers,
+        "every staging buffer is free before the first append"
+    );
+    let bufs: Vec<&AlignedBuf> = r.free.iter().collect();
+    let registered = q.register_buffers(&bufs);
+    if kind == QueueKind::Uring && !registered {
+        crate::obs::trace::event!(
+            warn,
+            "io_uring refused the staging buffers' registration: each write pins its pages"
+        );
+    }
+}
+
+/// Run the ring, turning a panic in it (a bug, or a waker of the caller's
+/// run on this thread) into a poison: waiters must not hang and `close`
+/// must not report success. Then the queue, dropped with the ring, waits
+/// for the kernel's outstanding operations before their buffers go.
+fn run_guarded(ring: &mut Ring) {
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ring.run()));
+    if let Err(panic) = ran {
+        let why = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic".into());
+        ring.fail(Poison::failed(format!("the ring thread panicked: {why}")));
+        ring.preparer.stop();
+    }
+}
+
 impl Ring {
+    /// The ring over `seg`, the segment recovery left active, with its
+    /// segment preparer started and every watermark at what recovery
+    /// found written.
+    fn new(
+        sh: Arc<Shared>,
+        q: Box<dyn IoQueue>,
+        seg: ActiveSegment,
+        dir: VFile,
+        depth: usize,
+    ) -> Ring {
+        let poison_on = sh.clone();
+        let preparer = Preparer::spawn(
+            &sh.cfg,
+            &sh.dir,
+            sh.recycled.clone(),
+            sh.manifest.clone(),
+            Box::new(move |e| {
+                poison_on.poison(Poison::from_error("writing the manifest failed", e))
+            }),
+            sh.sync_method,
+        );
+        let last = sh.acks.written();
+        let budget = SyncBudget::new(&sh.cfg, sh.sync_method, last);
+        let observer = sh.cfg.observer.0.clone();
+        Ring {
+            sh,
+            q,
+            seg,
+            dir,
+            ledger: Ledger::new(last, depth),
+            held: None,
+            staged: None,
+            published: (last, last),
+            budget,
+            preparer,
+            observer,
+            started: Started::new(depth),
+        }
+    }
+
     fn push(&mut self, kind: OpKind, op: Op) {
         let id = self.ledger.push(kind);
         self.started.begin(id);
@@ -310,6 +356,7 @@ impl Ring {
         if self.failed() {
             return;
         }
+        self.check_buffers(&self.sh.lock());
         let durable = self.ledger.durable();
         if let Err(e) = self.seg.close_vouch(durable, self.sh.sync_method) {
             let err = Error::io(self.seg_path(), e);
@@ -440,9 +487,26 @@ impl Ring {
     fn recycle(&self, buf: AlignedBuf) {
         let mut r = self.sh.lock();
         r.free.push(buf);
+        self.check_buffers(&r);
         let waiting = r.waiting_for_space > 0;
         drop(r);
         self.sh.space_freed(waiting);
+    }
+
+    /// Staging buffers are conserved: every one allocated at open is free,
+    /// being filled, closed and waiting, held here, or in a write in
+    /// flight (each batch write carries one; completed ones have been
+    /// recycled). Cost, in debug builds only: a few additions.
+    fn check_buffers(&self, r: &Reservation) {
+        debug_assert_eq!(
+            r.free.len()
+                + usize::from(r.active.is_some())
+                + r.ready.len()
+                + usize::from(self.held.is_some())
+                + self.ledger.writes(),
+            r.buffers,
+            "staging buffers lost or duplicated"
+        );
     }
 
     /// A write or sync failed: poison. Never retried; nothing after the
@@ -603,25 +667,42 @@ impl Ring {
     /// the rename and the directory sync. That took the header's write
     /// (150-830 µs measured) off the path of every roll under load.
     fn roll(&mut self, batch: Batch) -> Result<Option<Batch>> {
+        if !self.old_segment_done(&batch)? {
+            return Ok(Some(batch));
+        }
+        self.install(batch)?;
+        Ok(None)
+    }
+
+    /// Take the next step that finishes the old segment before a roll
+    /// (drain its writes, staging the next header meanwhile; sync it;
+    /// seal it). Returns whether it is done already, with nothing left.
+    fn old_segment_done(&mut self, batch: &Batch) -> Result<bool> {
         if !self.ledger.is_empty() {
             if self.staged.is_none() {
                 if let Some(spare) = self.preparer.try_take()? {
-                    let header = self.header_for(&batch);
+                    let header = self.header_for(batch);
                     let op = lifecycle::header_op(&spare, &header, self.sh.sync_method);
                     self.push(OpKind::Barrier, op);
                     self.staged = Some((spare, header));
                 }
             }
-            return Ok(Some(batch));
+            return Ok(false);
         }
         if self.seg.dirty {
             self.issue_sync();
-            return Ok(Some(batch));
+            return Ok(false);
         }
         if let Some(seal) = self.seg.seal(self.sh.sync_method) {
             self.push(OpKind::Barrier, seal);
-            return Ok(Some(batch));
+            return Ok(false);
         }
+        Ok(true)
+    }
+
+    /// Install the segment `batch` opens, the old one done with, and
+    /// write `batch` as its first.
+    fn install(&mut self, batch: Batch) -> Result<()> {
         // Invariant 6: the old segment is done with (written, synced,
         // sealed, all acknowledged) before the new one gets anything.
         assert!(
@@ -633,19 +714,7 @@ impl Ring {
         self.dir
             .sync_all()
             .map_err(|e| Error::io(self.sh.dir.path(), e))?;
-        let log_bytes = {
-            let mut set = self.sh.segment_set();
-            set.install(Live {
-                file: seg,
-                bytes: self.sh.cfg.segment_bytes,
-            });
-            set.bytes()
-        };
-        if let (Some(limit), Some(o)) = (self.sh.cfg.soft_log_bytes, &self.observer) {
-            if log_bytes > limit {
-                o.log_over_soft_limit(log_bytes);
-            }
-        }
+        self.enter_set(seg);
         // The hard limit's `DropOldest`: before the next roll can come.
         crate::segment::retention::drop_over_limit(&self.sh)?;
         self.sh.counters.rolls.fetch_add(1, Ordering::Relaxed);
@@ -662,7 +731,25 @@ impl Ring {
         self.preparer.installed(m, self.write_totals());
         self.seg = ActiveSegment::installed(&header, batch.seg_id, spare);
         self.write(batch);
-        Ok(None)
+        Ok(())
+    }
+
+    /// Add the segment just named to the log's set, telling the observer
+    /// if the log is now over its soft size limit.
+    fn enter_set(&self, file: SegmentFile) {
+        let log_bytes = {
+            let mut set = self.sh.segment_set();
+            set.install(Live {
+                file,
+                bytes: self.sh.cfg.segment_bytes,
+            });
+            set.bytes()
+        };
+        if let (Some(limit), Some(o)) = (self.sh.cfg.soft_log_bytes, &self.observer) {
+            if log_bytes > limit {
+                o.log_over_soft_limit(log_bytes);
+            }
+        }
     }
 
     /// Give the spare for the segment `batch` opens its name `path`: the
