@@ -1,7 +1,8 @@
-//! `ringwal bench`: closed-loop load. Each producer thread appends one
-//! record, waits for it to reach the level, records the latency, and
-//! repeats; so throughput is what the log sustains with that many
-//! records outstanding, and latency is what each producer saw.
+//! `ringwal bench`: closed-loop load. Each producer (a thread, or with
+//! `--api async` a tokio task) appends one record, waits for it to reach
+//! the level, records the latency, and repeats; so throughput is what the
+//! log sustains with that many records outstanding, and latency is what
+//! each producer saw.
 //!
 //! In its own temporary directory the bench checkpoints everything durable
 //! every 10 ms, as a log in production truncates behind itself; rolls then
@@ -19,7 +20,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Receiver;
 use hdrhistogram::Histogram;
 use ringwal::channel::{AckResult, Channels, RecordSender};
-use ringwal::{Backend, Durability, Level, Lsn, Wal};
+use ringwal::{Backend, Durability, Level, Lsn, Ticket, Wal};
 
 use super::inspect::human_bytes;
 use super::{ApiArg, BenchArgs, CmdResult, Failure, PayloadArg};
@@ -146,35 +147,42 @@ fn load(wal: &Arc<Wal>, a: &BenchArgs, level: Level) -> Result<Results, Failure>
         PayloadArg::Pattern => (0..a.size).map(|i| (i % 251) as u8).collect(),
         PayloadArg::Telemetry => telemetry(a.size),
     };
-    let stop = AtomicBool::new(false);
-    let done = AtomicU64::new(0);
+    // Shared, not borrowed: async tasks outlive any borrow.
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
     let bases = std::sync::Mutex::new(std::collections::BTreeSet::new());
     let before = wal.stats();
     let run_for = Duration::from_secs_f64(a.secs);
     let start = Instant::now();
 
     let channels = match a.api {
-        ApiArg::Append => None,
+        ApiArg::Append | ApiArg::Claim | ApiArg::Async => None,
         ApiArg::Channel => Some(Channels::spawn(
             wal.clone(),
             (a.producers * a.window).max(64),
         )),
     };
     let measured: Vec<Result<Measured, Failure>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..a.producers)
-            .map(|_| match &channels {
-                None => {
-                    let (payload, stop, done) = (&payload, &stop, &done);
-                    let keep = a.roll_stall;
-                    s.spawn(move || produce(wal, payload, level, stop, done, keep))
-                }
-                Some(ch) => {
-                    let (tx, acks) = ch.sender(level);
-                    let (payload, stop, done) = (&payload, &stop, &done);
-                    s.spawn(move || produce_channel(tx, acks, payload, a.window, stop, done))
-                }
-            })
-            .collect();
+        let handles: Vec<_> = if a.api == ApiArg::Async {
+            let (payload, stop, done) = (&payload, &stop, &done);
+            vec![s.spawn(move || produce_tasks(wal, payload, a.producers, level, stop, done))]
+        } else {
+            (0..a.producers)
+                .map(|_| match &channels {
+                    None => {
+                        let (payload, stop, done) = (&payload, &stop, &done);
+                        let keep = a.roll_stall;
+                        let claim = a.api == ApiArg::Claim;
+                        s.spawn(move || produce(wal, payload, claim, level, stop, done, keep))
+                    }
+                    Some(ch) => {
+                        let (tx, acks) = ch.sender(level);
+                        let (payload, stop, done) = (&payload, &stop, &done);
+                        s.spawn(move || produce_channel(tx, acks, payload, a.window, stop, done))
+                    }
+                })
+                .collect()
+        };
         if a.dir.is_none() {
             // A production log truncates behind itself; so does the bench
             // in its own temporary directory, which keeps a long run from
@@ -228,16 +236,11 @@ fn load(wal: &Arc<Wal>, a: &BenchArgs, level: Level) -> Result<Results, Failure>
         ch.close()?;
     }
 
-    let mut hist = new_histogram()?;
-    let mut records = 0;
-    let mut samples = Vec::new();
-    for m in measured {
-        let m = m?;
-        records += m.records;
-        hist.add(&m.hist)
-            .map_err(|e| Failure::other(format!("merging latency histograms: {e}")))?;
-        samples.extend(m.samples);
-    }
+    let Measured {
+        hist,
+        records,
+        samples,
+    } = merge(measured)?;
     let roll_stall = if a.roll_stall {
         let bases = bases.into_inner().unwrap_or_else(|p| p.into_inner());
         let first_base = before.next_lsn;
@@ -279,11 +282,33 @@ fn new_histogram() -> Result<Histogram<u64>, Failure> {
         .map_err(|e| Failure::other(format!("latency histogram: {e}")))
 }
 
-/// One producer: append, wait, record, until told to stop. An error stops
-/// every producer.
+/// What several producers measured, as one: histograms added, counts
+/// summed, samples joined. The first producer's error, if any.
+fn merge(measured: Vec<Result<Measured, Failure>>) -> Result<Measured, Failure> {
+    let mut hist = new_histogram()?;
+    let mut records = 0;
+    let mut samples = Vec::new();
+    for m in measured {
+        let m = m?;
+        records += m.records;
+        hist.add(&m.hist)
+            .map_err(|e| Failure::other(format!("merging latency histograms: {e}")))?;
+        samples.extend(m.samples);
+    }
+    Ok(Measured {
+        hist,
+        records,
+        samples,
+    })
+}
+
+/// One producer: append (with `claim`, by writing the payload into the
+/// claimed slot), wait, record, until told to stop. An error stops every
+/// producer.
 fn produce(
     wal: &Wal,
     payload: &[u8],
+    claim: bool,
     level: Level,
     stop: &AtomicBool,
     done: &AtomicU64,
@@ -292,11 +317,16 @@ fn produce(
     let mut hist = new_histogram()?;
     let mut records = 0;
     let mut samples = Vec::new();
+    let append = |wal: &Wal| -> ringwal::Result<Ticket> {
+        if claim {
+            wal.append_with(0, payload.len(), |slot| slot.copy_from_slice(payload))
+        } else {
+            wal.append(0, payload)
+        }
+    };
     while !stop.load(Ordering::Relaxed) {
         let t0 = Instant::now();
-        let acked = wal
-            .append(0, payload)
-            .and_then(|t| t.wait(level).map(|()| t.lsn()));
+        let acked = append(wal).and_then(|t| t.wait(level).map(|()| t.lsn()));
         let lsn = match acked {
             Ok(lsn) => lsn,
             Err(e) => {
@@ -316,6 +346,80 @@ fn produce(
         hist,
         records,
         samples,
+    })
+}
+
+/// `tasks` producers as tokio tasks on a multi-threaded runtime with one
+/// worker thread per core, each appending with `append_async` and waiting
+/// with `Ticket::reached`; what they measured, merged. Blocks until every
+/// task has seen `stop`.
+fn produce_tasks(
+    wal: &Arc<Wal>,
+    payload: &[u8],
+    tasks: usize,
+    level: Level,
+    stop: &Arc<AtomicBool>,
+    done: &Arc<AtomicU64>,
+) -> Result<Measured, Failure> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .build()
+        .map_err(|e| Failure::other(format!("starting the tokio runtime: {e}")))?;
+    let payload: Arc<[u8]> = payload.into();
+    let measured = rt.block_on(async {
+        let handles: Vec<_> = (0..tasks)
+            .map(|_| {
+                let task = produce_async(
+                    wal.clone(),
+                    payload.clone(),
+                    level,
+                    stop.clone(),
+                    done.clone(),
+                );
+                tokio::spawn(task)
+            })
+            .collect();
+        let mut measured = Vec::with_capacity(tasks);
+        for h in handles {
+            measured.push(
+                h.await
+                    .unwrap_or_else(|_| Err(Failure::other("a producer task panicked"))),
+            );
+        }
+        measured
+    });
+    merge(measured)
+}
+
+/// One async producer: `append_async`, `reached`, record, until told to
+/// stop. An error stops every producer.
+async fn produce_async(
+    wal: Arc<Wal>,
+    payload: Arc<[u8]>,
+    level: Level,
+    stop: Arc<AtomicBool>,
+    done: Arc<AtomicU64>,
+) -> Result<Measured, Failure> {
+    let mut hist = new_histogram()?;
+    let mut records = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let t0 = Instant::now();
+        let acked = match wal.append_async(0, &payload).await {
+            Ok(t) => t.reached(level).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = acked {
+            stop.store(true, Ordering::Relaxed);
+            return Err(e.into());
+        }
+        let us = u64::try_from(t0.elapsed().as_micros()).unwrap_or(u64::MAX);
+        hist.saturating_record(us.max(1));
+        records += 1;
+        done.fetch_add(1, Ordering::Relaxed);
+    }
+    Ok(Measured {
+        hist,
+        records,
+        samples: Vec::new(),
     })
 }
 

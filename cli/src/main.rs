@@ -375,7 +375,8 @@ pub(crate) struct BenchArgs {
     /// Log directory (default: a temporary directory, deleted afterwards).
     #[arg(long)]
     pub dir: Option<PathBuf>,
-    /// Producer threads, each with one record outstanding.
+    /// Producers, each with one record outstanding: threads, or with
+    /// `--api async` tasks on a multi-threaded tokio runtime.
     #[arg(long, default_value_t = 16)]
     pub producers: usize,
     /// Payload bytes per record (up to the default record size limit).
@@ -406,9 +407,13 @@ pub(crate) struct BenchArgs {
     /// a roll shows in the tail).
     #[arg(long, default_value_t = 64)]
     pub segment_mib: u64,
-    /// How producers append: `append` (call, then wait on the ticket) or
-    /// `channel` (each producer is a collector thread with a sender and an
-    /// acknowledgement receiver; latency is from send to acknowledgement).
+    /// How producers append: `append` (call, then wait on the ticket),
+    /// `claim` (`Wal::append_with`: the record is written into its place
+    /// in the staging buffer, then a wait on the ticket), `async`
+    /// (`append_async`, then `Ticket::reached`, in tokio tasks on one
+    /// worker thread per core) or `channel` (each producer is a collector
+    /// thread with a sender and an acknowledgement receiver; latency is
+    /// from send to acknowledgement).
     #[arg(long, value_enum, default_value_t = ApiArg::Append)]
     pub api: ApiArg,
     /// With `--api channel`: records each producer keeps outstanding
@@ -450,6 +455,11 @@ pub(crate) enum PayloadArg {
 pub(crate) enum ApiArg {
     /// `Wal::append` and a blocking wait on the ticket.
     Append,
+    /// `Wal::append_with`: the payload written into the claimed slot, then
+    /// a blocking wait on the ticket.
+    Claim,
+    /// `Wal::append_async`, then `Ticket::reached`, in tokio tasks.
+    Async,
     /// `ringwal::channel`: send, and read acknowledgements off a channel.
     Channel,
 }
@@ -460,6 +470,8 @@ impl ApiArg {
         match self {
             ApiArg::Append => "append",
             ApiArg::Channel => "channel",
+            ApiArg::Claim => "claim",
+            ApiArg::Async => "async",
         }
     }
 }

@@ -473,6 +473,61 @@ fn bench_runs_the_channel_api() {
     assert!(v["records_per_s"].as_f64().unwrap() > 0.0, "{v}");
 }
 
+/// Runs `ringwal bench --api API` for a fraction of a second at the
+/// durable level with `extra` arguments; returns the JSON report.
+fn bench_api(api: &str, extra: &[&str]) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("bench.json");
+    let out = ringwal()
+        .args(["bench", "--secs", "0.3", "--level", "durable", "--api", api])
+        .args(extra)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains(&format!("api={api} window=1")), "{text}");
+    serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap()
+}
+
+/// `--api claim` appends through `Wal::append_with`, and the records it
+/// leaves hold the same payload the other APIs send (the pattern), not
+/// the zeroed slot.
+#[test]
+fn bench_runs_the_claim_api_and_writes_the_payload() {
+    let log = tempfile::tempdir().unwrap();
+    let v = bench_api(
+        "claim",
+        &["--producers", "4", "--size", "300", "--dir", p(log.path())],
+    );
+    assert_eq!(v["api"], "claim");
+    let records = v["records"].as_u64().unwrap();
+    assert!(records > 0, "{v}");
+    let want: Vec<u8> = (0..300).map(|i| (i % 251) as u8).collect();
+    let mut seen = 0;
+    for r in ringwal::verify::records(log.path(), 1, 0).unwrap() {
+        let r = r.unwrap();
+        assert_eq!(r.payload, want, "record {}", r.lsn);
+        seen += 1;
+    }
+    assert!(
+        seen >= records,
+        "{seen} records in the log, {records} acknowledged"
+    );
+}
+
+/// `--api async` runs its producers as tokio tasks, many more than the
+/// runtime has threads, and reports the records they had acknowledged.
+#[test]
+fn bench_runs_the_async_api_with_many_tasks() {
+    let v = bench_api("async", &["--producers", "64", "--size", "100"]);
+    assert_eq!(v["api"], "async");
+    assert_eq!(v["producers"], 64);
+    assert!(v["records"].as_u64().unwrap() > 0, "{v}");
+    assert!(v["records_per_s"].as_f64().unwrap() > 0.0, "{v}");
+}
+
 /// A flipped bit in the first record of the newest (here the only)
 /// segment of a log written by three cleanly closed runs is damage, not a
 /// torn tail: later writes vouch for that record. `verify` names the file
