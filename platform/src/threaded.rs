@@ -66,8 +66,23 @@ impl IoQueue for ThreadedQueue {
 
     fn run(&mut self, wait: Wait) -> io::Result<()> {
         let mut did = false;
+        let mut failed = false;
         while let Some((id, op)) = self.queued.pop_front() {
-            let result = Self::execute(&op);
+            // After a failure the rest of the batch is not attempted: its
+            // syncs would follow a failed one, which proves nothing (the
+            // kernel may have dropped the dirty pages it could not write),
+            // and the caller, who has not seen the failure yet, would take
+            // a later success for durability. With io_uring such
+            // operations are in the kernel already; here they are not.
+            let result = if failed {
+                Err(io::Error::new(
+                    io::ErrorKind::Interrupted,
+                    "not attempted: an earlier operation of the batch failed",
+                ))
+            } else {
+                Self::execute(&op)
+            };
+            failed |= result.is_err();
             self.done.push_back(Completion { id, result, op });
             did = true;
         }
@@ -96,5 +111,60 @@ impl IoQueue for ThreadedQueue {
 
     fn kind(&self) -> QueueKind {
         QueueKind::Threaded
+    }
+}
+
+#[cfg(all(test, feature = "sim"))]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::sim::{Faults, SimFs};
+    use crate::{AlignedBuf, OpenHow};
+
+    #[test]
+    fn after_a_failed_sync_the_rest_of_the_batch_is_not_attempted() {
+        // The second sync of the disk fails: the first write's own.
+        let fs = SimFs::new(
+            1,
+            Faults {
+                fail_sync_at: Some(2),
+                ..Faults::default()
+            },
+        );
+        let vfs = fs.vfs();
+        let path = Path::new("/d/seg");
+        vfs.create_dir_all(Path::new("/d"), 0o700).unwrap();
+        let file = vfs
+            .open(
+                path,
+                OpenHow {
+                    write: true,
+                    create: true,
+                    ..OpenHow::default()
+                },
+            )
+            .unwrap();
+        file.sync_data().unwrap();
+        let mut q = ThreadedQueue::new(Arc::new(Notifier::new().unwrap()));
+        for (id, offset) in [(1, 0), (2, 4096), (3, 8192)] {
+            q.push(
+                id,
+                Op::Write {
+                    file: file.clone(),
+                    buf: AlignedBuf::new(4096),
+                    len: 4096,
+                    offset,
+                    sync: WriteSync::ThenSync,
+                },
+            );
+        }
+        q.run(Wait::NoWait).unwrap();
+        let results: Vec<_> = std::iter::from_fn(|| q.pop())
+            .map(|c| (c.id, c.result.is_ok()))
+            .collect();
+        assert_eq!(results, [(1, false), (2, false), (3, false)]);
+        assert_eq!(fs.file_syncs(path), 2, "no sync after the failed one");
+        assert_eq!(fs.writes(), 1, "nothing after the failure was written");
     }
 }
