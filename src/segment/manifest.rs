@@ -4,7 +4,7 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use ringwal_platform::Vfs;
 
@@ -12,6 +12,7 @@ use crate::at_rest::format::{self, Manifest};
 use crate::error::{Corruption, Error, Lsn, Poison, Result};
 use crate::files;
 use crate::segment::set::LogDir;
+use crate::write::lock_order::{Rank, Ranked, RankedGuard};
 
 /// The node's manifest, or `None` if it has none (a log from before
 /// manifests, or one whose first open stopped before writing it). A file
@@ -97,16 +98,16 @@ pub(crate) fn write(vfs: &dyn Vfs, dir: &LogDir, m: &Manifest) -> Result<()> {
 pub(crate) struct Keeper {
     vfs: Arc<dyn Vfs>,
     dir: LogDir,
-    current: Mutex<Current>,
+    current: Ranked<Current>,
     /// A raise handed over by a caller that must not wait for another's
     /// write (the preparer, whose spares the ring waits for): the writer
     /// holding `current` writes it before it lets go. Taken after
     /// `current` when both are held, or with `current` only tried.
-    handed_over: Mutex<Option<Manifest>>,
+    handed_over: Ranked<Option<Manifest>>,
     /// A copy of the manifest as last written, behind a lock never held
     /// across I/O, so that [`get`](Keeper::get) (the ring's roll asks)
     /// never waits for a write.
-    written: Mutex<Manifest>,
+    written: Ranked<Manifest>,
     /// Set once the log is poisoned (see [`stop`](Keeper::stop)).
     stopped: AtomicBool,
 }
@@ -123,12 +124,15 @@ impl Keeper {
         Keeper {
             vfs,
             dir,
-            current: Mutex::new(Current {
-                manifest: m,
-                failed: false,
-            }),
-            handed_over: Mutex::new(None),
-            written: Mutex::new(m),
+            current: Ranked::new(
+                Rank::ManifestWrite,
+                Current {
+                    manifest: m,
+                    failed: false,
+                },
+            ),
+            handed_over: Ranked::new(Rank::ManifestHandOver, None),
+            written: Ranked::new(Rank::ManifestCopy, m),
             stopped: AtomicBool::new(false),
         }
     }
@@ -144,7 +148,7 @@ impl Keeper {
     /// The manifest as last written. Never waits for a write in
     /// progress. Cost: one uncontended lock.
     pub fn get(&self) -> Manifest {
-        *self.written.lock().unwrap_or_else(|p| p.into_inner())
+        *self.written.lock()
     }
 
     /// Raise the manifest's fields to at least `to`'s (none ever moves
@@ -155,7 +159,7 @@ impl Keeper {
     /// manifest stands, which never promises too much. Cost: nothing if
     /// nothing grew; otherwise one atomic write.
     pub fn raise(&self, to: Manifest) -> Result<()> {
-        let mut state = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = self.current.lock();
         let raised = self.raise_locked(&mut state, to);
         raised.and(self.write_handed_over(state))
     }
@@ -167,14 +171,12 @@ impl Keeper {
     /// the ring's next spare wait for a checkpoint. Cost: as `raise`, or
     /// two uncontended locks when handed over.
     pub fn raise_or_hand_over(&self, to: Manifest) -> Result<()> {
-        let mut slot = self.handed_over.lock().unwrap_or_else(|p| p.into_inner());
+        let mut slot = self.handed_over.lock();
         *slot = Some(merged(slot.take(), to));
-        let state = match self.current.try_lock() {
-            Ok(state) => state,
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            // The holder takes the slot before it lets go: it checks the
-            // slot under this lock, which is held until this returns.
-            Err(std::sync::TryLockError::WouldBlock) => return Ok(()),
+        // The holder takes the slot before it lets go: it checks the slot
+        // under this lock, which is held until this returns.
+        let Some(state) = self.current.try_lock() else {
+            return Ok(());
         };
         drop(slot);
         self.write_handed_over(state)
@@ -183,9 +185,9 @@ impl Keeper {
     /// Write what was handed over while `state` was held, then let go,
     /// with the slot's lock held so that nothing is handed over between
     /// the last look and the release.
-    fn write_handed_over(&self, mut state: std::sync::MutexGuard<'_, Current>) -> Result<()> {
+    fn write_handed_over(&self, mut state: RankedGuard<'_, Current>) -> Result<()> {
         loop {
-            let mut slot = self.handed_over.lock().unwrap_or_else(|p| p.into_inner());
+            let mut slot = self.handed_over.lock();
             let Some(to) = slot.take() else {
                 drop(state);
                 return Ok(());
@@ -243,7 +245,7 @@ impl Keeper {
             return Err(e);
         }
         *cur = next;
-        *self.written.lock().unwrap_or_else(|p| p.into_inner()) = next;
+        *self.written.lock() = next;
         Ok(())
     }
 }

@@ -17,6 +17,7 @@ use crate::at_rest::format::Manifest;
 use crate::config::WhenFull;
 use crate::error::{Error, Lsn, Poison, Result};
 use crate::segment::lifecycle;
+use crate::write::lock_order::{Rank, Token};
 use crate::write::reserve::Shared;
 
 /// Whether a checkpoint may keep removed segments as spares to reuse.
@@ -55,8 +56,11 @@ struct Turn {
     drop_due: bool,
 }
 
-/// Proof that the caller has the checkpoint turn.
-struct Held(());
+/// Proof that the caller has the checkpoint turn, and its place in the
+/// lock order.
+struct Held {
+    _order: Token,
+}
 
 impl Retention {
     fn turn(&self) -> MutexGuard<'_, Turn> {
@@ -73,7 +77,9 @@ impl Retention {
             t = self.done.wait(t).unwrap_or_else(|p| p.into_inner());
         }
         t.busy = true;
-        Held(())
+        Held {
+            _order: Token::taken(Rank::CheckpointTurn, true),
+        }
     }
 
     /// The turn if it is free now; else the holder is told to run the
@@ -85,7 +91,9 @@ impl Retention {
             return None;
         }
         t.busy = true;
-        Some(Held(()))
+        Some(Held {
+            _order: Token::taken(Rank::CheckpointTurn, false),
+        })
     }
 
     /// Give the turn back, unless a drop became due meanwhile: then keep

@@ -5,6 +5,7 @@
 mod acks;
 mod claim;
 mod ledger;
+pub(crate) mod lock_order;
 pub(crate) mod packing;
 pub(crate) mod reserve;
 pub(crate) mod ring;

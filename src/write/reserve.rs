@@ -7,7 +7,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::task::Waker;
 use std::time::Instant;
 
@@ -25,6 +25,7 @@ use crate::segment::lifecycle::{self, RecyclePool, LARGE_WRITE_BYTES};
 use crate::segment::manifest;
 use crate::segment::set::{self as segments, Live, LogDir, SegmentFile, SegmentSet};
 use crate::write::acks::Acks;
+use crate::write::lock_order::{Rank, Ranked, RankedGuard};
 use crate::write::packing::{Cursor, Placed};
 use crate::write::wakers::WakerSet;
 
@@ -403,7 +404,7 @@ fn same_keying(header: &SegmentHeader, fresh: bool, cipher: Option<&Cipher>) -> 
 pub(crate) struct Shared {
     pub cfg: Config,
     pub dir: LogDir,
-    pub res: Mutex<Reservation>,
+    res: Ranked<Reservation>,
     /// Producers parked for staging space (`OnFull::Wait`).
     pub space: Condvar,
     /// Tasks refused for staging space (`OnFull::Register`), woken with
@@ -432,11 +433,11 @@ pub(crate) struct Shared {
     next_lsn: AtomicU64,
     /// Taken after the checkpoint lock and before the reservation lock
     /// when held with either (see [`segment_set`](Self::segment_set)).
-    segments: Mutex<SegmentSet>,
+    segments: Ranked<SegmentSet>,
     /// Where reads of an LSN may start inside its segment. Taken after the
     /// reservation lock when both are held (a producer adding a point),
     /// never the other way round.
-    pub index: Mutex<SparseIndex>,
+    index: Ranked<SparseIndex>,
     /// Checkpointed segments waiting for the preparer to reuse them; see
     /// `Wal::checkpoint`.
     pub recycled: Arc<RecyclePool>,
@@ -485,23 +486,26 @@ impl Shared {
         let free = staging_buffers(&cfg);
         let buffers = free.len();
         Shared {
-            res: Mutex::new(Reservation {
-                seg_base: header.base_lsn,
-                seg_id: 0,
-                salt: header.salt,
-                cipher,
-                batch_start: write_at,
-                seg_bytes: writable_bytes(&cfg, header, write_at, same_keying),
-                active: None,
-                ready: VecDeque::new(),
-                free,
-                buffers,
-                waiting_for_space: 0,
-                batch_open: false,
-                index_due,
-                live_bytes: segments.bytes(),
-                seg_file_bytes: header.segment_bytes,
-            }),
+            res: Ranked::new(
+                Rank::Reservation,
+                Reservation {
+                    seg_base: header.base_lsn,
+                    seg_id: 0,
+                    salt: header.salt,
+                    cipher,
+                    batch_start: write_at,
+                    seg_bytes: writable_bytes(&cfg, header, write_at, same_keying),
+                    active: None,
+                    ready: VecDeque::new(),
+                    free,
+                    buffers,
+                    waiting_for_space: 0,
+                    batch_open: false,
+                    index_due,
+                    live_bytes: segments.bytes(),
+                    seg_file_bytes: header.segment_bytes,
+                },
+            ),
             space: Condvar::new(),
             space_waiters: WakerSet::default(),
             acks: Acks::new(next_lsn - 1),
@@ -511,8 +515,8 @@ impl Shared {
             closing: AtomicBool::new(false),
             sync_wanted: AtomicU64::new(0),
             next_lsn: AtomicU64::new(next_lsn),
-            segments: Mutex::new(segments),
-            index: Mutex::new(points),
+            segments: Ranked::new(Rank::SegmentSet, segments),
+            index: Ranked::new(Rank::Index, points),
             recycled: Arc::default(),
             counters: Counters::default(),
             log_id: manifest.get().log_id,
@@ -526,11 +530,11 @@ impl Shared {
         }
     }
 
-    pub fn lock(&self) -> MutexGuard<'_, Reservation> {
+    pub fn lock(&self) -> RankedGuard<'_, Reservation> {
         // Every critical section is a copy and counter updates that are
         // complete before any call that could panic (the `then` hook runs
         // last), so a poisoned mutex carries no information.
-        self.res.lock().unwrap_or_else(|p| p.into_inner())
+        self.res.lock()
     }
 
     /// A copy of the log's segment list as it is now, oldest first. Cost:
@@ -542,18 +546,18 @@ impl Shared {
     /// The log's segment set. Held only for list updates and copies,
     /// never across I/O, so the ring's roll never waits for a checkpoint's
     /// syscalls.
-    pub fn segment_set(&self) -> MutexGuard<'_, SegmentSet> {
+    pub fn segment_set(&self) -> RankedGuard<'_, SegmentSet> {
         // Every update is one push, pop or remove that cannot panic half
         // way: a poisoned mutex carries no information.
-        self.segments.lock().unwrap_or_else(|p| p.into_inner())
+        self.segments.lock()
     }
 
     /// The sparse index. Taken after the reservation lock when both are
     /// held, never the other way round.
-    pub fn index(&self) -> MutexGuard<'_, SparseIndex> {
+    pub fn index(&self) -> RankedGuard<'_, SparseIndex> {
         // Every update is one push or one pruning loop that cannot panic
         // half-way: a poisoned mutex carries no information.
-        self.index.lock().unwrap_or_else(|p| p.into_inner())
+        self.index.lock()
     }
 
     /// Whether a batch write is durable when it completes, with the sync
@@ -937,7 +941,7 @@ impl Shared {
         kind: Kind,
         flens: impl Fn(bool) -> I,
         on_full: &mut OnFull<'_>,
-    ) -> Result<MutexGuard<'_, Reservation>> {
+    ) -> Result<RankedGuard<'_, Reservation>> {
         // When a roll waits for the size limit: until when.
         let mut limit_deadline = None;
         let mut r = self.lock();
@@ -1055,12 +1059,12 @@ impl Shared {
     /// deadline passes or for a caller that must not wait.
     fn wait_for_limit<'a>(
         &'a self,
-        mut r: MutexGuard<'a, Reservation>,
+        mut r: RankedGuard<'a, Reservation>,
         max: u64,
         timeout: std::time::Duration,
         deadline: Instant,
         on_full: &OnFull<'_>,
-    ) -> Result<MutexGuard<'a, Reservation>> {
+    ) -> Result<RankedGuard<'a, Reservation>> {
         r.close_active();
         self.kick(&r);
         if self.acks.is_poisoned() {
@@ -1075,19 +1079,15 @@ impl Shared {
                 waited: timeout.min(timeout - left),
             });
         }
-        Ok(self
-            .space
-            .wait_timeout(r, left)
-            .unwrap_or_else(|p| p.into_inner())
-            .0)
+        Ok(r.wait_timeout(&self.space, left))
     }
 
     /// Park on `space` until a buffer is freed, a batch completes, or the
     /// log is poisoned or closed; the ring is kicked so it frees buffers.
     fn wait_for_space<'a>(
         &'a self,
-        mut r: MutexGuard<'a, Reservation>,
-    ) -> MutexGuard<'a, Reservation> {
+        mut r: RankedGuard<'a, Reservation>,
+    ) -> RankedGuard<'a, Reservation> {
         r.waiting_for_space += 1;
         self.counters
             .backpressure_waits
@@ -1099,7 +1099,7 @@ impl Shared {
             r.waiting_for_space -= 1;
             return r;
         }
-        let mut r = self.space.wait(r).unwrap_or_else(|p| p.into_inner());
+        let mut r = r.wait(&self.space);
         r.waiting_for_space -= 1;
         r
     }
