@@ -15,6 +15,7 @@
 //! from a file; `format` knows the bytes, this module knows the files.
 
 mod bytes;
+pub(crate) mod table;
 mod verdict;
 
 use std::fmt;

@@ -95,6 +95,7 @@ use crate::at_rest::format::{self, Decoded, Kind, SegmentHeader};
 use crate::error::{Corruption, Error, Lsn, Result};
 
 use super::bytes::SegmentScan;
+use super::table::{Is, ANY, NO, YES};
 use super::{End, SegmentEnd};
 
 // The probe of block boundaries finds every write's first frame only if
@@ -366,22 +367,6 @@ enum Outcome {
     Corrupt(Cause),
 }
 
-/// A pattern over one fact: any value, or one of these.
-#[derive(Clone, Copy, Debug)]
-enum Is<T: 'static> {
-    Any,
-    In(&'static [T]),
-}
-
-impl<T: PartialEq> Is<T> {
-    fn matches(&self, v: &T) -> bool {
-        match self {
-            Is::Any => true,
-            Is::In(vs) => vs.contains(v),
-        }
-    }
-}
-
 /// One row of the table: a pattern per fact, and the verdict.
 #[derive(Clone, Copy, Debug)]
 struct Row {
@@ -406,10 +391,6 @@ impl Row {
             && self.ends_short.matches(&f.ends_short)
     }
 }
-
-const YES: Is<bool> = Is::In(&[true]);
-const NO: Is<bool> = Is::In(&[false]);
-const ANY: Is<bool> = Is::Any;
 
 /// The decision table (the module's table is this, printed): every
 /// combination of [`Facts`] matches exactly one row, which the tests check
@@ -616,6 +597,7 @@ fn later_writes(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scan::table::doc::{assert_documented, cell, markdown, Label};
 
     const STOPS: [Stop; 4] = [Stop::Full, Stop::Zero, Stop::Invalid, Stop::OutOfLine];
     const LATERS: [Later; 3] = [Later::Nothing, Later::FramesPastWindow, Later::Vouch];
@@ -744,21 +726,6 @@ mod tests {
         }
     }
 
-    /// How a table cell prints a value.
-    trait Label: Copy + 'static {
-        fn label(self) -> &'static str;
-    }
-
-    impl Label for bool {
-        fn label(self) -> &'static str {
-            if self {
-                "yes"
-            } else {
-                "no"
-            }
-        }
-    }
-
     impl Label for Stop {
         fn label(self) -> &'static str {
             match self {
@@ -790,59 +757,11 @@ mod tests {
         }
     }
 
-    fn cell<T: Label>(p: Is<T>) -> String {
-        match p {
-            Is::Any => "any".into(),
-            Is::In(vs) => vs.iter().map(|v| v.label()).collect::<Vec<_>>().join(", "),
-        }
-    }
-
     fn verdict_cell(o: Outcome) -> String {
         match o {
             Outcome::Corrupt(c) => format!("`Corrupt({c:?})`"),
             o => format!("`{o:?}`"),
         }
-    }
-
-    /// `rows` as a Markdown table with aligned columns.
-    fn markdown(head: &[&str], rows: &[Vec<String>]) -> Vec<String> {
-        let width = |c: usize| {
-            rows.iter()
-                .map(|r| r[c].chars().count())
-                .chain([head[c].chars().count()])
-                .max()
-                .unwrap_or(0)
-        };
-        let widths: Vec<usize> = (0..head.len()).map(width).collect();
-        let line = |cells: Vec<String>| {
-            let cells: Vec<String> = cells
-                .iter()
-                .zip(&widths)
-                .map(|(c, &w)| format!(" {c}{} ", " ".repeat(w - c.chars().count())))
-                .collect();
-            format!("|{}|", cells.join("|"))
-        };
-        let mut out = vec![line(head.iter().map(|h| h.to_string()).collect())];
-        out.push(format!(
-            "|{}|",
-            widths
-                .iter()
-                .map(|&w| "-".repeat(w + 2))
-                .collect::<Vec<_>>()
-                .join("|")
-        ));
-        out.extend(rows.iter().map(|r| line(r.clone())));
-        out
-    }
-
-    /// The Markdown table in the module docs of `source`.
-    pub(crate) fn doc_table(source: &str) -> Vec<String> {
-        source
-            .lines()
-            .filter_map(|l| l.strip_prefix("//! "))
-            .filter(|l| l.starts_with('|'))
-            .map(str::to_string)
-            .collect()
     }
 
     #[test]
@@ -875,14 +794,6 @@ mod tests {
             ],
             &rows,
         );
-        let got = doc_table(include_str!("verdict.rs"));
-        assert!(
-            got == want,
-            "the module docs' table is not ROWS; it should read:\n{}",
-            want.iter()
-                .map(|l| format!("//! {l}"))
-                .collect::<Vec<_>>()
-                .join("\n")
-        );
+        assert_documented(include_str!("verdict.rs"), &want);
     }
 }
