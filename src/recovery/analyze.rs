@@ -8,10 +8,11 @@ use crate::at_rest::format::{self, Manifest, SegmentHeader, MAX_LSN};
 use crate::config::{Config, RecoveryMode};
 use crate::error::{Corruption, Error, Lsn, Result};
 use crate::read::index::{self, Point};
-use crate::scan::{self, Position, SegmentEnd, Verdict};
+use crate::scan::{self, Position, SegmentEnd, Verdict, Walker};
 use crate::segment::manifest;
 use crate::segment::set::{LogDir, SegmentFile};
 
+use super::decision::{decide, BlankName, Ending, Fate, FileFacts, HeaderRead};
 use super::prefetch::Prefetcher;
 use super::CheckpointMarker;
 
@@ -131,25 +132,54 @@ pub(crate) struct Analysis {
 }
 
 impl Analysis {
+    /// Read the node's manifest, if it has one. Point in time: one that
+    /// does not decode is no recovery point (that would set every segment
+    /// aside); the log is read without it and the writer writes it anew.
+    fn read_manifest(&mut self, dir: &LogDir, cfg: &Config, policy: Policy) -> Result<()> {
+        match manifest::read(&*cfg.vfs, dir) {
+            Ok(m) => self.manifest = m,
+            Err(Error::Corrupt { .. }) if policy == Policy::SetAsideAfterFirst => {
+                self.manifest_unreadable = true;
+            }
+            Err(e @ Error::Corrupt { .. }) => self.problems.push(e),
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+
     /// Judge the blank files popped off the end of the listing, after the
-    /// segments before them have been scanned.
+    /// segments before them have been scanned (the module's table: their
+    /// names), and note the highest name as where the log resumes when no
+    /// segment survives.
     ///
     /// A crash mid-roll leaves the blank file named exactly one past the
     /// last record (the ring rolls only after the old segment is
-    /// complete), and that name is where the log resumes when no segment
-    /// survives. A blank file named further out is not that crash, and a
+    /// complete). A blank file named further out is not that crash, and a
     /// name outside `1..=MAX_LSN` is no name the writer can produce:
     /// resuming at either would skip LSNs or run the counter out.
-    fn judge_incomplete(&mut self) {
+    fn judge_incomplete(&mut self, policy: Policy) {
         self.floor_lsn = 0;
-        let mut floor_file = None;
+        let expected = self.segments.last().map(|s| s.last_lsn + 1);
         for path in &self.incomplete {
             let base = path
                 .file_name()
                 .and_then(|n| n.to_str())
                 .and_then(format::parse_segment_file_name)
                 .map_or(0, |(_, base)| base);
-            if base == 0 || base > MAX_LSN {
+            let mut facts = FileFacts::new(true, HeaderRead::NeverWritten, policy);
+            facts.name = match expected {
+                _ if base == 0 || base > MAX_LSN => BlankName::OutOfRange,
+                Some(expected) if base > expected => BlankName::PastNext,
+                _ => BlankName::Resumes,
+            };
+            let (report, fate) = decide(&facts);
+            // The file was popped as the newest never-written one, which
+            // every row for such a file discards.
+            debug_assert_eq!(fate, Fate::Discard, "{facts:?}");
+            if facts.name != BlankName::OutOfRange {
+                self.floor_lsn = self.floor_lsn.max(base);
+            }
+            if report.corrupt() {
                 self.problems.push(Error::corrupt(
                     path,
                     0,
@@ -157,18 +187,12 @@ impl Analysis {
                         "blank segment named with base LSN {base}, out of range"
                     )),
                 ));
-            } else if base > self.floor_lsn {
-                self.floor_lsn = base;
-                floor_file = Some(path.clone());
             }
-        }
-        if let (Some(last), Some(path)) = (self.segments.last(), floor_file) {
-            let expected = last.last_lsn + 1;
-            if self.floor_lsn > expected {
+            if let (true, Some(expected)) = (report.gap(), expected) {
                 self.problems.push(Error::Gap {
-                    file: path,
+                    file: path.clone(),
                     expected,
-                    found: self.floor_lsn,
+                    found: base,
                 });
             }
         }
@@ -265,22 +289,88 @@ impl Analysis {
         Ok(())
     }
 
-    /// Read one segment, followed by `next` (`None`: it is the newest).
-    /// Pushes its problems; returns its state when it (or, in
-    /// point-in-time mode, its valid prefix) is usable.
+    /// Read the segments of `files` in order (after the newest was popped
+    /// if never written) and decide each by the module's table, going as
+    /// far past the first problem as `policy` says.
+    fn scan_all(&mut self, files: &[SegmentFile], cfg: &Config, policy: Policy) -> Result<()> {
+        // Reading ahead on a second thread overlaps the disk with the
+        // checks. Not on the simulated disk, whose reads are part of what
+        // a seed replays.
+        let prefetch = (cfg.vfs.is_real() && files.len() > 1)
+            .then(|| {
+                Prefetcher::start(
+                    cfg.vfs.clone(),
+                    files.iter().map(|f| f.path.clone()).collect(),
+                )
+            })
+            .flatten();
+        let popped = !self.incomplete.is_empty();
+        let mut prev_last: Option<Lsn> = None;
+        for (i, f) in files.iter().enumerate() {
+            if let Some(p) = &prefetch {
+                p.at(i);
+            }
+            if !self.problems.is_empty() {
+                match policy {
+                    Policy::StopAtFirst => break,
+                    Policy::SetAsideAfterFirst => {
+                        self.set_aside.push(f.path.clone());
+                        continue;
+                    }
+                    Policy::ReportAll => {}
+                }
+            }
+            let newest = !popped && i + 1 == files.len();
+            let next = files.get(i + 1);
+            match self.scan_segment(f, cfg, next, prev_last, newest, policy)? {
+                Scanned::Kept(state) => {
+                    // LSNs run on from the previous segment kept, unless
+                    // verify took this one as the start of a new run.
+                    debug_assert!(
+                        policy == Policy::ReportAll
+                            || prev_last.is_none_or(|p| state.header.base_lsn == p + 1)
+                    );
+                    prev_last = Some(state.last_lsn);
+                    self.segments.push(*state);
+                }
+                Scanned::SetAside => self.set_aside.push(f.path.clone()),
+                Scanned::Dropped => prev_last = None,
+            }
+        }
+        Ok(())
+    }
+
+    /// Read one segment, followed by `next` (`None`: it is the newest
+    /// with a written header), as far as the module's table needs, and
+    /// decide it. Pushes its problems; returns what becomes of it.
     fn scan_segment(
         &mut self,
         f: &SegmentFile,
         cfg: &Config,
         next: Option<&SegmentFile>,
         prev_last: Option<Lsn>,
+        newest: bool,
         policy: Policy,
-    ) -> Result<Option<SegmentState>> {
+    ) -> Result<Scanned> {
         let mut w = match scan::open(&*cfg.vfs, f, cfg.node, self.log_id())? {
             Ok(w) => w,
             Err(problem) => {
-                self.problems.push(problem.error(f, cfg.node));
-                return Ok(None);
+                let header = match HeaderRead::of(&problem) {
+                    // The newest file's header read as written before the
+                    // loop (`pop_never_written`): blank now, it changed
+                    // under recovery, which is damage.
+                    HeaderRead::NeverWritten if newest => HeaderRead::Damaged,
+                    header => header,
+                };
+                let facts = FileFacts::new(newest, header, policy);
+                let (report, fate) = decide(&facts);
+                // Only a blank newest file's name is a gap, and a file the
+                // loop reads has none (its own name is not read here).
+                debug_assert!(!report.gap(), "{facts:?}");
+                if report.corrupt() {
+                    self.problems.push(problem.error(f, cfg.node));
+                }
+                return Ok(Self::not_kept(fate, f));
             }
         };
         if w.header_from_copy() {
@@ -290,61 +380,74 @@ impl Analysis {
         // application (seed 003).
         w.drop_behind();
         let base = w.header().base_lsn;
-        if let Some(prev) = prev_last.filter(|&p| base != p + 1) {
-            self.problems.push(Error::Gap {
-                file: f.path.clone(),
-                expected: prev + 1,
-                found: base,
-            });
-            if policy != Policy::ReportAll {
-                return Ok(None);
+        let gap = prev_last.filter(|&p| base != p + 1).map(|p| Error::Gap {
+            file: f.path.clone(),
+            expected: p + 1,
+            found: base,
+        });
+        let mut facts = FileFacts::new(newest, HeaderRead::Usable, policy);
+        facts.follows = gap.is_none();
+        if !facts.reads_ending() {
+            let (report, fate) = decide(&facts);
+            self.problems.extend(gap.filter(|_| report.gap()));
+            return Ok(Self::not_kept(fate, f));
+        }
+        let walked = walk(&mut w)?;
+        self.bytes_scanned += w.valid_end() - format::BLOCK as u64;
+        let next_base = scan::declared_base(&*cfg.vfs, next, cfg.node, self.log_id())?;
+        let pos =
+            Position::of(next.is_none(), cfg.torn_window(), w.header()).followed_by(next_base);
+        let verdict = w.judge(walked.end, pos)?;
+        facts.ending = Ending::of(verdict);
+        let (report, fate) = decide(&facts);
+        self.problems.extend(gap.filter(|_| report.gap()));
+        if let (true, Verdict::Corrupt(damage)) = (report.corrupt(), verdict) {
+            self.problems.push(damage.error(&f.path, walked.end));
+        }
+        self.settle(f, &mut w, walked, verdict, fate, policy)
+    }
+
+    /// What becomes of a segment the table does not keep.
+    fn not_kept(fate: Fate, f: &SegmentFile) -> Scanned {
+        match fate {
+            Fate::SetAside => Scanned::SetAside,
+            // Only the file popped before the loop is discarded, and no
+            // row keeps a segment whose frames were not judged.
+            Fate::Drop | Fate::Discard | Fate::Keep | Fate::Cut => {
+                debug_assert_eq!(fate, Fate::Drop, "{}", f.path.display());
+                Scanned::Dropped
             }
         }
-        // The walk yields only records before the end of the complete
-        // data (an unfinished batch is never yielded), so a marker noted
-        // here is one recovery keeps, unless the whole segment is dropped.
-        let mut last_checkpoint = None;
-        let mut points: Vec<Point> = Vec::new();
-        let end = w.walk_to_end_visiting(|at, f, batch| {
-            if let Some(m) = CheckpointMarker::decode(f.lsn, f.kind, f.payload) {
-                last_checkpoint = Some(m);
-            }
-            let starts_clean = batch.is_none_or(|first| first == f.lsn);
-            if starts_clean && at >= index::due_after(points.last().map(|p| p.offset)) {
-                points.push(Point {
-                    lsn: f.lsn,
-                    offset: at,
-                });
-            }
-        })?;
-        self.bytes_scanned += w.valid_end() - format::BLOCK as u64;
-        let header = *w.header();
-        let next_base = scan::declared_base(&*cfg.vfs, next, cfg.node, self.log_id())?;
-        let pos = Position::of(next.is_none(), cfg.torn_window(), &header).followed_by(next_base);
-        let verdict = w.judge(end, pos)?;
-        let mut state = SegmentState {
+    }
+
+    /// Carry out the table's `fate` for a segment whose frames were
+    /// walked and judged: note what lies behind their end (the records a
+    /// cut drops, and in point-in-time mode LSNs on disk that must never
+    /// be handed out again, even past a clean end) and make the cut.
+    fn settle(
+        &mut self,
+        f: &SegmentFile,
+        w: &mut Walker,
+        walked: Walked,
+        verdict: Verdict,
+        fate: Fate,
+        policy: Policy,
+    ) -> Result<Scanned> {
+        let end = walked.end;
+        let state = SegmentState {
             file: f.clone(),
-            header,
+            header: *w.header(),
             last_lsn: w.last_lsn(),
             valid_end: w.valid_end(),
             records: w.records(),
             cut: None,
-            last_checkpoint,
-            points,
+            last_checkpoint: walked.last_checkpoint,
+            points: walked.points,
         };
-        // What lies behind the end: the records a cut drops, and (point
-        // in time) LSNs on disk that must never be handed out again, even
-        // past a clean end.
         let after = match verdict {
             _ if policy == Policy::SetAsideAfterFirst => Some(w.frames_after(end.data_end())?),
             Verdict::Clean | Verdict::Full => None,
             Verdict::Torn { .. } | Verdict::Corrupt(_) => Some(w.frames_after(end.data_end())?),
-        };
-        let cut = |zero_to| Cut {
-            at: end.data_end(),
-            why: CutWhy::At(end),
-            zero_to,
-            records_behind: after.map_or(0, |a| a.records),
         };
         if policy == Policy::SetAsideAfterFirst {
             self.highest_seen = self
@@ -352,19 +455,81 @@ impl Analysis {
                 .max(w.last_lsn())
                 .max(after.map_or(0, |a| a.highest_lsn));
         }
-        match verdict {
-            Verdict::Clean | Verdict::Full => {}
-            Verdict::Torn { zero_to } => state.cut = Some(cut(zero_to)),
-            Verdict::Corrupt(damage) => {
-                self.problems.push(damage.error(&f.path, end));
-                if policy != Policy::SetAsideAfterFirst {
-                    return Ok(None);
-                }
-                state.cut = Some(cut(w.end()));
-            }
-        }
-        Ok(Some(state))
+        let cut = Cut {
+            at: end.data_end(),
+            why: CutWhy::At(end),
+            zero_to: match verdict {
+                Verdict::Torn { zero_to } => zero_to,
+                _ => w.end(),
+            },
+            records_behind: after.map_or(0, |a| a.records),
+        };
+        // A cut keeps exactly the complete data: the walk stops at the
+        // start of an unfinished batch, so its offset is where the data
+        // ends either way; and it zeros only forward.
+        debug_assert_eq!(cut.at, state.valid_end, "{}", f.path.display());
+        debug_assert!(cut.at <= cut.zero_to);
+        Ok(match fate {
+            Fate::Keep => Scanned::Kept(Box::new(state)),
+            Fate::Cut => Scanned::Kept(Box::new(SegmentState {
+                cut: Some(cut),
+                ..state
+            })),
+            fate => Self::not_kept(fate, f),
+        })
     }
+}
+
+/// What became of one segment file read in order.
+enum Scanned {
+    /// Part of the log kept (its tail may be cut). Boxed: the others
+    /// are empty.
+    Kept(Box<SegmentState>),
+    /// Not part of the log kept: the next segment, if read, starts a new
+    /// run of LSNs.
+    Dropped,
+    /// Point in time: past the recovery point.
+    SetAside,
+}
+
+/// A segment's frames walked to their end, with what recovery notes on
+/// the way.
+struct Walked {
+    end: SegmentEnd,
+    /// The newest checkpoint marker among the records walked.
+    last_checkpoint: Option<CheckpointMarker>,
+    /// Seek points for the sparse index.
+    points: Vec<Point>,
+}
+
+/// Walk `w` to the end of its valid frames. The walk yields only records
+/// before the end of the complete data (an unfinished batch is never
+/// yielded), so a marker noted here is one recovery keeps, unless the
+/// whole segment is dropped.
+fn walk(w: &mut Walker) -> Result<Walked> {
+    let mut last_checkpoint = None;
+    let mut points: Vec<Point> = Vec::new();
+    let end = w.walk_to_end_visiting(|at, f, batch| {
+        if let Some(m) = CheckpointMarker::decode(f.lsn, f.kind, f.payload) {
+            last_checkpoint = Some(m);
+        }
+        let last = points.last();
+        // The walk yields records in LSN and file order: the index's
+        // points grow in both.
+        debug_assert!(last.is_none_or(|p| p.offset < at && p.lsn < f.lsn));
+        let starts_clean = batch.is_none_or(|first| first == f.lsn);
+        if starts_clean && at >= index::due_after(last.map(|p| p.offset)) {
+            points.push(Point {
+                lsn: f.lsn,
+                offset: at,
+            });
+        }
+    })?;
+    Ok(Walked {
+        end,
+        last_checkpoint,
+        points,
+    })
 }
 
 /// Scan `dir` for its node's log without modifying anything, going as far
@@ -376,19 +541,8 @@ pub(crate) fn analyze(dir: &LogDir, cfg: &Config, policy: Policy) -> Result<Anal
         manifest_temps: listing.manifest_temps,
         ..Analysis::default()
     };
-    match manifest::read(&*cfg.vfs, dir) {
-        Ok(m) => out.manifest = m,
-        // Point in time: a manifest that does not decode is no recovery
-        // point (that would set every segment aside); the log is read
-        // without it and the writer writes it anew.
-        Err(Error::Corrupt { .. }) if policy == Policy::SetAsideAfterFirst => {
-            out.manifest_unreadable = true;
-        }
-        Err(e @ Error::Corrupt { .. }) => out.problems.push(e),
-        Err(e) => return Err(e),
-    }
+    out.read_manifest(dir, cfg, policy)?;
     let mut files = listing.segments;
-
     // Incomplete newest files: a crash between rename and a durable header.
     // Only a header that never reached the disk marks one; a damaged but
     // present header is corruption (the segment may hold acknowledged
@@ -397,60 +551,12 @@ pub(crate) fn analyze(dir: &LogDir, cfg: &Config, policy: Policy) -> Result<Anal
         out.incomplete.push(f.path);
     }
     if out.manifest.is_none() {
-        // The newest version-2 segment's id (docs/format.md §7): a newer
-        // file whose header does not read, or a version-1 one (which
-        // point-in-time recovery sets aside), must not leave the
-        // version-2 segments kept without their log id.
-        for f in files.iter().rev() {
-            if let Ok(w) = scan::open(&*cfg.vfs, f, cfg.node, None)? {
-                if w.header().version >= 2 {
-                    out.adopted_log_id = Some(w.header().log_id);
-                    break;
-                }
-            }
-        }
+        out.adopted_log_id = adopt_log_id(cfg, &files)?;
     }
     out.newest = files.last().map(|f| f.path.clone());
-    let listed = files.clone();
-
-    let count = files.len();
-    // Reading ahead on a second thread overlaps the disk with the checks.
-    // Not on the simulated disk, whose reads are part of what a seed
-    // replays.
-    let prefetch = (cfg.vfs.is_real() && count > 1)
-        .then(|| {
-            Prefetcher::start(
-                cfg.vfs.clone(),
-                files.iter().map(|f| f.path.clone()).collect(),
-            )
-        })
-        .flatten();
-    let mut prev_last: Option<Lsn> = None;
-    for (i, f) in files.iter().enumerate() {
-        if let Some(p) = &prefetch {
-            p.at(i);
-        }
-        if !out.problems.is_empty() {
-            match policy {
-                Policy::StopAtFirst => break,
-                Policy::SetAsideAfterFirst => {
-                    out.set_aside.push(f.path.clone());
-                    continue;
-                }
-                Policy::ReportAll => {}
-            }
-        }
-        match out.scan_segment(f, cfg, files.get(i + 1), prev_last, policy)? {
-            Some(state) => {
-                prev_last = Some(state.last_lsn);
-                out.segments.push(state);
-            }
-            None if policy == Policy::SetAsideAfterFirst => out.set_aside.push(f.path.clone()),
-            None => prev_last = None,
-        }
-    }
-    out.judge_incomplete();
-    out.check_manifest(dir, &listed);
+    out.scan_all(&files, cfg, policy)?;
+    out.judge_incomplete(policy);
+    out.check_manifest(dir, &files);
     if policy == Policy::SetAsideAfterFirst {
         out.see_set_aside(cfg)?;
         if !out.set_aside.is_empty() {
@@ -458,4 +564,20 @@ pub(crate) fn analyze(dir: &LogDir, cfg: &Config, policy: Policy) -> Result<Anal
         }
     }
     Ok(out)
+}
+
+/// The log id of the newest version-2 segment of `files` (docs/format.md
+/// §7), for a log without a manifest: a newer file whose header does not
+/// read, or a version-1 one (which point-in-time recovery sets aside),
+/// must not leave the version-2 segments kept without their log id.
+/// Cost: one header read per file, newest first, up to that segment.
+fn adopt_log_id(cfg: &Config, files: &[SegmentFile]) -> Result<Option<u64>> {
+    for f in files.iter().rev() {
+        if let Ok(w) = scan::open(&*cfg.vfs, f, cfg.node, None)? {
+            if w.header().version >= 2 {
+                return Ok(Some(w.header().log_id));
+            }
+        }
+    }
+    Ok(None)
 }

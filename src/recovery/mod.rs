@@ -1,20 +1,51 @@
 //! Recovery: what is on disk, what is trustworthy, and what to repair.
 //!
 //! Analysis ([`analyze`]) is read-only and shared with `ringwal verify`;
-//! [`recover`] applies its decisions. Per file, in base-LSN order (the
-//! newest is the last one with a written header):
+//! [`plan`] decides from it what recovery changes, and [`recover`] carries
+//! that out. Per file, in base-LSN order, one row of this table decides
+//! what is reported and what becomes of the file (`decision.rs` keeps it
+//! as data; its tests check every combination of the facts against one
+//! row, and that this table is those rows printed):
 //!
-//! | finding                                              | newest segment          | older segment |
-//! |------------------------------------------------------|-------------------------|---------------|
-//! | segment-shaped, header and first frame block blank   | discard the file        | `Corrupt`     |
-//! | blank, but named outside `1..=MAX_LSN` or past last+1| `Corrupt` / `Gap`       | `Corrupt`     |
-//! | blank header with data behind it (a lost header)     | `Corrupt`               | `Corrupt`     |
-//! | shorter than a block, or blank and not segment-shaped| `Corrupt`               | `Corrupt`     |
-//! | header present but invalid (magic, version, CRC)     | `Corrupt`               | `Corrupt`     |
-//! | header node/base contradicts the file name           | `Corrupt`               | `Corrupt`     |
-//! | base LSN is not previous last LSN + 1                | `Gap`                   | `Gap`         |
-//! | how the frames end                                   | the walker's [`Verdict`] table (`scan/verdict.rs`) ||
-//! | frames end clean, not full, below the next base      | (no next segment)       | `Corrupt` at their end |
+//! | newest | header        | name            | follows | frames end      | policy         | reported         | the file       |
+//! |--------|---------------|-----------------|---------|-----------------|----------------|------------------|----------------|
+//! | yes    | never written | resumes the log | any     | any             | any            | -                | discarded      |
+//! | yes    | never written | out of range    | any     | any             | any            | `Corrupt`        | discarded      |
+//! | yes    | never written | past last + 1   | any     | any             | any            | `Gap`            | discarded      |
+//! | no     | never written | any             | any     | any             | point in time  | `Corrupt`        | set aside      |
+//! | no     | never written | any             | any     | any             | strict, verify | `Corrupt`        | not kept       |
+//! | any    | damaged       | any             | any     | any             | point in time  | `Corrupt`        | set aside      |
+//! | any    | damaged       | any             | any     | any             | strict, verify | `Corrupt`        | not kept       |
+//! | any    | usable        | any             | no      | any             | strict         | `Gap`            | not kept       |
+//! | any    | usable        | any             | no      | any             | point in time  | `Gap`            | set aside      |
+//! | any    | usable        | any             | no      | `Clean`, `Full` | verify         | `Gap`            | kept           |
+//! | any    | usable        | any             | no      | `Torn`          | verify         | `Gap`            | kept, tail cut |
+//! | any    | usable        | any             | no      | `Corrupt`       | verify         | `Gap`, `Corrupt` | not kept       |
+//! | any    | usable        | any             | yes     | `Clean`, `Full` | any            | -                | kept           |
+//! | any    | usable        | any             | yes     | `Torn`          | any            | -                | kept, tail cut |
+//! | any    | usable        | any             | yes     | `Corrupt`       | strict, verify | `Corrupt`        | not kept       |
+//! | any    | usable        | any             | yes     | `Corrupt`       | point in time  | `Corrupt`        | kept, tail cut |
+//!
+//! The facts, each read only where a row needs it:
+//!
+//! * newest: the newest file listed;
+//! * header: usable; never written (segment-shaped, its header and first
+//!   frame block blank: what a crash while creating it leaves); or
+//!   damaged: blank with data behind it (a lost header), shorter than a
+//!   block or blank and not segment-shaped, present but invalid (magic,
+//!   version, CRC), a base LSN outside `1..=MAX_LSN`, a node or base that
+//!   contradicts the file name, another log's, or a file longer than its
+//!   header declares;
+//! * name: a never-written newest file's name resumes the log (it is in
+//!   `1..=MAX_LSN` and at most the last LSN kept + 1), is out of range, or
+//!   is past the last LSN kept + 1;
+//! * follows: the base LSN is the previous segment's last LSN + 1, or no
+//!   segment before it is in the same run;
+//! * frames end: the walker's [`Verdict`](crate::scan::Verdict), by its
+//!   own table (`scan/verdict.rs`), which judges the newest file with a
+//!   written header as the newest segment and holds an older one to the
+//!   next segment's base;
+//! * policy: a strict open, a point-in-time open, or `verify`.
 //!
 //! The next segment's base LSN (from its header, when that is usable)
 //! says where an older segment's data must end. Frames ending cleanly
@@ -30,13 +61,16 @@
 //! A `Torn` verdict is cut: the prefix is sealed and everything after it
 //! is zeroed to the end of the segment, so a second open finds nothing to
 //! cut. The next LSN is the last surviving record's + 1; a discarded blank
-//! file's name is used only when no segment survives. In `PointInTime`
-//! mode the first `Corrupt` or `Gap` becomes a truncation point instead,
-//! every later segment is set aside, and whatever follows the valid prefix
-//! of the segment left newest is cut like a torn tail.
+//! file's name is used only when no segment survives. A strict open reads
+//! no file after the first problem, and fails with it. In `PointInTime`
+//! mode the first `Corrupt` or `Gap` becomes a truncation point instead:
+//! every later file is set aside unread, and whatever follows the valid
+//! prefix of the segment left newest is cut like a torn tail. `verify`
+//! reads every file and names every problem.
 
 mod analyze;
 mod apply;
+mod decision;
 mod plan;
 mod prefetch;
 pub mod verify;
