@@ -10,7 +10,7 @@ use crate::read::index::SparseIndex;
 use crate::segment::set::{self as segments, Live, LogDir, SegmentFile};
 
 use super::plan::cut_extent;
-use super::{analyze, plan, Cut, Policy, RecoveryReport};
+use super::{analyze, plan, Analysis, Cut, Plan, Policy, RecoveryReport, SegmentState};
 
 /// What the writer needs to continue after recovery.
 #[derive(Debug)]
@@ -43,6 +43,11 @@ pub(crate) fn recover(dir: &LogDir, cfg: &Config) -> Result<Recovered> {
         if let Some(e) = a.problems.drain(..).next() {
             return Err(e);
         }
+        // Without a problem, every LSN the manifest says was acknowledged
+        // durable is kept: a cut only ever drops what was never
+        // acknowledged.
+        let kept = a.segments.last().map_or(0, |s| s.last_lsn);
+        debug_assert!(a.manifest.is_none_or(|m| kept >= m.durable_lsn));
     }
     let plan = plan(&a, cfg)?;
     let mut report = RecoveryReport {
@@ -51,83 +56,20 @@ pub(crate) fn recover(dir: &LogDir, cfg: &Config) -> Result<Recovered> {
         manifest_rebuilt: a.manifest_unreadable,
         ..RecoveryReport::default()
     };
-    for p in &plan.remove {
-        cfg.vfs.remove_file(p).map_err(|e| Error::io(p, e))?;
-        report.discarded.push(p.clone());
-    }
-    // Under the lock no other writer of the manifest runs, so these are
-    // a crash's leftovers. Not made durable: one that comes back after a
-    // power loss is removed by the next open.
-    for p in &a.manifest_temps {
-        match cfg.vfs.remove_file(p) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(Error::io(p, e)),
-            _ => {}
-        }
-    }
-    for p in &plan.set_aside {
-        let to = set_aside_name(&*cfg.vfs, p)?;
-        cfg.vfs.rename(p, &to).map_err(|e| Error::io(p, e))?;
-        report.discarded.push(p.clone());
-    }
+    remove_files(cfg, &a, &plan, &mut report)?;
     let last = a.segments.last().map(|s| s.last_lsn);
-    let next_lsn = plan.next_lsn;
-    let mut active = None;
-    let mut skip_in_new_segment = None;
-    if let Some(last) = a.segments.last_mut() {
-        let mut write_at = last.valid_end;
-        if let Some(Cut { at, zero_to, .. }) = last.cut.take() {
-            let zeroed = cut_tail(&*cfg.vfs, &last.file.path, &last.header, at, zero_to)?;
-            write_at = (at + format::padding_len(at) as u64).min(last.header.segment_bytes);
-            debug_assert_eq!(plan.truncation.as_ref().map(|t| t.zeroed), Some(zeroed));
-            report.truncated = plan.truncation.clone();
-        } else if !write_at.is_multiple_of(format::BLOCK as u64) {
-            // Frames ending mid-block with nothing after them (a segment a
-            // point-in-time recovery kept): seal them with padding, durably,
-            // so that what is written next is not behind a zero frame.
-            cut_tail(&*cfg.vfs, &last.file.path, &last.header, write_at, write_at)?;
-            write_at =
-                (write_at + format::padding_len(write_at) as u64).min(last.header.segment_bytes);
-        }
-        if let Some((first, _)) = plan.skipped {
-            let count = next_lsn - first;
-            report.skipped = plan.skipped;
-            match write_skip(
-                &*cfg.vfs,
-                &last.file.path,
-                &last.header,
-                write_at,
-                first,
-                count,
-            )? {
-                Some(at) => {
-                    write_at = at;
-                    last.last_lsn = next_lsn - 1;
-                }
-                // The segment is full: the skip opens a new one (`Wal::open`).
-                None => skip_in_new_segment = Some((first, count)),
-            }
-        }
-        // Everything found is made durable before the manifest may call it
-        // so: a process crash can leave unsynced writes in the page cache
-        // that a power loss would still take.
-        sync_segment(&*cfg.vfs, &last.file.path)?;
-        if skip_in_new_segment.is_none() {
-            active = Some((last.file.clone(), last.header, write_at));
-        }
-    }
+    let (active, skip_in_new_segment) = match a.segments.last_mut() {
+        Some(newest) => match ready_newest(cfg, newest, &plan, &mut report)? {
+            Ready::Active(active) => (Some(active), None),
+            Ready::SkipInNewSegment(first, count) => (None, Some((first, count))),
+        },
+        None => (None, None),
+    };
     if !report.discarded.is_empty() || report.truncated.is_some() {
         let dir = dir.path();
         cfg.vfs.sync_dir(dir).map_err(|e| Error::io(dir, e))?;
     }
-    report.segments_scanned = a.segments.len();
-    report.records = a.segments.iter().map(|s| s.records).sum();
-    report.first_lsn = a.segments.first().map_or(0, |s| s.header.base_lsn);
-    report.last_lsn = last.unwrap_or(0);
-    if report.records == 0 {
-        report.first_lsn = 0;
-        report.last_lsn = 0;
-    }
-    report.last_checkpoint = a.segments.iter().rev().find_map(|s| s.last_checkpoint);
+    sum_up(&a, last, &mut report);
     report.elapsed = start.elapsed();
     trace_repairs(dir, &report);
     let log_id = a.log_id();
@@ -147,11 +89,127 @@ pub(crate) fn recover(dir: &LogDir, cfg: &Config) -> Result<Recovered> {
             })
             .collect(),
         active,
-        next_lsn,
+        next_lsn: plan.next_lsn,
         skip_in_new_segment,
         log_id,
         manifest: a.manifest,
     })
+}
+
+/// Remove the files the plan discards and a crash's temporary manifests,
+/// and set aside the ones after a point-in-time recovery point.
+fn remove_files(
+    cfg: &Config,
+    a: &Analysis,
+    plan: &Plan,
+    report: &mut RecoveryReport,
+) -> Result<()> {
+    for p in &plan.remove {
+        cfg.vfs.remove_file(p).map_err(|e| Error::io(p, e))?;
+        report.discarded.push(p.clone());
+    }
+    // Under the lock no other writer of the manifest runs, so these are
+    // a crash's leftovers. Not made durable: one that comes back after a
+    // power loss is removed by the next open.
+    for p in &a.manifest_temps {
+        match cfg.vfs.remove_file(p) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(Error::io(p, e)),
+            _ => {}
+        }
+    }
+    for p in &plan.set_aside {
+        let to = set_aside_name(&*cfg.vfs, p)?;
+        cfg.vfs.rename(p, &to).map_err(|e| Error::io(p, e))?;
+        report.discarded.push(p.clone());
+    }
+    Ok(())
+}
+
+/// What the newest segment kept is after [`ready_newest`].
+enum Ready {
+    /// The active segment, and the offset where the next write goes.
+    Active((SegmentFile, SegmentHeader, u64)),
+    /// Too full for the plan's skip: LSNs (first, count) for a new
+    /// segment to record as skipped.
+    SkipInNewSegment(Lsn, u64),
+}
+
+/// Make the newest segment kept ready for writing: cut or seal its tail,
+/// record the plan's skip in it (point in time), and make it durable.
+fn ready_newest(
+    cfg: &Config,
+    newest: &mut SegmentState,
+    plan: &Plan,
+    report: &mut RecoveryReport,
+) -> Result<Ready> {
+    let mut write_at = cut_or_seal(cfg, newest, plan, report)?;
+    let mut skip_in_new_segment = None;
+    if let Some((first, _)) = plan.skipped {
+        let count = plan.next_lsn - first;
+        report.skipped = plan.skipped;
+        let path = &newest.file.path;
+        match write_skip(&*cfg.vfs, path, &newest.header, write_at, first, count)? {
+            Some(at) => {
+                write_at = at;
+                newest.last_lsn = plan.next_lsn - 1;
+            }
+            // The segment is full: the skip opens a new one (`Wal::open`).
+            None => skip_in_new_segment = Some((first, count)),
+        }
+    }
+    // Everything found is made durable before the manifest may call it
+    // so: a process crash can leave unsynced writes in the page cache
+    // that a power loss would still take.
+    sync_segment(&*cfg.vfs, &newest.file.path)?;
+    // The next write lands on a block boundary (writes are whole blocks)
+    // or finds the segment full, and never on the data kept.
+    debug_assert!(
+        write_at.is_multiple_of(format::BLOCK as u64) || write_at == newest.header.segment_bytes
+    );
+    debug_assert!(write_at >= newest.valid_end);
+    Ok(match skip_in_new_segment {
+        Some((first, count)) => Ready::SkipInNewSegment(first, count),
+        None => Ready::Active((newest.file.clone(), newest.header, write_at)),
+    })
+}
+
+/// Cut the newest segment's tail as the plan says, or seal frames that
+/// end mid-block with nothing after them (a segment a point-in-time
+/// recovery kept) with padding, durably, so that what is written next is
+/// not behind a zero frame. Returns where the next write goes.
+fn cut_or_seal(
+    cfg: &Config,
+    newest: &mut SegmentState,
+    plan: &Plan,
+    report: &mut RecoveryReport,
+) -> Result<u64> {
+    let (at, zero_to, planned) = match newest.cut.take() {
+        Some(Cut { at, zero_to, .. }) => (at, zero_to, true),
+        None if newest.valid_end.is_multiple_of(format::BLOCK as u64) => {
+            return Ok(newest.valid_end)
+        }
+        None => (newest.valid_end, newest.valid_end, false),
+    };
+    let zeroed = cut_tail(&*cfg.vfs, &newest.file.path, &newest.header, at, zero_to)?;
+    if planned {
+        debug_assert_eq!(plan.truncation.as_ref().map(|t| t.zeroed), Some(zeroed));
+        report.truncated = plan.truncation.clone();
+    }
+    Ok((at + format::padding_len(at) as u64).min(newest.header.segment_bytes))
+}
+
+/// The report's totals over the segments kept; `last` is the newest one's
+/// last LSN before recovery wrote any skip.
+fn sum_up(a: &Analysis, last: Option<Lsn>, report: &mut RecoveryReport) {
+    report.segments_scanned = a.segments.len();
+    report.records = a.segments.iter().map(|s| s.records).sum();
+    report.first_lsn = a.segments.first().map_or(0, |s| s.header.base_lsn);
+    report.last_lsn = last.unwrap_or(0);
+    if report.records == 0 {
+        report.first_lsn = 0;
+        report.last_lsn = 0;
+    }
+    report.last_checkpoint = a.segments.iter().rev().find_map(|s| s.last_checkpoint);
 }
 
 /// What recovery changed or worked around, as `tracing` warnings.
@@ -240,9 +298,13 @@ pub(crate) fn write_skip(
     count: u64,
 ) -> Result<Option<u64>> {
     let block = format::BLOCK as u64;
+    // A skip a reader would take for no frame must never be written: of
+    // at least one LSN, none past the format's last.
+    debug_assert!(count > 0 && first <= format::MAX_LSN && count - 1 <= format::MAX_LSN - first);
     if at + block > header.segment_bytes {
         return Ok(None);
     }
+    debug_assert!(at.is_multiple_of(block), "skip at {at}");
     let mut buf = ringwal_platform::AlignedBuf::new(format::BLOCK);
     let frame = format::frame_len(8);
     format::encode_skip(buf.as_mut_slice(), header.salt, first, count);

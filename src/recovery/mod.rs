@@ -81,9 +81,9 @@ use std::time::Duration;
 use crate::at_rest::format::Kind;
 use crate::error::Lsn;
 
-pub(crate) use analyze::{analyze, Analysis, Cut, CutWhy, Policy};
+pub(crate) use analyze::{analyze, Analysis, Cut, CutWhy, Policy, SegmentState};
 pub(crate) use apply::{recover, set_aside_name, write_skip};
-pub(crate) use plan::plan;
+pub(crate) use plan::{plan, Plan};
 
 /// What [`Wal::open`](crate::Wal::open) found and did.
 #[derive(Clone, Debug, Default)]
