@@ -158,6 +158,9 @@ impl Analysis {
     /// name outside `1..=MAX_LSN` is no name the writer can produce:
     /// resuming at either would skip LSNs or run the counter out.
     fn judge_incomplete(&mut self, policy: Policy) {
+        // A writer installs one segment at a time, so a crash leaves at
+        // most one never-written file, the newest (docs/format.md §2.1).
+        debug_assert!(self.incomplete.len() <= 1, "{:?}", self.incomplete);
         self.floor_lsn = 0;
         let expected = self.segments.last().map(|s| s.last_lsn + 1);
         for path in &self.incomplete {
@@ -277,6 +280,8 @@ impl Analysis {
             return Ok(());
         };
         let end = walker.end();
+        // Under the lock the segment is as analysis walked it.
+        debug_assert!(last.valid_end <= end, "{}", last.file.path.display());
         if walker.first_nonzero(last.valid_end, end)?.is_some() {
             let behind = walker.frames_after(last.valid_end)?;
             last.cut = Some(Cut {

@@ -52,6 +52,8 @@ pub(crate) fn plan(a: &Analysis, cfg: &Config) -> Result<Plan> {
             return Err(Error::LsnExhausted { next: next_lsn });
         }
     }
+    // No LSN kept is handed out again.
+    debug_assert!(last.is_none_or(|l| next_lsn > l.last_lsn));
     let skipped = last
         .filter(|l| next_lsn > l.last_lsn + 1)
         .map(|l| (l.last_lsn + 1, next_lsn - 1));
@@ -89,5 +91,10 @@ pub(super) fn cut_extent(header: &SegmentHeader, at: u64, zero_to: u64) -> (usiz
         p => p,
     };
     let sealed = at + pad as u64;
-    (pad, sealed, zero_to.max(sealed).min(header.segment_bytes))
+    let zero_to = zero_to.max(sealed).min(header.segment_bytes);
+    // A seal closes its block and never runs past the segment, so the
+    // next write starts on a block boundary, or finds the segment full.
+    debug_assert!(pad == 0 || sealed.is_multiple_of(format::BLOCK as u64));
+    debug_assert!(at <= sealed && sealed <= zero_to);
+    (pad, sealed, zero_to)
 }
