@@ -34,7 +34,7 @@ pub(crate) struct Recovered {
 }
 
 /// Recover `dir` for writing: analyze, fail on corruption (strict mode),
-/// then carry out the [`plan`]: discard incomplete files, cut a torn tail
+/// then carry out the [`plan`](super::plan()): discard incomplete files, cut a torn tail
 /// durably.
 pub(crate) fn recover(dir: &LogDir, cfg: &Config) -> Result<Recovered> {
     let start = Instant::now();

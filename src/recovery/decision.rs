@@ -65,7 +65,7 @@ impl Ending {
 
 /// What recovery decides a file from, each of a small domain. A fact is
 /// read only where some row tells its values apart
-/// ([`FileFacts::reads_name`], [`FileFacts::reads_follows`],
+/// (`FileFacts::reads_name`, [`FileFacts::reads_follows`],
 /// [`FileFacts::reads_ending`]); one not read holds the value
 /// [`FileFacts::new`] gives it, which then cannot change the decision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -10,7 +10,7 @@ use crate::error::{Error, Lsn, Result};
 use super::{Analysis, Truncation};
 
 /// What recovery will do to a node's files, decided from one
-/// [`Analysis`]: [`recover`] carries it out and `verify::recovery_plan`
+/// [`Analysis`]: [`recover`](super::recover) carries it out and `verify::recovery_plan`
 /// shows it, so the two can never disagree.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Plan {
@@ -84,7 +84,7 @@ pub(crate) fn plan(a: &Analysis, cfg: &Config) -> Result<Plan> {
 /// (padding bytes of the seal, end of the seal, end of the zeroing). A
 /// seal that would run past the segment's end (a tail a few bytes short
 /// of it) is replaced by zeros to the end: the next append rolls. Pure:
-/// [`plan`] reports what [`cut_tail`] will do with it.
+/// [`plan`] reports what `apply::cut_tail` will do with it.
 pub(super) fn cut_extent(header: &SegmentHeader, at: u64, zero_to: u64) -> (usize, u64, u64) {
     let pad = match format::padding_len(at) {
         p if at + p as u64 > header.segment_bytes => 0,
