@@ -198,6 +198,9 @@ pub(super) const ROWS: [Row; 16] = {
     use HeaderRead::{Damaged, NeverWritten, Usable};
     use Is::{Any, In};
     use Policy::{ReportAll, SetAsideAfterFirst, StopAtFirst};
+    const STRICT: Is<Policy> = In(&[StopAtFirst]);
+    const PIT: Is<Policy> = In(&[SetAsideAfterFirst]);
+    const VERIFY: Is<Policy> = In(&[ReportAll]);
     const NOT_PIT: Is<Policy> = In(&[StopAtFirst, ReportAll]);
     // One pattern per fact, in the order of `FileFacts`' fields.
     type When = (Is<bool>, Is<HeaderRead>, Is<BlankName>, Is<bool>, Is<Ending>, Is<Policy>);
@@ -206,23 +209,23 @@ pub(super) const ROWS: [Row; 16] = {
         Row { newest, header, name, follows, ending, policy, report, fate }
     }
     [
-        //   newest header            name              follows ending                policy
-        row((YES, In(&[NeverWritten]), In(&[Resumes]),    ANY, Any,                   Any),                       Report::Nothing,       Fate::Discard),
-        row((YES, In(&[NeverWritten]), In(&[OutOfRange]), ANY, Any,                   Any),                       Report::Corrupt,       Fate::Discard),
-        row((YES, In(&[NeverWritten]), In(&[PastNext]),   ANY, Any,                   Any),                       Report::Gap,           Fate::Discard),
-        row((NO,   In(&[NeverWritten]), Any,              ANY,  Any,                   In(&[SetAsideAfterFirst])), Report::Corrupt,       Fate::SetAside),
-        row((NO,  In(&[NeverWritten]), Any,               ANY, Any,                   NOT_PIT),                   Report::Corrupt,       Fate::Drop),
-        row((ANY,  In(&[Damaged]),    Any,              ANY,  Any,                   In(&[SetAsideAfterFirst])), Report::Corrupt,       Fate::SetAside),
-        row((ANY, In(&[Damaged]),      Any,               ANY, Any,                   NOT_PIT),                   Report::Corrupt,       Fate::Drop),
-        row((ANY, In(&[Usable]),       Any,               NO,  Any,                   In(&[StopAtFirst])),        Report::Gap,           Fate::Drop),
-        row((ANY,  In(&[Usable]),     Any,              NO,   Any,                   In(&[SetAsideAfterFirst])), Report::Gap,           Fate::SetAside),
-        row((ANY, In(&[Usable]),       Any,               NO,  In(&[Clean, Full]),    In(&[ReportAll])),          Report::Gap,           Fate::Keep),
-        row((ANY, In(&[Usable]),       Any,               NO,  In(&[Torn]),           In(&[ReportAll])),          Report::Gap,           Fate::Cut),
-        row((ANY, In(&[Usable]),       Any,               NO,  In(&[Corrupt]),        In(&[ReportAll])),          Report::GapAndCorrupt, Fate::Drop),
-        row((ANY, In(&[Usable]),       Any,               YES, In(&[Clean, Full]),    Any),                       Report::Nothing,       Fate::Keep),
-        row((ANY, In(&[Usable]),       Any,               YES, In(&[Torn]),           Any),                       Report::Nothing,       Fate::Cut),
-        row((ANY, In(&[Usable]),       Any,               YES, In(&[Corrupt]),        NOT_PIT),                   Report::Corrupt,       Fate::Drop),
-        row((ANY,  In(&[Usable]),     Any,              YES,  In(&[Corrupt]),        In(&[SetAsideAfterFirst])), Report::Corrupt,       Fate::Cut),
+        //   newest header             name               follows ending              policy    reported               the file
+        row((YES, In(&[NeverWritten]), In(&[Resumes]),    ANY, Any,                 Any),     Report::Nothing,       Fate::Discard),
+        row((YES, In(&[NeverWritten]), In(&[OutOfRange]), ANY, Any,                 Any),     Report::Corrupt,       Fate::Discard),
+        row((YES, In(&[NeverWritten]), In(&[PastNext]),   ANY, Any,                 Any),     Report::Gap,           Fate::Discard),
+        row((NO,  In(&[NeverWritten]), Any,               ANY, Any,                 PIT),     Report::Corrupt,       Fate::SetAside),
+        row((NO,  In(&[NeverWritten]), Any,               ANY, Any,                 NOT_PIT), Report::Corrupt,       Fate::Drop),
+        row((ANY, In(&[Damaged]),      Any,               ANY, Any,                 PIT),     Report::Corrupt,       Fate::SetAside),
+        row((ANY, In(&[Damaged]),      Any,               ANY, Any,                 NOT_PIT), Report::Corrupt,       Fate::Drop),
+        row((ANY, In(&[Usable]),       Any,               NO,  Any,                 STRICT),  Report::Gap,           Fate::Drop),
+        row((ANY, In(&[Usable]),       Any,               NO,  Any,                 PIT),     Report::Gap,           Fate::SetAside),
+        row((ANY, In(&[Usable]),       Any,               NO,  In(&[Clean, Full]),  VERIFY),  Report::Gap,           Fate::Keep),
+        row((ANY, In(&[Usable]),       Any,               NO,  In(&[Torn]),         VERIFY),  Report::Gap,           Fate::Cut),
+        row((ANY, In(&[Usable]),       Any,               NO,  In(&[Corrupt]),      VERIFY),  Report::GapAndCorrupt, Fate::Drop),
+        row((ANY, In(&[Usable]),       Any,               YES, In(&[Clean, Full]),  Any),     Report::Nothing,       Fate::Keep),
+        row((ANY, In(&[Usable]),       Any,               YES, In(&[Torn]),         Any),     Report::Nothing,       Fate::Cut),
+        row((ANY, In(&[Usable]),       Any,               YES, In(&[Corrupt]),      NOT_PIT), Report::Corrupt,       Fate::Drop),
+        row((ANY, In(&[Usable]),       Any,               YES, In(&[Corrupt]),      PIT),     Report::Corrupt,       Fate::Cut),
     ]
 };
 
