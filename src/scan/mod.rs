@@ -15,6 +15,7 @@
 //! from a file; `format` knows the bytes, this module knows the files.
 
 mod bytes;
+pub(crate) mod table;
 mod verdict;
 
 use std::fmt;
@@ -220,9 +221,12 @@ pub(crate) fn declared_base(
     let Some(next) = next else {
         return Ok(None);
     };
-    Ok(open(vfs, next, node, log_id)?
+    let base = open(vfs, next, node, log_id)?
         .ok()
-        .map(|w| w.header().base_lsn))
+        .map(|w| w.header().base_lsn);
+    // `open` refuses a header that contradicts its file's name.
+    debug_assert!(base.is_none_or(|b| b == next.base));
+    Ok(base)
 }
 
 /// Take the newest of `files` off if a crash left it never written (see
@@ -331,6 +335,11 @@ impl fmt::Display for SegmentEnd {
 impl SegmentEnd {
     /// Where the complete data ends: a cut of a torn tail starts here.
     pub fn data_end(&self) -> u64 {
+        // An unfinished batch starts before the frames stop, and its
+        // LSNs run up to the one the walk expected there.
+        debug_assert!(self
+            .batch
+            .is_none_or(|b| b.at < self.at && b.first <= self.expect));
         self.batch.map_or(self.at, |b| b.at)
     }
 
@@ -378,7 +387,7 @@ pub(crate) enum Step<'a> {
 
 /// A frame's header fields, copied out so the walk can look ahead
 /// without holding a borrow of the buffer.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 struct Head {
     lsn: Lsn,
     stream: u16,
@@ -423,6 +432,9 @@ fn raw_at(scan: &mut SegmentScan, at: u64, expect: Lsn) -> Result<Raw> {
         Decoded::Zero => return Ok(Raw::Stop(End::Zero)),
         Decoded::Invalid(why) => return Ok(Raw::Stop(End::Invalid(why))),
     };
+    // A valid frame covers its header and ends 8-aligned, so the walk
+    // moves forward and stays on frame starts.
+    debug_assert!(h.len >= format::FRAME_HEADER && h.len.is_multiple_of(format::FRAME_ALIGN));
     Ok(match h.kind {
         Kind::Padding | Kind::Vouch => Raw::Filler(h.len),
         _ if h.lsn != expect => Raw::Stop(End::LsnBreak {
@@ -442,6 +454,16 @@ fn raw_at(scan: &mut SegmentScan, at: u64, expect: Lsn) -> Result<Raw> {
         },
         _ => Raw::Record(h),
     })
+}
+
+/// Where a record stands in an atomic batch (see `Walker::place`).
+enum Placed {
+    /// Yield it, with the first LSN of its batch (`None`: it stands alone).
+    In(Option<Lsn>),
+    /// The first record of a batch now known whole: decode it again.
+    Again,
+    /// The valid frames end here.
+    End(SegmentEnd),
 }
 
 /// How a batch that starts at a given frame turns out.
@@ -484,14 +506,21 @@ impl Walker {
         }
         loop {
             let at = self.off;
+            // Frames start 8-aligned, inside the frame area, and the walk
+            // only moves forward over whole frames.
+            debug_assert!(
+                at.is_multiple_of(format::FRAME_ALIGN as u64)
+                    && at >= self.scan.header.frames_start()
+            );
             let h = match raw_at(&mut self.scan, at, self.expect)? {
                 Raw::Filler(len) => {
                     self.off += len as u64;
                     continue;
                 }
-                Raw::Stop(end) => return Ok(self.ended(end)),
+                Raw::Stop(end) => return Ok(Step::End(self.end_here(end))),
                 Raw::Hole { .. } if self.batch.is_some() => {
-                    return Ok(self.ended(End::BatchBreak { found: self.expect }))
+                    let found = self.expect;
+                    return Ok(Step::End(self.end_here(End::BatchBreak { found })));
                 }
                 Raw::Hole { count, len } => {
                     let first = self.expect;
@@ -501,61 +530,83 @@ impl Walker {
                 }
                 Raw::Record(h) => h,
             };
-            let place = Batching::from_flags(h.flags).unwrap_or(Batching::Alone);
-            let batch = match (place, self.batch) {
-                (Batching::Alone, None) => None,
-                (Batching::Alone, Some(_)) => {
-                    // Known whole a moment ago: the file changed under the
-                    // walk (recycled by a checkpoint).
-                    return Ok(self.ended(End::BatchBreak { found: h.lsn }));
+            return match self.place(at, h)? {
+                Placed::In(batch) => Ok(self.record(at, h, batch)),
+                Placed::Again => continue,
+                Placed::End(end) => Ok(Step::End(end)),
+            };
+        }
+    }
+
+    /// Where the record `h` at `at` stands in an atomic batch: alone, in
+    /// the batch being yielded (its first LSN), or the first of a batch,
+    /// which is read ahead to its last record before any of it is
+    /// yielded: whole, the walk decodes `h` again; unfinished, the walk
+    /// ends there for good.
+    fn place(&mut self, at: u64, h: Head) -> Result<Placed> {
+        let place = Batching::from_flags(h.flags).unwrap_or(Batching::Alone);
+        Ok(match (place, self.batch) {
+            (Batching::Alone, None) => Placed::In(None),
+            // Known whole a moment ago: the file changed under the walk
+            // (recycled by a checkpoint).
+            (Batching::Alone, Some(_)) => {
+                Placed::End(self.end_here(End::BatchBreak { found: h.lsn }))
+            }
+            (_, Some((first, last))) => {
+                debug_assert!(first <= h.lsn && h.lsn <= last, "{h:?} in {first}..={last}");
+                Placed::In(Some(first))
+            }
+            (_, None) => match self.batch_run(at)? {
+                BatchRun::Whole(last) => {
+                    self.batch = Some((h.lsn, last));
+                    // The look-ahead moved the resident chunk: decode
+                    // this frame again before lending out its payload.
+                    Placed::Again
                 }
-                (_, Some((first, _))) => Some(first),
-                (_, None) => match self.batch_run(at)? {
-                    BatchRun::Whole(last) => {
-                        self.batch = Some((h.lsn, last));
-                        // The look-ahead moved the resident chunk: decode
-                        // this frame again before lending out its payload.
-                        continue;
-                    }
-                    BatchRun::Unfinished {
+                BatchRun::Unfinished {
+                    at: stop,
+                    end,
+                    expect,
+                } => {
+                    let open = SegmentEnd {
                         at: stop,
                         end,
                         expect,
-                    } => {
-                        let open = SegmentEnd {
-                            at: stop,
-                            end,
-                            expect,
-                            batch: Some(OpenBatch { at, first: h.lsn }),
-                        };
-                        self.ended = Some(open);
-                        return Ok(Step::End(open));
-                    }
-                },
-            };
-            if self.batch.is_some_and(|(_, last)| last == h.lsn) {
-                self.batch = None;
-            }
-            self.expect += 1;
-            self.records += 1;
-            self.off += h.len as u64;
-            // The frame was checked just above and is still resident:
-            // hand out its payload without decoding it twice.
-            let payload = self
-                .scan
-                .resident(at + format::FRAME_HEADER as u64, h.payload_len);
-            return Ok(Step::Record {
-                at,
-                frame: FrameRef {
-                    lsn: h.lsn,
-                    stream: h.stream,
-                    kind: h.kind,
-                    flags: h.flags,
-                    payload,
-                    len: h.len,
-                },
-                batch,
-            });
+                        batch: Some(OpenBatch { at, first: h.lsn }),
+                    };
+                    self.ended = Some(open);
+                    Placed::End(open)
+                }
+            },
+        })
+    }
+
+    /// Step over the record `h` at `at` and lend it out. The frame was
+    /// checked by `raw_at` and is still resident: its payload is handed
+    /// out without decoding it twice.
+    fn record(&mut self, at: u64, h: Head, batch: Option<Lsn>) -> Step<'_> {
+        // `raw_at` stops the walk at any other LSN.
+        debug_assert_eq!(h.lsn, self.expect);
+        if self.batch.is_some_and(|(_, last)| last == h.lsn) {
+            self.batch = None;
+        }
+        self.expect += 1;
+        self.records += 1;
+        self.off += h.len as u64;
+        let payload = self
+            .scan
+            .resident(at + format::FRAME_HEADER as u64, h.payload_len);
+        Step::Record {
+            at,
+            frame: FrameRef {
+                lsn: h.lsn,
+                stream: h.stream,
+                kind: h.kind,
+                flags: h.flags,
+                payload,
+                len: h.len,
+            },
+            batch,
         }
     }
 
@@ -581,13 +632,14 @@ impl Walker {
         }
     }
 
-    fn ended(&self, end: End) -> Step<'static> {
-        Step::End(SegmentEnd {
+    /// `end`, met where the walk stands.
+    fn end_here(&self, end: End) -> SegmentEnd {
+        SegmentEnd {
             at: self.off,
             end,
             expect: self.expect,
             batch: None,
-        })
+        }
     }
 
     /// Walk to the end of the valid frames and return how they end.

@@ -1,5 +1,5 @@
 //! How a segment ends: recovery's decision table for the bytes after the
-//! last valid frame, as one `match`.
+//! last valid frame, kept as data ([`ROWS`]) that [`decide`] looks up.
 //!
 //! A segment's frames end at offset P with an [`End`]. What that means
 //! depends on the segment's [`Position`]: only the newest segment can have
@@ -7,57 +7,74 @@
 //! segment before it writes the next), and only within the torn window its
 //! writer recorded (every write it could have had in flight).
 //!
-//! | end at P                       | after P                                          | newest              | older (sealed)   |
-//! |--------------------------------|--------------------------------------------------|---------------------|------------------|
-//! | frames fill the segment        | nothing                                          | `Full`              | `Full`           |
-//! | any                            | a valid frame at a block boundary past the window| `Corrupt`           | `Corrupt`        |
-//! | any                            | a vouch for the LSN due at P, or a later one     | `Corrupt`           | `Corrupt`        |
-//! | valid frame, LSN out of line   | nothing valid past the window                    | `Corrupt`           | `Corrupt`        |
-//! | invalid frame                  | nothing valid past the window                    | `Torn`              | `Corrupt`        |
-//! | zeros, too few left for a seal | zeros to the end                                 | `Full`              | `Full`           |
-//! | zero frame                     | a valid frame within the window                  | `Torn`              | (no window)      |
-//! | zero frame                     | non-zero bytes within the window (residue)       | `Torn`              | (no window)      |
-//! | zero frame mid-block           | zeros within the window                          | `Torn`              | `Corrupt`        |
-//! | zero frame on a block boundary | non-zero bytes in the rest of its block          | `Torn` (residue)    | `Corrupt`        |
-//! | zero frame on a block boundary | zeros within the window (older: its block)       | `Clean`             | `Clean`, or `Corrupt` below the next base |
+//! The verdict follows from a few [`Facts`], each of a small domain, read
+//! from the segment only as far as the table needs them:
+//!
+//! * end at P: the frames fill the segment (`full`), a zero frame, an
+//!   invalid frame, or a valid one out of line (the wrong LSN, or a frame
+//!   no unfinished batch may hold);
+//! * newest: the segment is the newest;
+//! * found after P: what the probe of every block boundary after P found
+//!   first: a valid frame past the window, a vouch for E or a later LSN
+//!   (E is the LSN due at P, or the first of the unfinished batch the
+//!   frames end in), or nothing;
+//! * no room: a zero frame with too few bytes left for a padding frame,
+//!   and zeros to the segment's end;
+//! * zero frame: mid-block, or on a block boundary with residue (non-zero
+//!   bytes) or zeros behind it: in the window for the newest segment, in
+//!   the rest of its block for an older one;
+//! * in batch: the frames end inside an atomic batch;
+//! * ends short: an older segment's next segment declares a base above E.
+//!
+//! Exactly one row matches each combination (the tests check every
+//! combination, and that this table is [`ROWS`] printed):
+//!
+//! | end at P                               | newest | found after P     | no room | zero frame         | in batch | ends short | verdict                 |
+//! |----------------------------------------|--------|-------------------|---------|--------------------|----------|------------|-------------------------|
+//! | full                                   | any    | any               | any     | any                | no       | any        | `Full`                  |
+//! | full                                   | any    | any               | any     | any                | yes      | any        | `Corrupt(OpenBatch)`    |
+//! | zero frame, invalid frame, out of line | any    | frame past window | any     | any                | any      | any        | `Corrupt(FramesFollow)` |
+//! | zero frame, invalid frame, out of line | any    | vouch for E+      | any     | any                | any      | any        | `Corrupt(Vouched)`      |
+//! | out of line                            | any    | nothing           | any     | any                | any      | any        | `Corrupt(OutOfLine)`    |
+//! | invalid frame                          | no     | nothing           | any     | any                | any      | any        | `Corrupt(Sealed)`       |
+//! | invalid frame                          | yes    | nothing           | any     | any                | any      | any        | `Torn`                  |
+//! | zero frame                             | any    | nothing           | yes     | any                | no       | any        | `Full`                  |
+//! | zero frame                             | any    | nothing           | yes     | any                | yes      | any        | `Corrupt(OpenBatch)`    |
+//! | zero frame                             | no     | nothing           | no      | mid-block, residue | any      | any        | `Corrupt(Sealed)`       |
+//! | zero frame                             | no     | nothing           | no      | zeros              | no       | no         | `Clean`                 |
+//! | zero frame                             | no     | nothing           | no      | zeros              | no       | yes        | `Corrupt(EndsShort)`    |
+//! | zero frame                             | no     | nothing           | no      | zeros              | yes      | any        | `Corrupt(OpenBatch)`    |
+//! | zero frame                             | yes    | nothing           | no      | mid-block, residue | any      | any        | `Torn`                  |
+//! | zero frame                             | yes    | nothing           | no      | zeros              | no       | any        | `Clean`                 |
+//! | zero frame                             | yes    | nothing           | no      | zeros              | yes      | any        | `Torn`                  |
+//!
+//! When the valid frames end inside an atomic batch (its last record is
+//! not there), the batch is not part of the data: the facts are read
+//! where the frames really end, with E the batch's first LSN. A batch is
+//! acknowledged only as a whole (the ledger's watermarks never stop
+//! inside one), so a batch cut off by a crash was never acknowledged, and
+//! recovery cuts it whole (`Torn` from the batch's start); in an older
+//! segment, or in frames that fill theirs, it is damage.
 //!
 //! An older segment's `Clean` is held to the next segment's base LSN
 //! (when that segment's header is usable, and so agrees with its name):
-//! its data must end just below it. Where the LSN due at P is below that
-//! base, the LSNs between are missing from this segment's end: `Corrupt`
-//! at P, in this segment. A lost block over its last records reads
-//! exactly like the zeros its writer leaves after its data (the seal,
-//! then never-written or stale bytes), so that is the damage it names;
-//! the format cannot tell it from a whole segment missing between the
-//! two. Only frames that fill the segment (`Full`) prove nothing of it
-//! was lost: the LSNs missing after them are a gap, which the consumer
-//! reports at the next segment, as it does a next base below the LSN due
-//! at P (the two overlap).
-//!
-//! When the valid frames end inside an atomic batch (its last record is
-//! not there), the batch is not part of the data: the table above is
-//! applied to where the frames really end, with "the LSN due" being the
-//! batch's first, and then
-//!
-//! | frames' verdict | newest                     | older       |
-//! |-----------------|----------------------------|-------------|
-//! | `Corrupt`       | `Corrupt`                  | `Corrupt`   |
-//! | `Torn`          | `Torn` from the batch start| (never)     |
-//! | `Clean`         | `Torn` from the batch start| `Corrupt`   |
-//! | `Full`          | `Corrupt`                  | `Corrupt`   |
-//!
-//! A batch is acknowledged only as a whole (the ledger's watermarks never
-//! stop inside one), so a batch cut off by a crash was never
-//! acknowledged, and recovery cuts it whole.
+//! its data must end just below it. Where E is below that base, the LSNs
+//! between are missing from this segment's end: `Corrupt` at P, in this
+//! segment. A lost block over its last records reads exactly like the
+//! zeros its writer leaves after its data (the seal, then never-written
+//! or stale bytes), so that is the damage it names; the format cannot
+//! tell it from a whole segment missing between the two. Only frames that
+//! fill the segment (`Full`) prove nothing of it was lost: the LSNs
+//! missing after them are a gap, which the consumer reports at the next
+//! segment, as it does a next base below E (the two overlap).
 //!
 //! A vouch (version 2) is the first frame of every write: the highest LSN
 //! its writer knew to be durable when it submitted that write. One that
-//! covers the LSN due at P proves that the record at P was acknowledged
-//! durable before a later write went out, so whatever happened at P, a
-//! crash did not: the damage is reported, never cut. A clean close ends
-//! with a vouch for everything, so a closed log has no ambiguous tail; a
-//! crash leaves only its last writes in flight unvouched, which is
-//! inherent.
+//! covers E proves that the record at P was acknowledged durable before a
+//! later write went out, so whatever happened at P, a crash did not: the
+//! damage is reported, never cut. A clean close ends with a vouch for
+//! everything, so a closed log has no ambiguous tail; a crash leaves only
+//! its last writes in flight unvouched, which is inherent.
 //!
 //! "The window" is `[P, P + torn window)` rounded up to a block for the
 //! newest segment and empty for an older one, so in an older segment any
@@ -78,7 +95,14 @@ use crate::at_rest::format::{self, Decoded, Kind, SegmentHeader};
 use crate::error::{Corruption, Error, Lsn, Result};
 
 use super::bytes::SegmentScan;
+use super::table::{Is, ANY, NO, YES};
 use super::{End, SegmentEnd};
+
+// The probe of block boundaries finds every write's first frame only if
+// frames, which start 8-aligned, can start on a block boundary, and the
+// frame area starts on one.
+const _: () = assert!(format::BLOCK.is_multiple_of(format::FRAME_ALIGN));
+const _: () = assert!(format::HEADER_BYTES.is_multiple_of(format::BLOCK));
 
 /// Where a segment sits in its log: what its end may legitimately be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -217,49 +241,287 @@ impl Damage {
     }
 }
 
+/// How the frames end at P, as far as the table tells ends apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stop {
+    /// [`End::Full`]: the frames fill the segment.
+    Full,
+    /// [`End::Zero`]: a frame header of zeros.
+    Zero,
+    /// [`End::Invalid`]: bytes that are no valid frame.
+    Invalid,
+    /// [`End::LsnBreak`] or [`End::BatchBreak`]: a valid frame no writer
+    /// puts there.
+    OutOfLine,
+}
+
+impl Stop {
+    fn of(end: End) -> Stop {
+        match end {
+            End::Full => Stop::Full,
+            End::Zero => Stop::Zero,
+            End::Invalid(_) => Stop::Invalid,
+            End::LsnBreak { .. } | End::BatchBreak { .. } => Stop::OutOfLine,
+        }
+    }
+}
+
+/// What the probe of the block boundaries after P found first: a write
+/// that no crash explains ([`later_writes`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Later {
+    /// Neither of the others.
+    Nothing,
+    /// A valid frame at a block boundary past the window.
+    FramesPastWindow,
+    /// A vouch for E or a later LSN.
+    Vouch,
+}
+
+impl Later {
+    fn of(found: Option<Damage>) -> Later {
+        match found {
+            None => Later::Nothing,
+            Some(Damage::FramesFollow { .. }) => Later::FramesPastWindow,
+            Some(d) => {
+                debug_assert!(matches!(d, Damage::Vouched { .. }), "probe found {d:?}");
+                Later::Vouch
+            }
+        }
+    }
+}
+
+/// Where a zero frame sits, and what the bytes behind it hold: in the
+/// newest segment the window, in an older one the rest of its block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Behind {
+    /// The zero frame starts mid-block.
+    MidBlock,
+    /// On a block boundary, with non-zero bytes behind it.
+    Residue,
+    /// On a block boundary, with zeros behind it.
+    Zeros,
+}
+
+/// What the table decides from: how the frames end and what the bytes
+/// after them hold, each of a small domain.
+///
+/// [`read_facts`] reads a fact only where some row can tell its values
+/// apart (see [`Facts::probes`], [`Facts::reads_room`],
+/// [`Facts::reads_behind`]); one it does not read holds the value named
+/// there, which then cannot change the verdict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Facts {
+    stop: Stop,
+    newest: bool,
+    /// Not probed after `Full`: `Nothing`.
+    later: Later,
+    /// A zero frame with too few bytes left for a padding frame and zeros
+    /// to the segment's end. Read only for a zero frame the probe found
+    /// nothing after; otherwise `false`.
+    no_room: bool,
+    /// `MidBlock` wherever P is mid-block; on a block boundary read only
+    /// for a zero frame that has room for a seal (or data behind it);
+    /// otherwise `Zeros`.
+    behind: Behind,
+    /// The frames end inside an atomic batch.
+    in_batch: bool,
+    /// An older segment's next segment declares a base above E.
+    ends_short: bool,
+}
+
+impl Facts {
+    /// Whether the block boundaries after P are probed.
+    fn probes(&self) -> bool {
+        self.stop != Stop::Full
+    }
+
+    /// Whether [`Facts::no_room`] is read.
+    fn reads_room(&self) -> bool {
+        self.stop == Stop::Zero && self.later == Later::Nothing
+    }
+
+    /// Whether what is behind a zero frame on a block boundary is read.
+    fn reads_behind(&self) -> bool {
+        self.reads_room() && !self.no_room && self.behind != Behind::MidBlock
+    }
+}
+
+/// Why the table calls an end damage: [`Damage`] without its offsets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cause {
+    FramesFollow,
+    Vouched,
+    OutOfLine,
+    OpenBatch,
+    Sealed,
+    EndsShort,
+}
+
+/// A row's verdict: [`Verdict`] without its offsets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Outcome {
+    Clean,
+    Full,
+    Torn,
+    Corrupt(Cause),
+}
+
+/// One row of the table: a pattern per fact, and the verdict.
+#[derive(Clone, Copy, Debug)]
+struct Row {
+    stop: Is<Stop>,
+    newest: Is<bool>,
+    later: Is<Later>,
+    no_room: Is<bool>,
+    behind: Is<Behind>,
+    in_batch: Is<bool>,
+    ends_short: Is<bool>,
+    then: Outcome,
+}
+
+impl Row {
+    fn matches(&self, f: &Facts) -> bool {
+        self.stop.matches(&f.stop)
+            && self.newest.matches(&f.newest)
+            && self.later.matches(&f.later)
+            && self.no_room.matches(&f.no_room)
+            && self.behind.matches(&f.behind)
+            && self.in_batch.matches(&f.in_batch)
+            && self.ends_short.matches(&f.ends_short)
+    }
+}
+
+/// The decision table (the module's table is this, printed): every
+/// combination of [`Facts`] matches exactly one row, which the tests check
+/// for every combination.
+///
+/// Why the rows say what they say: an end that frames fill is the end the
+/// writer left, unless a batch is open there (a writer rolls before a
+/// batch that does not fit). Whatever a crash cannot have left, a write
+/// past the window or a vouch for E, is damage wherever the segment is,
+/// and so is a valid frame out of line. Bytes that are no frame, or a
+/// zero frame mid-block or with residue behind it, are a torn write in the
+/// newest segment and a lost sector in an older one, which was written in
+/// whole blocks each closed with padding. A zero tail too short for a
+/// seal is a full segment (cutting would recur on every open). A batch the
+/// frames end in was never acknowledged: torn with the tail in the newest
+/// segment, damage in an older one.
+#[rustfmt::skip]
+const ROWS: [Row; 16] = {
+    use Behind::{MidBlock, Residue, Zeros};
+    use Is::{Any, In};
+    use Later::{FramesPastWindow, Nothing, Vouch};
+    use Outcome::{Clean, Corrupt, Torn};
+    use Stop::{Full, Invalid, OutOfLine, Zero};
+    const NOT_FULL: Is<Stop> = In(&[Zero, Invalid, OutOfLine]);
+    const SEEN: Is<Behind> = In(&[MidBlock, Residue]);
+    // One pattern per fact, in the order of `Facts`' fields.
+    type When = (Is<Stop>, Is<bool>, Is<Later>, Is<bool>, Is<Behind>, Is<bool>, Is<bool>);
+    const fn row(when: When, then: Outcome) -> Row {
+        let (stop, newest, later, no_room, behind, in_batch, ends_short) = when;
+        Row { stop, newest, later, no_room, behind, in_batch, ends_short, then }
+    }
+    [
+        //    end at P           newest later                     no_room behind         batch short  verdict
+        row((In(&[Full]),       ANY,   Any,                      ANY,    Any,           NO,   ANY), Outcome::Full),
+        row((In(&[Full]),       ANY,   Any,                      ANY,    Any,           YES,  ANY), Corrupt(Cause::OpenBatch)),
+        row((NOT_FULL,          ANY,   In(&[FramesPastWindow]),  ANY,    Any,           ANY,  ANY), Corrupt(Cause::FramesFollow)),
+        row((NOT_FULL,          ANY,   In(&[Vouch]),             ANY,    Any,           ANY,  ANY), Corrupt(Cause::Vouched)),
+        row((In(&[OutOfLine]),  ANY,   In(&[Nothing]),           ANY,    Any,           ANY,  ANY), Corrupt(Cause::OutOfLine)),
+        row((In(&[Invalid]),    NO,    In(&[Nothing]),           ANY,    Any,           ANY,  ANY), Corrupt(Cause::Sealed)),
+        row((In(&[Invalid]),    YES,   In(&[Nothing]),           ANY,    Any,           ANY,  ANY), Torn),
+        row((In(&[Zero]),       ANY,   In(&[Nothing]),           YES,    Any,           NO,   ANY), Outcome::Full),
+        row((In(&[Zero]),       ANY,   In(&[Nothing]),           YES,    Any,           YES,  ANY), Corrupt(Cause::OpenBatch)),
+        row((In(&[Zero]),       NO,    In(&[Nothing]),           NO,     SEEN,          ANY,  ANY), Corrupt(Cause::Sealed)),
+        row((In(&[Zero]),       NO,    In(&[Nothing]),           NO,     In(&[Zeros]),  NO,   NO ), Clean),
+        row((In(&[Zero]),       NO,    In(&[Nothing]),           NO,     In(&[Zeros]),  NO,   YES), Corrupt(Cause::EndsShort)),
+        row((In(&[Zero]),       NO,    In(&[Nothing]),           NO,     In(&[Zeros]),  YES,  ANY), Corrupt(Cause::OpenBatch)),
+        row((In(&[Zero]),       YES,   In(&[Nothing]),           NO,     SEEN,          ANY,  ANY), Torn),
+        row((In(&[Zero]),       YES,   In(&[Nothing]),           NO,     In(&[Zeros]),  NO,   ANY), Clean),
+        row((In(&[Zero]),       YES,   In(&[Nothing]),           NO,     In(&[Zeros]),  YES,  ANY), Torn),
+    ]
+};
+
+/// The verdict of the one row of [`ROWS`] that matches `facts`. Pure.
+fn decide(facts: &Facts) -> Outcome {
+    let mut rows = ROWS.iter().filter(|r| r.matches(facts));
+    // The tests enumerate every combination of the facts: each has a row.
+    let row = rows.next().expect("a row for every combination of facts");
+    debug_assert!(rows.next().is_none(), "two rows match {facts:?}");
+    row.then
+}
+
 /// The verdict for `end`, reading the bytes after it as far as needed.
 ///
 /// Cost: nothing for `Full`; otherwise one read of every block boundary
 /// from the window's end to the segment's end (the zero-filled rest of a
 /// preallocated segment included), and of the window itself.
 pub(super) fn judge(scan: &mut SegmentScan, end: SegmentEnd, pos: Position) -> Result<Verdict> {
-    let frames = judge_frames(scan, end, pos)?;
-    if end.batch.is_none() {
-        return Ok(match (frames, pos.next_base) {
-            // An older segment's data ending cleanly short of the next
-            // base: its last records are missing (the module's table).
-            // Inside an unfinished batch such an end is damage already.
-            (Verdict::Clean, Some(next_base)) if next_base > end.due() => {
-                Verdict::Corrupt(Damage::EndsShort { next_base })
-            }
-            (v, _) => v,
-        });
-    }
-    // The frames end inside an atomic batch. Acknowledgements never stop
-    // inside one, so the batch was never acknowledged unless a later
-    // write vouches for its first LSN (`judge_frames` looked for that):
-    // where the frames' end is torn, or clean (the writes with the rest of
-    // the batch never landed), the whole batch is the torn tail. An older
-    // segment was drained before the next one got a write, and a batch
-    // never spans segments, so one there, or in frames that fill the
-    // segment, is damage.
-    Ok(match (frames, pos.newest) {
-        (Verdict::Corrupt(d), _) => Verdict::Corrupt(d),
-        (Verdict::Torn { zero_to }, _) => Verdict::Torn { zero_to },
-        (Verdict::Clean, true) => Verdict::Torn {
+    let (facts, found) = read_facts(scan, end, pos)?;
+    let verdict = match decide(&facts) {
+        Outcome::Clean => Verdict::Clean,
+        Outcome::Full => Verdict::Full,
+        // The whole rest of the frame area, from the end of the complete
+        // data (`SegmentEnd::data_end`): what a crash left there was never
+        // acknowledged.
+        Outcome::Torn => Verdict::Torn {
             zero_to: scan.end(),
         },
-        (Verdict::Clean | Verdict::Full, _) => Verdict::Corrupt(Damage::OpenBatch),
-    })
+        Outcome::Corrupt(cause) => Verdict::Corrupt(damage(cause, found, pos)),
+    };
+    // Only the newest segment can have been torn: the log drains (and
+    // syncs) a segment before the next one gets a write.
+    debug_assert!(
+        pos.newest || !matches!(verdict, Verdict::Torn { .. }),
+        "torn verdict for a sealed segment: {facts:?}"
+    );
+    Ok(verdict)
 }
 
-/// The verdict for where the valid frames stop, whether or not they stop
-/// inside a batch (the table in the module docs).
-fn judge_frames(scan: &mut SegmentScan, end: SegmentEnd, pos: Position) -> Result<Verdict> {
-    let due = end.due();
-    let SegmentEnd { at, end, .. } = end;
-    if end == End::Full {
-        return Ok(Verdict::Full);
+/// The [`Damage`] a row's `cause` names, with its offsets: from what the
+/// probe found, or from the segment's position.
+fn damage(cause: Cause, found: Option<Damage>, pos: Position) -> Damage {
+    match (cause, found, pos.next_base) {
+        (Cause::FramesFollow | Cause::Vouched, Some(found), _) => found,
+        (Cause::OutOfLine, ..) => Damage::OutOfLine,
+        (Cause::OpenBatch, ..) => Damage::OpenBatch,
+        (Cause::Sealed, ..) => Damage::Sealed,
+        (Cause::EndsShort, _, Some(next_base)) => Damage::EndsShort { next_base },
+        // The rows name what the probe found only when it found it, and
+        // `EndsShort` only with a next base: the facts say so.
+        (Cause::FramesFollow | Cause::Vouched | Cause::EndsShort, ..) => {
+            unreachable!("the facts of {cause:?} were read from the segment")
+        }
+    }
+}
+
+/// Read the [`Facts`] of `end` from the segment, each only where the
+/// table needs it, in the order the table consults them; with them, the
+/// damage the probe found, if any.
+fn read_facts(
+    scan: &mut SegmentScan,
+    end: SegmentEnd,
+    pos: Position,
+) -> Result<(Facts, Option<Damage>)> {
+    // The newest segment has no next one to be held to.
+    debug_assert!(!pos.newest || pos.next_base.is_none());
+    let at = end.at;
+    let mut facts = Facts {
+        stop: Stop::of(end.end),
+        newest: pos.newest,
+        later: Later::Nothing,
+        no_room: false,
+        behind: if at.is_multiple_of(format::BLOCK as u64) {
+            Behind::Zeros
+        } else {
+            Behind::MidBlock
+        },
+        in_batch: end.batch.is_some(),
+        ends_short: pos.next_base.is_some_and(|b| b > end.due()),
+    };
+    if !facts.probes() {
+        return Ok((facts, None));
     }
     let seg_end = scan.end();
     // Saturating: a header may record any window (a damaged one, near
@@ -269,47 +531,33 @@ fn judge_frames(scan: &mut SegmentScan, end: SegmentEnd, pos: Position) -> Resul
         .min(seg_end)
         .next_multiple_of(format::BLOCK as u64)
         .min(seg_end);
-    if let Some(damage) = later_writes(scan, at, window_end, due)? {
-        return Ok(Verdict::Corrupt(damage));
+    debug_assert!(
+        window_end >= at.min(seg_end)
+            && (window_end.is_multiple_of(format::BLOCK as u64) || window_end == seg_end),
+        "window [{at}, {window_end}) of a segment ending at {seg_end}"
+    );
+    let found = later_writes(scan, at, window_end, end.due())?;
+    facts.later = Later::of(found);
+    if facts.reads_room() {
+        // The writer fills a segment to its end in whole blocks, so a
+        // zero tail too short for a seal ends a full segment.
+        facts.no_room = at + format::padding_len(at) as u64 > scan.header.segment_bytes
+            && scan.first_nonzero(at, seg_end)?.is_none();
     }
-    let torn = Verdict::Torn { zero_to: seg_end };
-    Ok(match (end, pos.newest) {
-        (End::Full, _) => unreachable!("returned above"),
-        (End::LsnBreak { .. } | End::BatchBreak { .. }, _) => Verdict::Corrupt(Damage::OutOfLine),
-        (End::Invalid(_), false) => Verdict::Corrupt(Damage::Sealed),
-        (End::Invalid(_), true) => torn,
-        // A zero tail too short for a seal is not a torn write: the writer
-        // fills a segment to its end in whole blocks, so the segment is
-        // simply full (and cutting would recur on every open).
-        (End::Zero, _)
-            if at + format::padding_len(at) as u64 > scan.header.segment_bytes
-                && scan.first_nonzero(at, seg_end)?.is_none() =>
-        {
-            Verdict::Full
+    if facts.reads_behind() {
+        // An older segment's writer closed every block with padding, so
+        // its block is all it vouches for; in the newest segment a torn
+        // write can have left residue anywhere in the window.
+        let to = if pos.newest {
+            window_end
+        } else {
+            (at + format::BLOCK as u64).min(seg_end)
+        };
+        if scan.first_nonzero(at, to)?.is_some() {
+            facts.behind = Behind::Residue;
         }
-        // A sealed segment was written in whole blocks, each closed with
-        // padding, and sealed with a zero block: a zero frame mid-block,
-        // or one whose block holds anything but zeros, is bytes lost from
-        // a write that completed (a zeroed sector), not its end.
-        (End::Zero, false)
-            if !at.is_multiple_of(format::BLOCK as u64)
-                || scan
-                    .first_nonzero(at, (at + format::BLOCK as u64).min(seg_end))?
-                    .is_some() =>
-        {
-            Verdict::Corrupt(Damage::Sealed)
-        }
-        (End::Zero, false) => Verdict::Clean,
-        // Residue in the window (valid frames included: they are
-        // non-zero bytes too) or a zero frame mid-block: torn.
-        (End::Zero, true)
-            if !at.is_multiple_of(format::BLOCK as u64)
-                || scan.first_nonzero(at, window_end)?.is_some() =>
-        {
-            torn
-        }
-        (End::Zero, true) => Verdict::Clean,
-    })
+    }
+    Ok((facts, found))
 }
 
 /// What the writes after `at` say about it: a valid frame at a block
@@ -327,6 +575,9 @@ fn later_writes(
     let mut b = (at + 1)
         .next_multiple_of(format::BLOCK as u64)
         .max(scan.header.frames_start());
+    // Every write starts on a block boundary, so these are the offsets
+    // of every write's first frame after `at`.
+    debug_assert!(b > at && b.is_multiple_of(format::BLOCK as u64));
     while b < scan.end() {
         if let Decoded::Frame(f) = scan.frame_at(b)? {
             if b >= window_end {
@@ -341,4 +592,208 @@ fn later_writes(
         b += format::BLOCK as u64;
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scan::table::doc::{assert_documented, cell, markdown, Label};
+
+    const STOPS: [Stop; 4] = [Stop::Full, Stop::Zero, Stop::Invalid, Stop::OutOfLine];
+    const LATERS: [Later; 3] = [Later::Nothing, Later::FramesPastWindow, Later::Vouch];
+    const BEHINDS: [Behind; 3] = [Behind::MidBlock, Behind::Residue, Behind::Zeros];
+    const BOOLS: [bool; 2] = [false, true];
+
+    /// Every combination of the facts' domains.
+    fn every() -> Vec<Facts> {
+        let mut all = Vec::new();
+        for stop in STOPS {
+            for newest in BOOLS {
+                for later in LATERS {
+                    for no_room in BOOLS {
+                        for behind in BEHINDS {
+                            for in_batch in BOOLS {
+                                for ends_short in BOOLS {
+                                    all.push(Facts {
+                                        stop,
+                                        newest,
+                                        later,
+                                        no_room,
+                                        behind,
+                                        in_batch,
+                                        ends_short,
+                                    });
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn every_combination_of_facts_matches_exactly_one_row() {
+        let all = every();
+        assert_eq!(all.len(), 4 * 2 * 3 * 2 * 3 * 2 * 2);
+        let wrong: Vec<_> = all
+            .iter()
+            .map(|f| (f, ROWS.iter().filter(|r| r.matches(f)).count()))
+            .filter(|&(_, n)| n != 1)
+            .collect();
+        assert!(wrong.is_empty(), "(facts, rows matching): {wrong:#?}");
+        // No row is dead: each decides some combination.
+        for (i, row) in ROWS.iter().enumerate() {
+            assert!(
+                all.iter().any(|f| row.matches(f)),
+                "row {i} matches nothing"
+            );
+        }
+    }
+
+    /// What docs/format.md (sections 6 and 6.1) says of `f`, read in the
+    /// order its tables are written, and which damage the `Damage`
+    /// variants' docs name for it.
+    fn format_md_says(f: &Facts) -> Outcome {
+        use Outcome::{Clean, Corrupt, Full, Torn};
+        // Section 6: the first row of its table that applies.
+        let frames = match f.stop {
+            Stop::Full => Full,
+            _ if f.later == Later::FramesPastWindow => Corrupt(Cause::FramesFollow),
+            _ if f.later == Later::Vouch => Corrupt(Cause::Vouched),
+            Stop::OutOfLine => Corrupt(Cause::OutOfLine),
+            Stop::Invalid if f.newest => Torn,
+            Stop::Invalid => Corrupt(Cause::Sealed),
+            Stop::Zero if f.no_room => Full,
+            Stop::Zero => match (f.behind, f.newest) {
+                (Behind::MidBlock | Behind::Residue, true) => Torn,
+                (Behind::MidBlock | Behind::Residue, false) => Corrupt(Cause::Sealed),
+                (Behind::Zeros, true) => Clean,
+                // "clean, or corrupt if E < the next segment's base_lsn"
+                (Behind::Zeros, false) if f.ends_short && !f.in_batch => Corrupt(Cause::EndsShort),
+                (Behind::Zeros, false) => Clean,
+            },
+        };
+        if !f.in_batch {
+            return frames;
+        }
+        // Section 6.1's second step. Its "clean" in an older segment is
+        // corrupt whether or not E is below the next base, and the code
+        // names the open batch as the damage either way.
+        match (frames, f.newest) {
+            (Corrupt(c), _) => Corrupt(c),
+            (Torn, true) => Torn,
+            (Torn, false) => unreachable!("section 6 tears only the newest segment"),
+            (Clean, true) => Torn,
+            (Clean, false) | (Full, _) => Corrupt(Cause::OpenBatch),
+        }
+    }
+
+    #[test]
+    fn every_combination_is_decided_as_docs_format_md_says() {
+        for f in every() {
+            assert_eq!(decide(&f), format_md_says(&f), "{f:?}");
+        }
+    }
+
+    #[test]
+    fn only_the_newest_segment_is_ever_torn() {
+        for f in every().iter().filter(|f| !f.newest) {
+            assert_ne!(decide(f), Outcome::Torn, "{f:?}");
+        }
+    }
+
+    #[test]
+    fn facts_left_unread_cannot_change_the_verdict() {
+        for f in every() {
+            let v = decide(&f);
+            if !f.probes() {
+                for later in LATERS {
+                    assert_eq!(decide(&Facts { later, ..f }), v, "{f:?}");
+                }
+            }
+            if !f.reads_room() {
+                for no_room in BOOLS {
+                    assert_eq!(decide(&Facts { no_room, ..f }), v, "{f:?}");
+                }
+            }
+            if !f.reads_behind() && f.behind != Behind::MidBlock {
+                for behind in [Behind::Residue, Behind::Zeros] {
+                    assert_eq!(decide(&Facts { behind, ..f }), v, "{f:?}");
+                }
+            }
+        }
+    }
+
+    impl Label for Stop {
+        fn label(self) -> &'static str {
+            match self {
+                Stop::Full => "full",
+                Stop::Zero => "zero frame",
+                Stop::Invalid => "invalid frame",
+                Stop::OutOfLine => "out of line",
+            }
+        }
+    }
+
+    impl Label for Later {
+        fn label(self) -> &'static str {
+            match self {
+                Later::Nothing => "nothing",
+                Later::FramesPastWindow => "frame past window",
+                Later::Vouch => "vouch for E+",
+            }
+        }
+    }
+
+    impl Label for Behind {
+        fn label(self) -> &'static str {
+            match self {
+                Behind::MidBlock => "mid-block",
+                Behind::Residue => "residue",
+                Behind::Zeros => "zeros",
+            }
+        }
+    }
+
+    fn verdict_cell(o: Outcome) -> String {
+        match o {
+            Outcome::Corrupt(c) => format!("`Corrupt({c:?})`"),
+            o => format!("`{o:?}`"),
+        }
+    }
+
+    #[test]
+    fn the_module_docs_print_the_table() {
+        let rows: Vec<Vec<String>> = ROWS
+            .iter()
+            .map(|r| {
+                vec![
+                    cell(r.stop),
+                    cell(r.newest),
+                    cell(r.later),
+                    cell(r.no_room),
+                    cell(r.behind),
+                    cell(r.in_batch),
+                    cell(r.ends_short),
+                    verdict_cell(r.then),
+                ]
+            })
+            .collect();
+        let want = markdown(
+            &[
+                "end at P",
+                "newest",
+                "found after P",
+                "no room",
+                "zero frame",
+                "in batch",
+                "ends short",
+                "verdict",
+            ],
+            &rows,
+        );
+        assert_documented(include_str!("verdict.rs"), &want);
+    }
 }
