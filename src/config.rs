@@ -11,7 +11,7 @@ use crate::at_rest::format::{self, Codec, Kind};
 use crate::at_rest::payload;
 use crate::error::{Error, Result};
 use crate::obs::observer::{DurabilityObserver, ObserverSlot};
-use crate::write::packing::Cursor;
+use crate::write::packing::{Cursor, CLOSE_ROOM};
 
 /// Which I/O queue the ring thread drives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -252,6 +252,35 @@ const MAX_WRITE_BYTES: usize = 64 << 20;
 /// deadline this far ahead is one every clock can represent.
 const MAX_BLOCK_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 60 * 60);
 
+/// Most bytes [`Config::buffer_bytes`] can come to, whatever the settings.
+const MAX_BUFFER_BYTES: usize = 128 << 20;
+
+const _: () = assert!(
+    MAX_SEGMENT_BYTES.is_multiple_of(format::BLOCK as u64)
+        && MAX_SEGMENT_BYTES >= format::MIN_SEGMENT_BYTES
+        && MAX_SEGMENT_BYTES <= u64::MAX / 2,
+    "the segment size range is whole blocks, not empty, and two segments fit u64"
+);
+const _: () = assert!(
+    MAX_WRITE_BYTES.is_multiple_of(format::BLOCK) && MAX_WRITE_BYTES >= format::BLOCK,
+    "the write size range is whole blocks and not empty"
+);
+const _: () = assert!(
+    format::VOUCH_LEN + CLOSE_ROOM <= 2 * format::BLOCK,
+    "the two blocks a buffer has beyond its largest frame hold the vouch and the closing padding"
+);
+const _: () = assert!(
+    MAX_WRITE_BYTES <= MAX_BUFFER_BYTES
+        && (format::frame_len(format::MAX_PAYLOAD) + 2 * format::BLOCK)
+            .next_multiple_of(format::BLOCK)
+            <= MAX_BUFFER_BYTES,
+    "a staging buffer is at most 128 MiB"
+);
+const _: () = assert!(
+    (MAX_INFLIGHT as u128) * (MAX_BUFFER_BYTES as u128) <= u64::MAX as u128,
+    "the torn window never overflows u64"
+);
+
 /// Configuration for [`Wal::open`](crate::Wal::open). Build with
 /// [`Config::builder`] or start from [`Config::default`].
 #[derive(Clone, Debug)]
@@ -456,7 +485,13 @@ impl Config {
     pub(crate) fn buffer_bytes(&self) -> usize {
         let need = format::frame_len(self.max_stored_bytes()) + 2 * format::BLOCK;
         let write = self.write_bytes.min(MAX_WRITE_BYTES);
-        write.max(need).next_multiple_of(format::BLOCK)
+        let bytes = write.max(need).next_multiple_of(format::BLOCK);
+        debug_assert!(
+            format::VOUCH_LEN + format::frame_len(self.max_stored_bytes()) + CLOSE_ROOM <= bytes
+                && bytes <= MAX_BUFFER_BYTES,
+            "an empty staging buffer holds the largest record (packing's precondition)"
+        );
+        bytes
     }
 
     /// Whether records whose payloads are `lens` bytes as stored before
@@ -490,6 +525,10 @@ impl Config {
                 .map(|n| format::frame_len(payload::stored_len(n, sealed)));
             let after = fresh.place_all(flens, cap);
             if !Cursor::fits(after, self.segment_bytes) {
+                assert!(
+                    self.segment_bytes >= fresh.end,
+                    "a validated segment holds its header blocks"
+                );
                 return Err(Error::TooLarge {
                     len: (after.closed_end() - fresh.end) as usize,
                     max: (self.segment_bytes - fresh.end) as usize,
@@ -519,7 +558,12 @@ impl Config {
     /// fewer bytes than it was given). A record size past the format's
     /// limit counts at the limit.
     pub(crate) fn max_stored_bytes(&self) -> usize {
-        self.max_record_bytes.min(format::MAX_PAYLOAD - TAG_BYTES) + TAG_BYTES
+        let stored = self.max_record_bytes.min(format::MAX_PAYLOAD - TAG_BYTES) + TAG_BYTES;
+        debug_assert!(
+            stored <= format::MAX_PAYLOAD,
+            "no frame of this writer exceeds the format's limit"
+        );
+        stored
     }
 
     /// Refuse every setting out of range, naming it, before anything is
@@ -589,6 +633,10 @@ impl Config {
                 self.max_record_bytes, self.segment_bytes
             ));
         }
+        assert!(
+            self.torn_window() >= self.buffer_bytes() as u64,
+            "the torn window holds at least one whole write"
+        );
         self.validate_placement()
     }
 

@@ -364,6 +364,10 @@ pub fn truncate_segments(dir: &Path, node: u32, below: Lsn) -> Result<Truncated>
     let log = LogDir::new(dir, node);
     let _lock = segments::lock_writer(&RealFs, &log)?;
     let listed = discover_segments(dir, node)?;
+    assert!(
+        !listed.is_empty() && listed.windows(2).all(|w| w[0].base_lsn < w[1].base_lsn),
+        "a log lists its segments, in LSN order (NoLog otherwise)"
+    );
     let going = listed
         .windows(2)
         .take_while(|w| w[1].base_lsn <= below)
@@ -382,6 +386,10 @@ pub fn truncate_segments(dir: &Path, node: u32, below: Lsn) -> Result<Truncated>
         };
         manifest::write(&RealFs, &log, &raised)?;
     }
+    assert!(
+        going < listed.len() && oldest_kept <= below,
+        "truncation keeps the newest segment and the one holding `below`"
+    );
     let mut removed = Vec::with_capacity(going);
     for seg in &listed[..going] {
         RealFs

@@ -61,6 +61,10 @@ pub(crate) fn pack(c: &Compression, payload: &[u8]) -> Option<Vec<u8>> {
     if c.codec == Codec::None || payload.len() < c.min_bytes {
         return None;
     }
+    debug_assert!(
+        payload.len() <= MAX_PAYLOAD,
+        "a packed payload states at most MAX_PAYLOAD bytes, or readers refuse it"
+    );
     let len = u32::try_from(payload.len()).ok()?;
     let mut out = vec![0u8; 4 + bound(c.codec, payload.len())];
     out[..4].copy_from_slice(&len.to_le_bytes());

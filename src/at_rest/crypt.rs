@@ -29,6 +29,19 @@ use crate::error::{Error, Result};
 /// Bytes the authentication tag adds to every encrypted payload.
 pub const TAG_BYTES: usize = 16;
 
+const _: () = assert!(
+    TAG_BYTES == std::mem::size_of::<chacha20poly1305::Tag>(),
+    "TAG_BYTES is the cipher's tag (docs/format.md §3.5)"
+);
+const _: () = assert!(
+    std::mem::size_of::<XNonce>() == 3 * 8,
+    "the nonce holds the log id, the salt and the LSN whole"
+);
+const _: () = assert!(
+    TAG_BYTES < crate::at_rest::format::MAX_PAYLOAD,
+    "a sealed record has room for a payload within the format's limit"
+);
+
 /// A 32-byte key. Its bytes are wiped from memory when it is dropped, and
 /// its `Debug` output never shows them.
 #[derive(Clone)]
@@ -299,6 +312,10 @@ impl Cipher {
     /// If `buf` is shorter than a tag.
     pub fn seal(&self, log_id: u64, salt: u64, bound: &[u8; 12], lsn: u64, buf: &mut [u8]) {
         assert!(lsn != 0, "LSN 0 is the key check's nonce");
+        debug_assert!(
+            buf.len() >= TAG_BYTES,
+            "a sealed payload has room for its tag"
+        );
         let (text, tag) = buf.split_at_mut(buf.len() - TAG_BYTES);
         let t = self
             .aead
@@ -374,6 +391,7 @@ impl Keys {
     /// has it. Cost: a map lookup under a lock; the first time per id,
     /// one provider call.
     pub fn cipher(&self, id: u32) -> Option<Arc<Cipher>> {
+        debug_assert!(id != 0, "key id 0 means \"not encrypted\" and names no key");
         let mut ciphers = lock(&self.ciphers);
         if let Some(c) = ciphers.get(&id) {
             return Some(c.clone());

@@ -13,7 +13,7 @@ use std::path::Path;
 
 use crate::at_rest::codec::{self, Unpack};
 use crate::at_rest::crypt::{KeyProblem, Keys, TAG_BYTES};
-use crate::at_rest::format::{Codec, FrameRef, Kind, SegmentHeader};
+use crate::at_rest::format::{Codec, FrameRef, Kind, SegmentHeader, MAX_PAYLOAD};
 use crate::error::{Corruption, Error};
 
 /// Whether frames of `kind` are encrypted in an encrypted segment: data
@@ -32,7 +32,12 @@ pub(crate) fn sealed(header: &SegmentHeader, kind: Kind) -> bool {
 
 /// The stored length of a payload of `len` bytes: with a tag if sealed.
 pub(crate) fn stored_len(len: usize, sealed: bool) -> usize {
-    len + if sealed { TAG_BYTES } else { 0 }
+    let stored = len + if sealed { TAG_BYTES } else { 0 };
+    debug_assert!(
+        stored <= MAX_PAYLOAD,
+        "a record of at most max_record_bytes stores within MAX_PAYLOAD, its tag included"
+    );
+    stored
 }
 
 /// Why a payload could not be opened, before the caller names the file.
@@ -91,7 +96,14 @@ pub(crate) fn open(
             .ok_or(Unopened::Key(KeyProblem::Missing))?;
         let bound = frame.head().bound_bytes();
         match cipher.open(header.log_id, header.salt, &bound, frame.lsn, &mut buf) {
-            Some(n) => buf.truncate(n),
+            Some(n) => {
+                debug_assert_eq!(
+                    n + TAG_BYTES,
+                    frame.payload.len(),
+                    "the tag ends the payload"
+                );
+                buf.truncate(n)
+            }
             None if cipher.key_check(header.log_id, header.salt) != header.key_check => {
                 return Err(Unopened::Key(KeyProblem::Wrong))
             }

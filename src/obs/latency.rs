@@ -62,13 +62,18 @@ impl Latencies {
             return LatencySummary::default();
         }
         let at = |q: f64| Duration::from_micros(h.value_at_quantile(q));
-        LatencySummary {
+        let s = LatencySummary {
             count: h.len(),
             p50: at(0.5),
             p99: at(0.99),
             p999: at(0.999),
             max: Duration::from_micros(h.max()),
-        }
+        };
+        assert!(
+            s.p50 <= s.p99 && s.p99 <= s.p999 && s.p999 <= s.max,
+            "quantiles of one histogram are ordered"
+        );
+        s
     }
 }
 

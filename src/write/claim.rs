@@ -71,6 +71,10 @@ impl Shared {
         mut on_full: OnFull<'_>,
         then: impl FnOnce(Lsn),
     ) -> Result<Claim<'_>> {
+        debug_assert!(
+            codec == Codec::None || kind == Kind::Data,
+            "only data records are compressed (docs/format.md §3.4)"
+        );
         self.cfg.fit_fresh(std::iter::once(plain_len), kind)?;
         let flen = |sealed| format::frame_len(payload::stored_len(plain_len, sealed));
         let mut r = self.admit(
@@ -80,6 +84,10 @@ impl Shared {
             &mut on_full,
         )?;
         let lsn = self.hand_out(&r, 1);
+        debug_assert!(
+            (1..=format::MAX_LSN).contains(&lsn),
+            "records take LSNs in 1..=MAX_LSN"
+        );
         let sealed = r.cipher.is_some() && payload::seals(kind);
         let stored_len = payload::stored_len(plain_len, sealed);
         let flen = format::frame_len(stored_len);
@@ -89,6 +97,10 @@ impl Shared {
             self.kick(&r);
         }
         let at = next.end - flen as u64;
+        debug_assert!(
+            at.is_multiple_of(format::FRAME_ALIGN as u64),
+            "every frame starts frame-aligned"
+        );
         if at >= r.index_due {
             self.index().add(Point { lsn, offset: at });
             r.index_due = index::due_after(Some(at));
@@ -151,6 +163,11 @@ impl Claim<'_> {
         let (head, salt, plain_len) = (self.head, self.salt, self.plain_len);
         let cipher = self.cipher.as_deref();
         let log_id = self.shared.log_id;
+        debug_assert_eq!(
+            self.stored_len,
+            payload::stored_len(plain_len, cipher.is_some()),
+            "a sealed claim has room for its tag behind the plaintext"
+        );
         let slot = self.slot.as_mut().expect("a claim is filled once");
         let written = format::encode_record_with(slot.bytes(), salt, head, self.stored_len, |p| {
             write(&mut p[..plain_len]);

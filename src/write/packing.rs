@@ -12,6 +12,11 @@ use crate::at_rest::format;
 /// that closes it to a block boundary (at most one block plus a header).
 pub(crate) const CLOSE_ROOM: usize = format::BLOCK + format::FRAME_HEADER;
 
+const _: () = assert!(
+    CLOSE_ROOM >= format::BLOCK - format::FRAME_ALIGN + format::FRAME_HEADER,
+    "the room kept free holds the longest padding padding_len asks for"
+);
+
 /// The write position as the reservation sees it: where in the segment
 /// the next frame would start, and how full the active staging buffer is
 /// (`None`: no buffer is open; the next one starts at `end` with its
@@ -49,10 +54,15 @@ impl Cursor {
     /// Where the data would end if the open buffer were closed now: its
     /// end padded to a block boundary.
     pub fn closed_end(self) -> u64 {
-        match self.fill {
+        let end = match self.fill {
             Some(_) => self.end + format::padding_len(self.end) as u64,
             None => self.end,
-        }
+        };
+        debug_assert!(
+            end.is_multiple_of(format::BLOCK as u64),
+            "a closed buffer ends on a block boundary"
+        );
+        end
     }
 
     /// Place a frame of `flen` bytes in buffers of `cap` bytes. The caller
@@ -62,6 +72,10 @@ impl Cursor {
         assert!(
             format::VOUCH_LEN + flen + CLOSE_ROOM <= cap,
             "a frame of {flen} bytes does not fit an empty buffer of {cap}"
+        );
+        debug_assert!(
+            flen >= format::FRAME_HEADER && flen.is_multiple_of(format::FRAME_ALIGN),
+            "placed lengths are frame lengths, so the next frame starts aligned"
         );
         let (start, how) = match self.fill {
             Some(fill) if fill + flen + CLOSE_ROOM <= cap => {
@@ -76,6 +90,10 @@ impl Cursor {
             Some(_) => (self.closed_end(), Placed::AfterClose),
             None => (self.end, Placed::InPlace),
         };
+        debug_assert!(
+            start.is_multiple_of(format::BLOCK as u64),
+            "a buffer opens on a block boundary, with its vouch"
+        );
         let c = Cursor {
             end: start + (format::VOUCH_LEN + flen) as u64,
             fill: Some(format::VOUCH_LEN + flen),

@@ -59,6 +59,10 @@ impl SyncBudget {
     /// `method` is the one in use (as resolved for the file system).
     pub fn new(cfg: &Config, method: SyncMethod, last: Lsn) -> SyncBudget {
         let alone = cfg.write_is_durable_alone(method);
+        assert!(
+            cfg.buffer_bytes() as u64 <= cfg.torn_window(),
+            "one write fits the torn window, or over_budget never clears"
+        );
         SyncBudget {
             durable: alone,
             eager: cfg.durable && !alone,
@@ -80,6 +84,10 @@ impl SyncBudget {
             self.unsynced += len as u64;
         }
         self.inflight_bytes += len as u64;
+        assert!(
+            len as u64 <= self.write_bytes,
+            "a write is at most one staging buffer"
+        );
     }
 
     /// A batch write of `len` bytes completed (or failed).
@@ -98,6 +106,10 @@ impl SyncBudget {
         assert!(
             !self.in_flight,
             "a second sync issued while one is in flight"
+        );
+        assert!(
+            covers >= self.covers,
+            "a sync never covers less than the one before it"
         );
         self.in_flight = true;
         self.syncing = self
@@ -130,6 +142,10 @@ impl SyncBudget {
     /// yet: what a sync issued now would make durable beyond the
     /// watermark's LSNs.
     pub fn completed_unsynced(&self) -> u64 {
+        assert!(
+            self.inflight_bytes + self.syncing <= self.unsynced,
+            "bytes in flight and being synced are part of the unsynced ones"
+        );
         self.unsynced - self.inflight_bytes - self.syncing
     }
 

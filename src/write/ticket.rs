@@ -60,6 +60,10 @@ impl Ticket {
     ) -> Result<Ticket> {
         // The reservation wakes the ring when the record gives it work.
         let first = shared.reserve_all(records, kind, on_full, then)?;
+        assert!(
+            !records.is_empty() && first >= 1,
+            "a reserved batch has records, at LSNs from 1"
+        );
         Ok(Ticket {
             lsn: first + records.len() as u64 - 1,
             shared: shared.clone(),

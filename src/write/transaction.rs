@@ -93,6 +93,11 @@ impl Transaction {
             });
         }
         let start = self.bytes.len();
+        debug_assert_eq!(
+            self.records.last().map_or(0, |(_, r)| r.end),
+            start,
+            "each staged record starts where the one before it ends"
+        );
         self.bytes.extend_from_slice(payload);
         self.records.push((stream, start..self.bytes.len()));
         Ok(())
@@ -129,6 +134,11 @@ impl Transaction {
     /// - [`Error::Closed`]: the log is shutting down.
     /// - [`Error::LsnExhausted`]: the LSN space is used up.
     pub fn commit(self) -> Result<Ticket> {
+        assert_eq!(
+            self.records.last().map_or(0, |(_, r)| r.end),
+            self.bytes.len(),
+            "the staged records cover the staged bytes"
+        );
         let records: Vec<(u16, &[u8])> = self
             .records
             .iter()

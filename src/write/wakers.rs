@@ -45,7 +45,15 @@ impl WakerSet {
     fn lock(&self) -> MutexGuard<'_, Entries> {
         // Every critical section is one map operation; a panic inside one
         // cannot leave the map half-changed.
-        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+        let e = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        // Changed only under the lock, so it is exact here: an empty set
+        // costs `wake_all` one load, and a waiter in the set is never missed.
+        assert_eq!(
+            self.any.load(Ordering::SeqCst),
+            !e.wakers.is_empty(),
+            "the flag says whether any waker is registered"
+        );
+        e
     }
 
     /// Register `waker` for the task whose entry is `key` (`None` before
@@ -65,7 +73,8 @@ impl WakerSet {
         // No entry, or one already taken by a wake-up: a new one.
         e.seq += 1;
         let k = e.seq;
-        e.wakers.insert(k, waker.clone());
+        let reused = e.wakers.insert(k, waker.clone()).is_some();
+        assert!(!reused, "waker keys are never handed out twice");
         *key = Some(k);
         self.any.store(true, Ordering::SeqCst);
     }

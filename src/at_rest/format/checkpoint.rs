@@ -11,6 +11,11 @@ pub const CHECKPOINT_VERSION: u32 = 1;
 /// Bytes before the payload.
 pub const CHECKPOINT_HEADER: usize = 24;
 
+const _: () = assert!(
+    CHECKPOINT_HEADER == CHECKPOINT_MAGIC.len() + 4 + 4 + 8,
+    "the checkpoint header is magic, version, CRC and length (docs/format.md §8)"
+);
+
 /// Why bytes are not a checkpoint file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -72,6 +77,10 @@ pub fn encode_checkpoint(payload: &[u8]) -> Vec<u8> {
     out[CHECKPOINT_HEADER..].copy_from_slice(payload);
     let c = crc(&out[..CHECKPOINT_HEADER], payload);
     out[12..16].copy_from_slice(&c.to_le_bytes());
+    debug_assert!(
+        decode_checkpoint(&out) == Ok(payload),
+        "an encoded checkpoint file decodes to its payload"
+    );
     out
 }
 
@@ -109,6 +118,11 @@ pub fn decode_checkpoint(bytes: &[u8]) -> Result<&[u8], CheckpointError> {
         return Err(CheckpointError::Trailing { have, want });
     }
     let payload = &bytes[CHECKPOINT_HEADER..];
+    assert_eq!(
+        payload.len() as u64,
+        len,
+        "a whole checkpoint file holds exactly the payload it declares"
+    );
     if crc(&bytes[..CHECKPOINT_HEADER], payload) != stored {
         return Err(CheckpointError::Crc);
     }

@@ -11,6 +11,22 @@ const F_KIND: usize = 18;
 const F_FLAGS: usize = 19;
 const F_RESERVED: usize = 20;
 
+const _: () = assert!(
+    F_CRC == 0
+        && F_LEN == F_CRC + 4
+        && F_LSN == F_LEN + 4
+        && F_STREAM == F_LSN + 8
+        && F_KIND == F_STREAM + 2
+        && F_FLAGS == F_KIND + 1
+        && F_RESERVED == F_FLAGS + 1
+        && F_RESERVED + 4 == FRAME_HEADER,
+    "the header fields tile the frame header in the order of docs/format.md §3"
+);
+const _: () = assert!(
+    F_LSN == 8 && F_FLAGS + 1 == 20,
+    "RecordHead::bound_bytes is exactly the header bytes [8, 20)"
+);
+
 /// Frame type, stored in one byte of the frame header.
 ///
 /// [`Kind::Padding`] and [`Kind::Vouch`] consume no LSN, [`Kind::Skip`]
@@ -147,6 +163,11 @@ pub const FLAG_LZ4: u8 = 0x04;
 pub const FLAG_ZSTD: u8 = 0x08;
 /// The bits of a frame's flags byte that hold its [`Codec`].
 const CODEC_BITS: u8 = FLAG_LZ4 | FLAG_ZSTD;
+
+const _: () = assert!(
+    BATCH_BITS & CODEC_BITS == 0,
+    "batch and codec flags are separate bits of the flags byte"
+);
 
 /// How a data record's payload is compressed, stored in bits 2 and 3 of
 /// the frame's flags byte (docs/format.md §3.4). A compressed payload is
@@ -349,6 +370,13 @@ pub fn encode_record_with(
     fill(&mut out[FRAME_HEADER..end]);
     out[end..total].fill(0);
     seal_frame(out, salt, head.lsn, head.stream, head.kind, head.flags, len);
+    debug_assert!(
+        matches!(
+            decode_frame(&out[..total], salt, MAX_PAYLOAD),
+            Decoded::Frame(f) if f.len == total && f.head() == head
+        ),
+        "an encoded record decodes as itself"
+    );
     total
 }
 
@@ -370,11 +398,13 @@ pub fn padding_len(end: u64) -> usize {
         return 0;
     }
     let gap = BLOCK - rem;
-    if gap < FRAME_HEADER {
-        gap + BLOCK
-    } else {
-        gap
-    }
+    let pad = if gap < FRAME_HEADER { gap + BLOCK } else { gap };
+    debug_assert!(
+        (FRAME_HEADER..BLOCK + FRAME_HEADER).contains(&pad)
+            && (end + pad as u64).is_multiple_of(BLOCK as u64),
+        "padding is one frame that closes the write at a block boundary"
+    );
+    pad
 }
 
 /// Writes one padding frame occupying exactly `out[..total]`: kind
@@ -397,10 +427,30 @@ pub fn encode_padding(out: &mut [u8], salt: u64, total: usize) {
     assert!(out.len() >= total, "padding buffer too short");
     out[FRAME_HEADER..total].fill(0);
     seal_frame(out, salt, 0, 0, Kind::Padding, 0, total - FRAME_HEADER);
+    debug_assert!(
+        matches!(
+            decode_frame(&out[..total], salt, MAX_PAYLOAD),
+            Decoded::Frame(f) if f.len == total && f.kind == Kind::Padding && f.lsn == 0
+        ),
+        "a padding frame decodes as one frame of exactly its length"
+    );
 }
 
 /// Bytes of a vouch frame: a frame header and its 8-byte payload.
 pub const VOUCH_LEN: usize = frame_len(8);
+
+const _: () = assert!(
+    VOUCH_LEN == FRAME_HEADER + 8,
+    "a vouch's 8-byte payload needs no alignment tail"
+);
+const _: () = assert!(
+    VOUCH_LEN + FRAME_HEADER <= BLOCK,
+    "a clean close fits its vouch and padding in one block"
+);
+const _: () = assert!(
+    BLOCK + FRAME_HEADER - FRAME_ALIGN - FRAME_HEADER <= MAX_PAYLOAD,
+    "the longest padding (gap + BLOCK) is a frame the format accepts"
+);
 
 /// Writes a vouch frame into `out[..VOUCH_LEN]`: kind [`Kind::Vouch`],
 /// LSN 0, payload `durable` (the highest LSN known durable when the write
@@ -409,7 +459,8 @@ pub const VOUCH_LEN: usize = frame_len(8);
 /// Cost: a CRC over 36 bytes; no allocation. Panics if `out` is shorter
 /// than [`VOUCH_LEN`].
 pub fn encode_vouch(out: &mut [u8], salt: u64, durable: u64) {
-    encode_frame(out, salt, 0, 0, Kind::Vouch, &durable.to_le_bytes());
+    let n = encode_frame(out, salt, 0, 0, Kind::Vouch, &durable.to_le_bytes());
+    debug_assert_eq!(n, VOUCH_LEN, "a vouch frame is VOUCH_LEN bytes");
 }
 
 /// Writes a skip frame into `out[..frame_len(8)]`: kind [`Kind::Skip`],
@@ -420,6 +471,10 @@ pub fn encode_vouch(out: &mut [u8], salt: u64, durable: u64) {
 /// than `frame_len(8)` or `count` is 0.
 pub fn encode_skip(out: &mut [u8], salt: u64, first: u64, count: u64) {
     assert!(count > 0, "a skip of no LSNs");
+    assert!(
+        (1..=MAX_LSN).contains(&first) && count - 1 <= MAX_LSN - first,
+        "a skip names LSNs in 1..=MAX_LSN (docs/format.md §3.2)"
+    );
     encode_frame(out, salt, first, 0, Kind::Skip, &count.to_le_bytes());
 }
 
@@ -559,6 +614,10 @@ pub fn decode_frame(buf: &[u8], salt: u64, max_payload: usize) -> Decoded<'_> {
     if get_u32(h, F_CRC) != frame_crc(salt, buf, plen) {
         return Decoded::Invalid(InvalidFrame::Checksum);
     }
+    debug_assert!(
+        total.is_multiple_of(FRAME_ALIGN) && total <= buf.len(),
+        "a decoded frame ends aligned, inside the buffer"
+    );
     Decoded::Frame(FrameRef {
         lsn: get_u64(h, F_LSN),
         stream: u16::from_le_bytes([h[F_STREAM], h[F_STREAM + 1]]),

@@ -20,6 +20,28 @@ const H_KEY_ID: usize = 72;
 const H_KEY_CHECK: usize = 76;
 const H_USED_V2: usize = 80;
 
+const _: () = assert!(
+    H_MAGIC + MAGIC.len() == H_VERSION
+        && H_VERSION + 4 == H_CRC
+        && H_CRC + 4 == H_NODE
+        && H_NODE + 4 == H_FLAGS
+        && H_FLAGS + 4 == H_BASE_LSN
+        && H_BASE_LSN + 8 == H_SEGMENT_BYTES
+        && H_SEGMENT_BYTES + 8 == H_SALT
+        && H_SALT + 8 == H_CREATED
+        && H_CREATED + 8 == H_TORN_WINDOW
+        && H_TORN_WINDOW + 8 == H_USED_V1,
+    "the version-1 fields tile the first 64 bytes (docs/format.md §2.1)"
+);
+const _: () = assert!(
+    H_LOG_ID == H_USED_V1
+        && H_LOG_ID + 8 == H_KEY_ID
+        && H_KEY_ID + 4 == H_KEY_CHECK
+        && H_KEY_CHECK + 4 == H_USED_V2
+        && H_USED_V2 <= BLOCK,
+    "version 2 only appends fields to version 1's, within the block"
+);
+
 /// Decoded contents of a segment header (the first block of a segment file).
 ///
 /// Plain data: copying it is free and it carries no validation state; only
@@ -130,6 +152,10 @@ impl SegmentHeader {
             "no layout for header version {}",
             self.version
         );
+        assert!(
+            self.key_id != 0 || self.key_check == 0,
+            "a plaintext header's key check is zero, or readers refuse it"
+        );
         let b = &mut out[..BLOCK];
         b.fill(0);
         put(b, H_MAGIC, &MAGIC);
@@ -148,6 +174,10 @@ impl SegmentHeader {
         }
         let crc = header_crc(b, used(self.version));
         put(b, H_CRC, &crc.to_le_bytes());
+        debug_assert!(
+            self.version == 1 || SegmentHeader::decode(b) == Ok(*self),
+            "an encoded version-2 header decodes as itself"
+        );
     }
 
     /// Writes every header block of the segment into

@@ -24,6 +24,20 @@ const M_DURABLE: usize = 40;
 const M_HANDED_OUT: usize = 48;
 const M_OLDEST: usize = 56;
 
+const _: () = assert!(
+    M_MAGIC + MANIFEST_MAGIC.len() == M_VERSION
+        && M_VERSION + 4 == M_CRC
+        && M_CRC + 4 == M_NODE
+        && M_NODE + 4 == M_FLAGS
+        && M_FLAGS + 4 == M_LOG_ID
+        && M_LOG_ID + 8 == M_NEWEST_BASE
+        && M_NEWEST_BASE + 8 == M_DURABLE
+        && M_DURABLE + 8 == M_HANDED_OUT
+        && M_HANDED_OUT + 8 == M_OLDEST
+        && M_OLDEST + 8 == MANIFEST_BYTES,
+    "the manifest fields tile its 64 bytes (docs/format.md §7)"
+);
+
 /// What a log promises about itself. Every field only ever grows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Manifest {
@@ -85,6 +99,11 @@ impl Manifest {
         put(&mut b, M_OLDEST, &self.oldest_lsn.to_le_bytes());
         let crc = manifest_crc(&b);
         put(&mut b, M_CRC, &crc.to_le_bytes());
+        debug_assert_eq!(
+            Manifest::decode(&b),
+            Ok(*self),
+            "an encoded manifest decodes as itself"
+        );
         b
     }
 

@@ -67,6 +67,34 @@ pub const MAX_LSN: u64 = 1 << 62;
 /// File-name suffix of preallocated spare segments.
 pub const SPARE_SUFFIX: &str = ".spare";
 
+// Relations between the constants above that the layout relies on
+// (docs/format.md §2-§4).
+const _: () = assert!(BLOCK.is_power_of_two(), "BLOCK is a power of two");
+const _: () = assert!(
+    FRAME_ALIGN.is_power_of_two() && BLOCK.is_multiple_of(FRAME_ALIGN),
+    "frame alignment divides the block, so every block boundary is a frame offset"
+);
+const _: () = assert!(
+    FRAME_HEADER.is_multiple_of(FRAME_ALIGN),
+    "the frame header keeps the payload frame-aligned"
+);
+const _: () = assert!(
+    HEADER_BYTES.is_multiple_of(BLOCK),
+    "the frame area starts block-aligned"
+);
+const _: () = assert!(
+    MIN_SEGMENT_BYTES.is_multiple_of(BLOCK as u64) && MIN_SEGMENT_BYTES > HEADER_BYTES as u64,
+    "the smallest segment is whole blocks with room behind its header"
+);
+const _: () = assert!(
+    MAX_PAYLOAD < u32::MAX as usize - BLOCK,
+    "a frame's u32 length field holds every accepted payload"
+);
+const _: () = assert!(
+    MAX_LSN < u64::MAX / 2,
+    "lsn + count of any valid frame stays far from overflow"
+);
+
 mod checkpoint;
 mod frame;
 mod header;

@@ -11,6 +11,15 @@ const SPARE_INFIX: &str = "-spare-";
 const NODE_DIGITS: usize = 5;
 const SEQ_DIGITS: usize = 20;
 
+const _: () = assert!(
+    super::MAX_NODE as u64 == 10u64.pow(NODE_DIGITS as u32) - 1,
+    "MAX_NODE is the largest node the fixed-width node field holds"
+);
+const _: () = assert!(
+    (u64::MAX as u128) < 10u128.pow(SEQ_DIGITS as u32),
+    "the sequence field holds every u64 (every LSN) at its fixed width"
+);
+
 /// Parses a field of exactly `digits` ASCII decimal digits. Rejects signs,
 /// spaces, other lengths and values that overflow `u64`.
 fn parse_fixed_digits(b: &[u8], digits: usize) -> Option<u64> {
@@ -40,7 +49,10 @@ fn parse_node_seq(name: &str, mid: &str, ext: &str) -> Option<(u32, u64)> {
     }
     let node = parse_fixed_digits(node, NODE_DIGITS)?;
     let seq = parse_fixed_digits(seq, SEQ_DIGITS)?;
-    // Five digits always fit in u32.
+    assert!(
+        node <= u64::from(super::MAX_NODE),
+        "five digits always fit in a node id"
+    );
     Some((node as u32, seq))
 }
 
@@ -51,7 +63,12 @@ fn parse_node_seq(name: &str, mid: &str, ext: &str) -> Option<(u32, u64)> {
 /// Round-trips through [`parse_segment_file_name`] only for
 /// `node <= MAX_NODE`. Cost: one small allocation.
 pub fn segment_file_name(node: u32, base_lsn: u64) -> String {
-    format!("{node:05}-{base_lsn:020}{SEGMENT_EXT}")
+    let name = format!("{node:05}-{base_lsn:020}{SEGMENT_EXT}");
+    debug_assert!(
+        node > super::MAX_NODE || parse_segment_file_name(&name) == Some((node, base_lsn)),
+        "a segment name parses back to its node and base LSN"
+    );
+    name
 }
 
 /// Inverse of [`segment_file_name`]: returns `(node, base_lsn)` for a name of
@@ -69,7 +86,12 @@ pub fn parse_segment_file_name(name: &str) -> Option<(u32, u64)> {
 /// Round-trips through [`parse_spare_file_name`] only for `node <= MAX_NODE`.
 /// Cost: one small allocation.
 pub fn spare_file_name(node: u32, seq: u64) -> String {
-    format!("{node:05}{SPARE_INFIX}{seq:020}{SPARE_SUFFIX}")
+    let name = format!("{node:05}{SPARE_INFIX}{seq:020}{SPARE_SUFFIX}");
+    debug_assert!(
+        node > super::MAX_NODE || parse_spare_file_name(&name) == Some((node, seq)),
+        "a spare name parses back to its node and number"
+    );
+    name
 }
 
 /// Inverse of [`spare_file_name`]: returns `(node, seq)` for a name of exactly
@@ -94,7 +116,12 @@ pub fn manifest_file_name(node: u32) -> String {
 /// target ever share one. Round-trips through [`parse_temp_file_name`].
 /// Cost: one small allocation.
 pub fn temp_file_name(target: &str, pid: u32, seq: u64, nonce: u64) -> String {
-    format!(".{target}.{pid}-{seq}-{nonce:016x}{TEMP_EXT}")
+    let name = format!(".{target}.{pid}-{seq}-{nonce:016x}{TEMP_EXT}");
+    debug_assert!(
+        target.is_empty() || parse_temp_file_name(&name) == Some(target),
+        "a temporary name names the target it replaces"
+    );
+    name
 }
 
 /// Inverse of [`temp_file_name`]: the target a temporary file was to
