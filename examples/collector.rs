@@ -22,7 +22,7 @@
 //! cargo run --release --example collector -- [DIR] [--secs S]
 //! ```
 //!
-//! `tests/collector_crash.rs` compiles this file as a module and kills a
+//! `tests/crash/collector_crash.rs` compiles this file as a module and kills a
 //! process running it with SIGKILL, again and again.
 
 use std::collections::BTreeMap;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Kill torture: the SIGKILL crash loops of tests/crash.rs (library) and
-# cli/tests/crash.rs (`ringwal append`), for as long as
-# asked. Every kill is followed by a full recovery check (every record
+# Kill torture: the SIGKILL crash loops of the `crash` test binaries, the
+# library's (tests/crash/: the library writer and the collector) and the
+# CLI's (cli/tests/crash.rs, `ringwal append`), for as long as asked. Every kill is followed by a full recovery check (every record
 # acknowledged durable is present byte for byte, LSNs dense, nothing
 # invented). A failing run prints its seed; rerun it with
 # RINGWAL_TEST_SEED=<seed>.
@@ -11,6 +11,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kills="${1:-2000}"
-echo "torture: $kills kills per loop (CLI writer, library writer on both backends, written mode)"
+echo "torture: $kills kills per loop (CLI writer, library writer on both backends, written mode, collector)"
 RINGWAL_KILLS="$kills" cargo test --release --workspace --test crash -- --nocapture --test-threads=1 2>&1 \
     | grep -E "kills,|seed|panicked|test result|skipped"

@@ -2,7 +2,6 @@
 //! emitted as events: rolls and checkpoints (INFO), recovery's repairs
 //! (WARN) and the poison (ERROR). Run with
 //! `cargo test --features tracing --test tracing_events`.
-#![cfg(feature = "tracing")]
 
 mod common;
 

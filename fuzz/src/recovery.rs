@@ -255,7 +255,7 @@ impl V2Deviation {
     pub const FOREIGN_LOG: u8 = 8;
     /// Formerly a non-zero key id; encrypted segments (§3.5) are no
     /// damage and need a key to read, which this model does not hold
-    /// (tests/encryption.rs covers them): now a second way to set
+    /// (tests/records/encryption.rs covers them): now a second way to set
     /// [`RESERVED`](Self::RESERVED).
     pub const KEY_ID: u8 = 16;
     /// A non-zero key check with key id 0 (a header from a later writer).
@@ -549,7 +549,7 @@ fn ops(c: &mut Cursor<'_>, a: &mut Area, log: &mut Log) {
                         // Valid codec bits (§3.4) on this random payload
                         // would make a packed payload that does not
                         // unpack: kept out here (the frame target checks
-                        // the codec bits, tests/encryption.rs codecs).
+                        // the codec bits, tests/records/encryption.rs codecs).
                         if spec::flags_allowed(kind::DATA, flags) {
                             flags &= 0x03;
                         }

@@ -82,7 +82,7 @@ use crate::at_rest::format::Kind;
 use crate::error::Lsn;
 
 pub(crate) use analyze::{analyze, Analysis, Cut, CutWhy, Policy, SegmentState};
-pub(crate) use apply::{recover, set_aside_name, write_skip};
+pub(crate) use apply::{recover, set_aside_name, write_skip, Recovered};
 pub(crate) use plan::{plan, Plan};
 
 /// What [`Wal::open`](crate::Wal::open) found and did.

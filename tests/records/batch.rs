@@ -2,11 +2,9 @@
 //! consecutive LSNs, one segment, whole or nothing, never interleaved with
 //! other producers' records.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::{for_each_backend, read_all, segment_files, small, SEGMENT_BYTES};
+use crate::common::{self, for_each_backend, read_all, segment_files, small, SEGMENT_BYTES};
 use ringwal::{Error, Level, Wal};
 
 fn tagged(tag: &str, i: usize, len: usize) -> Vec<u8> {

@@ -2,9 +2,7 @@
 //! log until the device says ENOSPC. Needs root (mount); without it the test
 //! says why it skipped and passes vacuously.
 
-mod common;
-
-use common::mount_image;
+use crate::common::{mount_image, spawning_processes};
 use ringwal::{Config, Error, Level, Wal};
 
 fn cfg() -> Config {
@@ -23,6 +21,9 @@ fn payload(lsn: u64) -> Vec<u8> {
 
 #[test]
 fn full_filesystem_reports_no_space_and_loses_nothing() {
+    // Mounting runs mkfs, mount and umount while the other tests of this
+    // binary may hold logs open (see `common::SPAWNING`).
+    let _spawning = spawning_processes();
     let root = tempfile::tempdir().unwrap();
     let mount = match mount_image(root.path(), "ext4", 40) {
         Ok(m) => m,

@@ -8,15 +8,15 @@
 //! served by this process over `/dev/fuse` and keeps only what the
 //! kernel asked it to sync. Root only (it mounts); skipped otherwise.
 
-mod common;
-#[path = "fuse/memfs.rs"]
 mod memfs;
 
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use common::{assert_records, for_each_backend, open_checked, payload, read_all, seeded_rng};
+use crate::common::{
+    self, assert_records, for_each_backend, open_checked, payload, read_all, seeded_rng,
+};
 use memfs::{Disk, Mounted};
 use ringwal::{format, Backend, Level, SyncMethod, Wal};
 

@@ -3,13 +3,11 @@
 //! LSNs in the order they were handed out. Every test runs against both
 //! backends.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use ringwal::{Backend, Level, Wal};
 
 // ---------------------------------------------------------------------------

@@ -4,9 +4,7 @@
 //! runs, and limits that refuse bad input without touching the log. Every
 //! test runs against both backends.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use rand::Rng;
 use ringwal::format;
 use ringwal::{Backend, Error, Level, Wal};
@@ -710,7 +708,7 @@ fn every_file_and_directory_a_log_creates_is_private_whatever_the_umask() {
             .arg(format!("umask {umask} && exec \"$0\" \"$@\""))
             .arg(std::env::current_exe().unwrap())
             .args([
-                "modes_child",
+                "open::modes_child",
                 "--exact",
                 "--nocapture",
                 "--test-threads=1",

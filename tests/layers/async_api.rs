@@ -4,8 +4,6 @@
 //! is a `Stream` — all on real files and real tokio runtimes of both
 //! flavours.
 
-mod common;
-
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -13,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::{self, *};
 use futures::{StreamExt, TryStreamExt};
 use futures_core::Stream;
 use ringwal::{Backend, Collector, ConfigBuilder, Durability, Error, Level, Lsn, Wal, Watermarks};

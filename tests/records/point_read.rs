@@ -1,9 +1,7 @@
 //! `Wal::read(lsn)`: one record by its LSN, agreeing with a full scan,
 //! across rolls and inside atomic batches, with typed errors around it.
 
-mod common;
-
-use common::{for_each_backend, read_all, small};
+use crate::common::{self, for_each_backend, read_all, small};
 use ringwal::{Error, Level, Wal};
 
 #[test]

@@ -5,18 +5,16 @@
 //! segments. The loop itself is `common::crash_loop`; the `ringwal
 //! append` loops live with the CLI (`cli/tests/crash.rs`).
 
-mod common;
-
 use std::cell::Cell;
 use std::io::{BufRead, Write};
 use std::path::Path;
 use std::process::Command;
 use std::sync::mpsc;
 
-use common::crash_loop::{
+use crate::common::crash_loop::{
     assert_whole_groups, crash_loop, crash_loop_checked, kills, temp_root, AckFormat,
 };
-use common::*;
+use crate::common::*;
 use rand::Rng;
 use ringwal::{Backend, Level, Wal};
 
@@ -124,7 +122,7 @@ fn child(dir: &Path, backend: Backend, level: Level) -> Command {
     let exe = std::env::current_exe().expect("path of this test binary");
     let mut c = Command::new(exe);
     c.args([
-        "crash_child_entry_point",
+        "library::crash_child_entry_point",
         "--exact",
         "--nocapture",
         "--test-threads=1",

@@ -3,12 +3,10 @@
 //! altered on disk; mixed logs of plaintext, encrypted and compressed
 //! segments. Real files on both backends.
 
-mod common;
-
 use std::path::Path;
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use ringwal::verify::{self, Payloads};
 use ringwal::{
     Codec, Config, ConfigBuilder, Corruption, Error, Key, KeyProblem, Kind, Level, Lsn, StaticKeys,

@@ -2,11 +2,9 @@
 //! order, while a producer appends across rolls; it ends at close, and
 //! with `Gap` when a checkpoint overtakes it.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::{block_on, for_each_backend, small};
+use crate::common::{block_on, for_each_backend, small};
 use ringwal::{Error, Level, Wal};
 
 #[test]

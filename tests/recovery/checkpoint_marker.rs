@@ -3,9 +3,9 @@
 //! what the marker's snapshot covers, and a marker torn off with the tail
 //! is not reported.
 
-mod common;
-
-use common::{as_after_crash, for_each_backend, open_checked, scan_segment, segment_files, NODE};
+use crate::common::{
+    self, as_after_crash, for_each_backend, open_checked, scan_segment, segment_files, NODE,
+};
 use ringwal::{Backend, CheckpointMarker, Error, Kind, Level, Wal};
 
 /// Large records, so that a segment holds only a handful of them and the

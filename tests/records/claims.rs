@@ -1,5 +1,5 @@
-//! Records claimed under the reservation lock and filled outside it:
-//! `append_with`, and what a producer that panics mid-append leaves.
+// Records claimed under the reservation lock and filled outside it:
+// `append_with`, and what a producer that panics mid-append leaves.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 

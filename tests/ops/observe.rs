@@ -1,14 +1,12 @@
 //! Watching the log's progress: the durability observer. Every test runs
 //! against both backends.
 
-mod common;
-
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
-use common::*;
+use crate::common::*;
 use ringwal::{Backend, Config, DurabilityObserver, Error, Level, Lsn, Poison, Wal};
 
 // ---------------------------------------------------------------------------

@@ -5,14 +5,13 @@
 //! truncation, shared directories, background sync in written mode, and a
 //! concurrent model check.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+use crate::common;
 use rand::Rng;
 use ringwal::collector::{self, FILLER_STREAM};
 use ringwal::{Collector, Config, Durability, Level, Lsn, Wal, Watermarks};

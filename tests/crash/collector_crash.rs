@@ -23,7 +23,7 @@
 //! shutdown, after which the replay must find nothing (convergence).
 
 #[allow(dead_code)]
-#[path = "../examples/collector.rs"]
+#[path = "../../examples/collector.rs"]
 mod example;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -33,6 +33,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use crate::common::spawning_processes;
 use example::{Options, Pipeline, SIGNALS};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -156,7 +157,7 @@ fn one_life(root: &Path, life: u64, mode: Mode, rng: &mut StdRng) -> Life {
     let exe = std::env::current_exe().expect("path of this test binary");
     let mut child = Command::new(exe)
         .args([
-            "collector_child_entry_point",
+            "collector_crash::collector_child_entry_point",
             "--exact",
             "--nocapture",
             "--test-threads=1",
@@ -351,6 +352,9 @@ fn check(root: &Path, world: &mut World, what: &str) -> Check {
 
 #[test]
 fn collector_survives_sigkill_and_converges() {
+    // Its children are forked while the other tests of this binary may
+    // hold logs open (see `common::SPAWNING`).
+    let _spawning = spawning_processes();
     let root_dir = tempfile::tempdir().unwrap();
     let root = root_dir.path();
     let seed = match std::env::var("RINGWAL_TEST_SEED") {

@@ -1,8 +1,7 @@
 //! With the `serde` feature, a `Config` reads from and writes to a
 //! configuration file by the names the library prints; missing settings
 //! take their defaults and unknown ones are refused. Run with
-//! `cargo test --features serde --test config_serde`.
-#![cfg(feature = "serde")]
+//! `cargo test --features serde --test ops config_serde`.
 
 use std::time::Duration;
 

@@ -2,15 +2,13 @@
 //! offset, corruption and gaps that must fail `open`, incomplete newest
 //! files, headers that contradict their names, point-in-time recovery.
 //! Every test runs against both backends. (Locks, reopens, checkpoints and
-//! limits are in `tests/open.rs`; tickets and producers in
-//! `tests/tickets.rs`.)
-
-mod common;
+//! limits are in `tests/ops/open.rs`; tickets and producers in
+//! `tests/records/tickets.rs`.)
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use common::*;
+use crate::common::{self, *};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use ringwal::format::{self, Kind};

@@ -3,11 +3,9 @@
 //! (`io_uring_setup` fails with EPERM, as under a container runtime's
 //! default profile), then opens logs with each backend.
 
-mod common;
-
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 use ringwal::{Backend, Error, Level, Wal};
 
 const CHILD: &str = "RINGWAL_BACKEND_CHILD_DIR";
@@ -29,7 +27,7 @@ fn auto_falls_back_when_the_kernel_refuses_io_uring_and_uring_says_why() {
     let _spawn = spawning_processes();
     let out = Command::new(std::env::current_exe().unwrap())
         .args([
-            "refused_io_uring_child",
+            "backend::refused_io_uring_child",
             "--exact",
             "--nocapture",
             "--test-threads=1",

@@ -2,12 +2,10 @@
 //! waits for a checkpoint and never poisons the log; `DropOldest` drops
 //! whole oldest segments and reports exactly the LSNs it dropped.
 
-mod common;
-
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use ringwal::{DurabilityObserver, Error, Level, Lsn, Wal, WhenFull};
 
 const SEG: u64 = 64 << 10;

@@ -9,14 +9,13 @@
 //! after losing a block inside a recycled segment on real files. A clean
 //! close in a recycled segment must reopen without a cut.
 
-mod common;
-
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::common;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use ringwal::{Backend, Config, Durability, Level, Lsn, Wal};

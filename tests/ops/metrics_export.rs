@@ -1,11 +1,8 @@
 //! With the `metrics` feature, `Wal::publish_metrics` hands `Stats` to the
 //! installed recorder: here Prometheus's, rendered as its text format.
-//! Run with `cargo test --features metrics --test metrics_export`.
-#![cfg(feature = "metrics")]
+//! Run with `cargo test --features metrics --test ops metrics_export`.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use metrics_exporter_prometheus::PrometheusBuilder;
 use ringwal::{Backend, Level, Wal};
 

@@ -1,12 +1,12 @@
 //! A log opened by a relative path stays where it was opened.
 //!
 //! This file holds one test on purpose: it changes the process's working
-//! directory, which every thread of the process shares, so it runs in a
-//! test binary of its own.
+//! directory, which every thread of the process shares. The other tests
+//! of this binary name every directory by an absolute path (temporary
+//! directories, the simulated disk's `/wal`), which a change of working
+//! directory cannot move.
 
-mod common;
-
-use common::{cfg, for_each_backend};
+use crate::common::{cfg, for_each_backend};
 use ringwal::{Level, Lsn, Wal};
 
 /// Append `n` records (`tag-i`, padded to 200 bytes so a few hundred

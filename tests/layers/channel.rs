@@ -4,8 +4,6 @@
 //! collector's tracking through it, and async senders whose waits and
 //! acknowledgements never block a runtime's thread.
 
-mod common;
-
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -13,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use crate::common;
 use crossbeam_channel::select;
 use futures::StreamExt;
 use ringwal::channel::{AckResult, AppendLog, Channels, SendError, TrySendError};

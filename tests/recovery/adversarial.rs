@@ -3,9 +3,7 @@
 //! refuse them or repair them without writing outside the segment, and
 //! `verify` must predict what a strict open does with each of them.
 
-mod common;
-
-use common::open_checked;
+use crate::common::{self, open_checked};
 use ringwal::format::{self, Kind, SegmentHeader};
 use ringwal::{Config, Error, Level, RecoveryMode, Wal};
 

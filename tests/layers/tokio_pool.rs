@@ -4,13 +4,11 @@
 //! runtime flavours, and a close that waits for the disk while another
 //! task on the one runtime thread keeps running.
 
-mod common;
-
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{opening_logs, small, RingGate};
+use crate::common::{opening_logs, small, RingGate};
 use ringwal::{Backend, Collector, Error, Level, Wal, Watermarks};
 use tokio::runtime::Runtime;
 
