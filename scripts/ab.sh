@@ -7,7 +7,8 @@
 #   scripts/ab.sh OLD_BINARY NEW_BINARY [ROUNDS] [SECS]
 #
 # Cases: 1 KiB x 16 and 1 MiB x 4 producers, durable (CASES overrides,
-# as "size:producers" pairs).
+# as "size:producers" pairs). EXTRA holds more `ringwal bench` arguments
+# for both builds (say "--level accepted --key-file K").
 set -euo pipefail
 old=${1:?old ringwal binary}
 new=${2:?new ringwal binary}
@@ -24,7 +25,7 @@ for case in $cases; do
             bin=$old
             [ "$which" = new ] && bin=$new
             "$bin" bench -q --secs "$secs" --size "$size" --producers "$producers" \
-                --json "$out/$size-$producers-$which-$r.json" >/dev/null
+                ${EXTRA:-} --json "$out/$size-$producers-$which-$r.json" >/dev/null
         done
     done
 done

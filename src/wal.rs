@@ -327,7 +327,7 @@ impl Wal {
     /// writes the batch the record is in.
     ///
     /// ```
-    /// # use ringwal::{Config, Wal};
+    /// # use ringwal::{Config, Level, Wal};
     /// # let dir = tempfile::tempdir()?;
     /// # let (wal, _) = Wal::open(dir.path(), Config::default())?;
     /// let (id, amount) = (7u32, 1250u64);
@@ -335,6 +335,7 @@ impl Wal {
     ///     slot[..4].copy_from_slice(&id.to_le_bytes());
     ///     slot[4..].copy_from_slice(&amount.to_le_bytes());
     /// })?;
+    /// ticket.wait(Level::Durable)?;
     /// assert_eq!(wal.read(ticket.lsn())?.payload[..4], id.to_le_bytes());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```

@@ -28,7 +28,7 @@ use crate::at_rest::payload;
 use crate::error::{Lsn, Poison, Result};
 use crate::read::index::{self, Point};
 use crate::write::packing::Placed;
-use crate::write::reserve::{OnFull, Shared};
+use crate::write::reserve::{OnFull, Reservation, Shared};
 
 /// One record's frame in a staging buffer, sequenced and not yet filled.
 /// [`fill`](Self::fill) writes it; dropping it unfilled poisons the log.
@@ -88,13 +88,49 @@ impl Shared {
             (1..=format::MAX_LSN).contains(&lsn),
             "records take LSNs in 1..=MAX_LSN"
         );
+        let place = self.place_lone(&mut r, lsn, kind, plain_len);
+        let mut claim = Claim {
+            shared: self,
+            slot: Some(place.slot),
+            head: RecordHead {
+                lsn,
+                stream,
+                kind,
+                flags: Batching::Alone.flags() | codec.flags(),
+            },
+            salt: place.salt,
+            cipher: place.cipher,
+            plain_len,
+            stored_len: place.stored_len,
+            takeable: false,
+            under_lock: true,
+            hook_panic: None,
+        };
+        // The hook runs under the lock (that is its promise); a panic in
+        // it must neither leave the claim unfilled nor poison the mutex.
+        claim.hook_panic = catch_unwind(AssertUnwindSafe(|| then(lsn))).err();
+        // Read under the lock: the ring announces how it sleeps before it
+        // takes the lock to look for work, so either it sees this record
+        // or this producer sees the announcement (`filled`).
+        claim.takeable = r.batch_staged(false);
+        drop(r);
+        claim.under_lock = false;
+        Ok(claim)
+    }
+}
+
+impl Shared {
+    /// Give the record at `lsn` its frame in the active batch (opening
+    /// one, or closing a full one first) and its index point when due.
+    /// With the reservation lock held; admission secured the buffer.
+    fn place_lone(&self, r: &mut Reservation, lsn: Lsn, kind: Kind, plain_len: usize) -> Place {
         let sealed = r.cipher.is_some() && payload::seals(kind);
         let stored_len = payload::stored_len(plain_len, sealed);
         let flen = format::frame_len(stored_len);
         let (next, how) = r.cursor().place(flen, self.cfg.buffer_bytes());
         if how == Placed::AfterClose {
             r.close_active();
-            self.kick(&r);
+            self.kick(r);
         }
         let at = next.end - flen as u64;
         debug_assert!(
@@ -120,34 +156,21 @@ impl Shared {
         );
         b.last_lsn = lsn;
         b.ack_lsn = lsn;
-        let mut claim = Claim {
-            shared: self,
-            slot: Some(slot),
-            head: RecordHead {
-                lsn,
-                stream,
-                kind,
-                flags: Batching::Alone.flags() | codec.flags(),
-            },
+        Place {
+            slot,
             salt: b.salt,
             cipher: b.cipher.as_ref().filter(|_| sealed).cloned(),
-            plain_len,
             stored_len,
-            takeable: false,
-            under_lock: true,
-            hook_panic: None,
-        };
-        // The hook runs under the lock (that is its promise); a panic in
-        // it must neither leave the claim unfilled nor poison the mutex.
-        claim.hook_panic = catch_unwind(AssertUnwindSafe(|| then(lsn))).err();
-        // Read under the lock: the ring announces how it sleeps before it
-        // takes the lock to look for work, so either it sees this record
-        // or this producer sees the announcement (`filled`).
-        claim.takeable = r.batch_staged(false);
-        drop(r);
-        claim.under_lock = false;
-        Ok(claim)
+        }
     }
+}
+
+/// Where a lone record's frame went: its claimed bytes and how to seal it.
+struct Place {
+    slot: Slot,
+    salt: u64,
+    cipher: Option<Arc<Cipher>>,
+    stored_len: usize,
 }
 
 impl Claim<'_> {

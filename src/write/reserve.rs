@@ -233,6 +233,49 @@ impl Reservation {
     }
 }
 
+/// Records as they are stored: each payload packed when that makes it
+/// smaller, decided once, before the reservation lock.
+struct Stored<'r> {
+    records: &'r [(u16, &'r [u8])],
+    /// Per record, the packed bytes when compression won.
+    packed: Option<Vec<Option<Vec<u8>>>>,
+    codec: Codec,
+}
+
+impl<'r> Stored<'r> {
+    /// Validate `records` (at least one, none over the record limit) and
+    /// pack them when compression applies. Cost: the codec, per record.
+    fn of(cfg: &Config, records: &'r [(u16, &'r [u8])], kind: Kind) -> Result<Stored<'r>> {
+        if records.is_empty() {
+            return Err(Error::EmptyBatch);
+        }
+        let max = cfg.max_record_bytes;
+        if let Some((_, p)) = records.iter().find(|(_, p)| p.len() > max) {
+            return Err(Error::TooLarge { len: p.len(), max });
+        }
+        let codec = cfg.compression.codec;
+        let packed = (kind == Kind::Data && codec != Codec::None).then(|| {
+            records
+                .iter()
+                .map(|(_, p)| codec::pack(&cfg.compression, p))
+                .collect()
+        });
+        Ok(Stored {
+            records,
+            packed,
+            codec,
+        })
+    }
+
+    /// Record `i` as stored: its codec and its bytes.
+    fn get(&self, i: usize) -> (Codec, &[u8]) {
+        match self.packed.as_ref().and_then(|v| v[i].as_deref()) {
+            Some(bytes) => (self.codec, bytes),
+            None => (Codec::None, self.records[i].1),
+        }
+    }
+}
+
 /// The admission decision: what a reservation does next with the records
 /// it holds ([`Shared::decide`]).
 #[derive(Debug)]
@@ -798,12 +841,15 @@ impl Shared {
     /// get consecutive LSNs, land in one segment (a roll comes first if
     /// they do not fit the current one) and, when there are several, form
     /// one atomic batch that the ledger acknowledges only as a whole.
-    /// Runs `then(first)` under the lock once every frame is copied, and
+    /// Runs `then(first)` under the lock once every place is decided, and
     /// returns the first LSN.
     ///
-    /// Cost: one pass over the lengths to plan, one copy per record, all
-    /// under the lock; a batch larger than the free staging buffers waits
-    /// (lock released, everyone else held back) for the ring to free more.
+    /// Cost: compression (if configured) before the lock; one pass over
+    /// the lengths to plan under it. A lone record is copied after the
+    /// lock is released ([`claim_one`](Self::claim_one)); a batch is
+    /// copied under it, and one larger than the free staging buffers
+    /// waits (lock released, everyone else held back) for the ring to
+    /// free more.
     pub fn reserve_all(
         &self,
         records: &[(u16, &[u8])],
@@ -811,109 +857,39 @@ impl Shared {
         mut on_full: OnFull<'_>,
         then: impl FnOnce(Lsn),
     ) -> Result<Lsn> {
-        let cfg = &self.cfg;
-        if records.is_empty() {
-            return Err(Error::EmptyBatch);
-        }
-        if let Some((_, p)) = records.iter().find(|(_, p)| p.len() > cfg.max_record_bytes) {
-            return Err(Error::TooLarge {
-                len: p.len(),
-                max: cfg.max_record_bytes,
-            });
-        }
-        let n = records.len() as u64;
-        let cap = cfg.buffer_bytes();
-        // Compression runs before the lock; what is stored is decided
-        // here, once: the packed bytes when they are smaller.
-        let packed = (kind == Kind::Data && cfg.compression.codec != Codec::None).then(|| {
-            records
-                .iter()
-                .map(|(_, p)| codec::pack(&cfg.compression, p))
-                .collect::<Vec<_>>()
-        });
-        let stored = |i: usize| -> (Codec, &[u8]) {
-            match packed.as_ref().and_then(|v| v[i].as_deref()) {
-                Some(bytes) => (cfg.compression.codec, bytes),
-                None => (Codec::None, records[i].1),
-            }
-        };
+        let stored = Stored::of(&self.cfg, records, kind)?;
         if let [(stream, _)] = records {
-            // A lone record is claimed under the lock and copied after it.
-            let (codec, bytes) = stored(0);
+            let (codec, bytes) = stored.get(0);
             let claim = self.claim_one(*stream, kind, codec, bytes.len(), on_full, then)?;
             return Ok(claim.fill(|p| p.copy_from_slice(bytes)));
         }
-        let stored = &stored;
+        self.reserve_batch(&stored, kind, &mut on_full, then)
+    }
+
+    /// [`reserve_all`](Self::reserve_all) for an atomic batch of two or
+    /// more records: every member encoded, copied and sealed under the
+    /// lock, since none of another producer's frames may come between.
+    fn reserve_batch(
+        &self,
+        stored: &Stored<'_>,
+        kind: Kind,
+        on_full: &mut OnFull<'_>,
+        then: impl FnOnce(Lsn),
+    ) -> Result<Lsn> {
+        let n = stored.records.len();
+        debug_assert!(n >= 2, "a lone record is claimed, not batched");
         // Frame lengths, in a segment whose payloads are sealed or not.
         let flen_of = |i: usize, sealed: bool| {
-            format::frame_len(payload::stored_len(stored(i).1.len(), sealed))
+            format::frame_len(payload::stored_len(stored.get(i).1.len(), sealed))
         };
-        let flens = move |sealed: bool| (0..records.len()).map(move |i| flen_of(i, sealed));
-        cfg.fit_fresh((0..records.len()).map(|i| stored(i).1.len()), kind)?;
-        let mut r = self.admit(n, kind, flens, &mut on_full)?;
-        let first = self.hand_out(&r, n);
-        let atomic = n > 1;
-        r.batch_open = atomic;
-        for (i, &(stream, _)) in records.iter().enumerate() {
-            let lsn = first + i as u64;
-            let batching = match (atomic, lsn == first + n - 1) {
-                (false, _) => Batching::Alone,
-                (true, false) => Batching::Member,
-                (true, true) => Batching::Last,
-            };
-            let (codec, bytes) = stored(i);
-            let sealed = r.cipher.is_some() && payload::seals(kind);
-            let len = payload::stored_len(bytes.len(), sealed);
-            let flen = format::frame_len(len);
-            let (next, how) = r.cursor().place(flen, cap);
-            if how == Placed::AfterClose {
-                r.close_active();
-                self.kick(&r);
-            }
-            // A walk may start at a record that stands alone or opens its
-            // batch, never inside one.
-            let at = next.end - flen as u64;
-            if i == 0 && at >= r.index_due {
-                self.index().add(Point { lsn, offset: at });
-                r.index_due = index::due_after(Some(at));
-            }
-            while r.active.is_none() && !r.open_active() {
-                assert!(atomic, "a lone record's buffer was secured above");
-                r = self.wait_for_space(r);
-                if let Some(p) = self.acks.poison_cause() {
-                    // The records copied so far are an unfinished batch
-                    // no write will complete: nothing was acknowledged.
-                    r.batch_open = false;
-                    drop(r);
-                    self.space_freed(true);
-                    return Err(p.error());
-                }
-            }
-            let b = r.active.as_mut().expect("active batch ensured above");
-            let salt = b.salt;
-            let head = RecordHead {
-                lsn,
-                stream,
-                kind,
-                flags: batching.flags() | codec.flags(),
-            };
-            let cipher = b.cipher.as_deref().filter(|_| sealed);
-            let log_id = self.log_id;
-            b.len += format::encode_record_with(b.buf.tail_mut(b.len), salt, head, len, |p| {
-                p[..bytes.len()].copy_from_slice(bytes);
-                if let Some(c) = cipher {
-                    c.seal(log_id, salt, &head.bound_bytes(), lsn, p);
-                }
-            });
-            assert_eq!(
-                b.offset + b.len as u64,
-                next.end,
-                "frames land where the plan put them"
-            );
-            b.last_lsn = lsn;
-            if batching != Batching::Member {
-                b.ack_lsn = lsn;
-            }
+        let flens = move |sealed: bool| (0..n).map(move |i| flen_of(i, sealed));
+        self.cfg
+            .fit_fresh((0..n).map(|i| stored.get(i).1.len()), kind)?;
+        let mut r = self.admit(n as u64, kind, flens, on_full)?;
+        let first = self.hand_out(&r, n as u64);
+        r.batch_open = true;
+        for i in 0..n {
+            r = self.copy_member(r, stored, kind, first, i)?;
         }
         then(first);
         // Read under the lock: the ring announces how it sleeps before it
@@ -922,11 +898,79 @@ impl Shared {
         let takeable = r.batch_staged(false);
         r.batch_open = false;
         drop(r);
-        if atomic {
-            self.space_freed(true);
-        }
+        self.space_freed(true);
         self.staged(takeable);
         Ok(first)
+    }
+
+    /// Place, encode and copy member `i` of the batch that starts at
+    /// `first`, waiting (lock released, `batch_open` holding everyone else
+    /// back) for a free buffer when it needs one. On the poison the batch
+    /// is given up: nothing of it was acknowledged.
+    fn copy_member<'a>(
+        &'a self,
+        mut r: RankedGuard<'a, Reservation>,
+        stored: &Stored<'_>,
+        kind: Kind,
+        first: Lsn,
+        i: usize,
+    ) -> Result<RankedGuard<'a, Reservation>> {
+        let n = stored.records.len();
+        let lsn = first + i as u64;
+        let batching = if i + 1 == n {
+            Batching::Last
+        } else {
+            Batching::Member
+        };
+        let (codec, bytes) = stored.get(i);
+        let sealed = r.cipher.is_some() && payload::seals(kind);
+        let len = payload::stored_len(bytes.len(), sealed);
+        let flen = format::frame_len(len);
+        let (next, how) = r.cursor().place(flen, self.cfg.buffer_bytes());
+        if how == Placed::AfterClose {
+            r.close_active();
+            self.kick(&r);
+        }
+        // A walk may start at a record that opens its batch, never inside.
+        let at = next.end - flen as u64;
+        if i == 0 && at >= r.index_due {
+            self.index().add(Point { lsn, offset: at });
+            r.index_due = index::due_after(Some(at));
+        }
+        while r.active.is_none() && !r.open_active() {
+            r = self.wait_for_space(r);
+            if let Some(p) = self.acks.poison_cause() {
+                r.batch_open = false;
+                drop(r);
+                self.space_freed(true);
+                return Err(p.error());
+            }
+        }
+        let b = r.active.as_mut().expect("active batch ensured above");
+        let (salt, log_id) = (b.salt, self.log_id);
+        let head = RecordHead {
+            lsn,
+            stream: stored.records[i].0,
+            kind,
+            flags: batching.flags() | codec.flags(),
+        };
+        let cipher = b.cipher.as_deref().filter(|_| sealed);
+        b.len += format::encode_record_with(b.buf.tail_mut(b.len), salt, head, len, |p| {
+            p[..bytes.len()].copy_from_slice(bytes);
+            if let Some(c) = cipher {
+                c.seal(log_id, salt, &head.bound_bytes(), lsn, p);
+            }
+        });
+        assert_eq!(
+            b.offset + b.len as u64,
+            next.end,
+            "frames land where the plan put them"
+        );
+        b.last_lsn = lsn;
+        if batching == Batching::Last {
+            b.ack_lsn = lsn;
+        }
+        Ok(r)
     }
 
     /// Hold the reservation until records of `n` frames (`flens`: their
