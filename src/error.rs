@@ -400,6 +400,7 @@ impl Error {
     /// into [`Error::NoSpace`] so callers can match on it.
     pub(crate) fn io(path: impl Into<PathBuf>, source: io::Error) -> Error {
         let path = path.into();
+        debug_assert!(!path.as_os_str().is_empty(), "an I/O error names its path");
         if source.kind() == io::ErrorKind::StorageFull {
             return Error::NoSpace { path };
         }
@@ -407,8 +408,10 @@ impl Error {
     }
 
     pub(crate) fn corrupt(file: impl Into<PathBuf>, offset: u64, reason: Corruption) -> Error {
+        let file = file.into();
+        debug_assert!(!file.as_os_str().is_empty(), "damage names its file");
         Error::Corrupt {
-            file: file.into(),
+            file,
             offset,
             reason,
         }

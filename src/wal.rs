@@ -187,6 +187,16 @@ impl Wal {
         let fresh = rec.active.is_none();
         let (active, header, write_at) =
             active_segment(&dir, &cfg, &mut rec, log_id, cipher.as_deref())?;
+        assert!(
+            active.base <= rec.next_lsn,
+            "the active segment starts at or below the next LSN"
+        );
+        assert!(
+            rec.segments
+                .last()
+                .is_some_and(|s| s.file.path == active.path),
+            "the active segment is the newest listed"
+        );
         let (file, direct_io) = segments::open_file(&*cfg.vfs, &active.path, None, cfg.direct_io)?;
         let keeper = opening_manifest(&dir, &cfg, &rec, log_id, active.base)?;
         let notifier = Arc::new(Notifier::new().map_err(|e| Error::io(dir.path(), e))?);
@@ -965,6 +975,10 @@ impl Wal {
             |_| {},
         )?;
         let lsn = ticket.lsn;
+        assert!(
+            lsn > snapshot_lsn,
+            "a marker's LSN is above the snapshot it vouches for"
+        );
         let marker = CheckpointMarker { lsn, snapshot_lsn };
         let mut newest = self.marker.lock().unwrap_or_else(|p| p.into_inner());
         // Concurrent callers may get here out of LSN order: keep the newest.
@@ -1010,6 +1024,10 @@ impl Wal {
             }
             .wait(Level::Durable)?;
         }
+        assert!(
+            self.durable_lsn() >= marker.lsn,
+            "segments are removed only behind a durable marker"
+        );
         self.checkpoint(marker.snapshot_lsn)
     }
 
@@ -1117,11 +1135,18 @@ pub(crate) fn read(sh: &Shared, lsn: Lsn) -> Result<Record> {
     match reader_from(sh, lsn)?.next() {
         Some(Ok(r)) if r.lsn == lsn => Ok(r),
         Some(Err(e)) => Err(e),
-        Some(Ok(r)) => Err(Error::Gap {
-            file: sh.dir.path().to_path_buf(),
-            expected: lsn,
-            found: r.lsn,
-        }),
+        Some(Ok(r)) => {
+            assert!(
+                r.lsn > lsn,
+                "a reader from {lsn} yielded {} below it",
+                r.lsn
+            );
+            Err(Error::Gap {
+                file: sh.dir.path().to_path_buf(),
+                expected: lsn,
+                found: r.lsn,
+            })
+        }
         None => Err(Error::NotWritten { lsn, written }),
     }
 }
@@ -1193,6 +1218,10 @@ fn active_segment(
             (seg, header, at)
         }
     };
+    assert!(
+        rec.segments.last().is_none_or(|s| s.file.base < seg.base),
+        "a new segment's base is above every kept one"
+    );
     rec.segments.push(Live {
         file: seg.clone(),
         bytes: header.segment_bytes,
@@ -1222,6 +1251,10 @@ fn opening_manifest(
             .max(rec.next_lsn - 1),
         oldest_lsn: rec.segments.first().map_or(active, |s| s.file.base),
     };
+    assert!(
+        manifest.oldest_lsn <= manifest.newest_base,
+        "the oldest segment kept is not above the newest"
+    );
     manifest::write(&*cfg.vfs, dir, &manifest)?;
     Ok(manifest::Keeper::new(
         cfg.vfs.clone(),

@@ -653,6 +653,7 @@ fn append_loop<L: AppendLog + ?Sized>(
     written: Sender<Waiting>,
     durable: Sender<Waiting>,
 ) {
+    let mut last: Lsn = 0;
     for req in requests {
         // Pairs with a sender's fence between registering and retrying.
         fence(Ordering::SeqCst);
@@ -660,6 +661,11 @@ fn append_loop<L: AppendLog + ?Sized>(
         // tasks were woken all the same.
         let _ = room.wake_all();
         let ticket = log.append_record(req.stream, &req.payload);
+        if let Ok(t) = &ticket {
+            // What lets an acknowledger answer a round with one wait.
+            debug_assert!(t.lsn() > last, "the one appender's LSNs ascend");
+            last = t.lsn();
+        }
         let level = req.route.level;
         let next = match level {
             Level::Accepted => {
@@ -715,6 +721,13 @@ fn acknowledge(level: Level, rx: Receiver<Waiting>) {
             Error::NoSpace { path } => Poison::NoSpace(path),
             other => Poison::failed(other.to_string()),
         });
+        debug_assert!(
+            cause.is_some()
+                || round
+                    .iter()
+                    .all(|w| w.ticket.as_ref().ok().is_none_or(|t| t.is_done(level))),
+            "one wait for the newest covers every ticket of its round"
+        );
         for w in round.drain(..) {
             let r = match w.ticket {
                 Ok(t) if cause.is_none() || t.is_done(level) => Ok(Ack {

@@ -271,6 +271,7 @@ fn replay_records(
 ) -> Result<Replayed> {
     let mut records = records.past_holes();
     let mut out = Replayed::default();
+    let mut prev: Lsn = 0;
     let mut last: Option<PathBuf> = None;
     let mut count = |seg: Option<&Path>, n: &mut usize| {
         if seg.is_some() && seg != last.as_deref() {
@@ -280,6 +281,8 @@ fn replay_records(
     };
     while let Some(rec) = records.next() {
         let rec = rec?;
+        debug_assert!(rec.lsn > prev, "a replay visits each LSN once, in order");
+        prev = rec.lsn;
         if rec.lsn > upto {
             return Ok(out);
         }
@@ -470,6 +473,10 @@ impl Collector {
     }
 
     fn index(&self, stream: u16) -> Option<usize> {
+        debug_assert!(
+            self.streams.is_sorted_by(|a, b| a < b),
+            "tracked streams are sorted and unique for the search"
+        );
         self.streams.binary_search(&stream).ok()
     }
 
@@ -745,6 +752,10 @@ impl Collector {
     /// clamped to live coverage; `None` when that is nothing.
     pub(crate) fn truncation_point(&self, covered: Lsn) -> Option<Lsn> {
         let covered = covered.min(self.covered());
+        assert!(
+            covered <= self.handed.load(Ordering::Acquire) + 1,
+            "a truncation never passes the LSNs handed out"
+        );
         (covered > 1).then(|| covered - 1)
     }
 

@@ -117,7 +117,11 @@ impl Wal {
     /// When first polled outside a tokio runtime.
     pub fn read_async(&self, lsn: Lsn) -> impl Future<Output = Result<Record>> + Send + 'static {
         let shared = self.shared().clone();
-        on_pool(self.dir().to_path_buf(), move || wal::read(&shared, lsn))
+        on_pool(self.dir().to_path_buf(), move || {
+            let rec = wal::read(&shared, lsn)?;
+            assert_eq!(rec.lsn, lsn, "a read answers the LSN asked for");
+            Ok(rec)
+        })
     }
 
     /// [`checkpoint`](Self::checkpoint) on tokio's blocking pool: its

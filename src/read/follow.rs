@@ -38,8 +38,15 @@ impl Tail {
         if self.ended {
             return None;
         }
+        let before = self.reader.next_lsn();
         match self.reader.next() {
-            Some(Ok(r)) => Some(Some(Ok(r))),
+            Some(Ok(r)) => {
+                debug_assert!(
+                    r.lsn >= before && self.reader.next_lsn() > r.lsn,
+                    "a follower never yields an LSN twice"
+                );
+                Some(Some(Ok(r)))
+            }
             Some(Err(e)) => {
                 self.ended = true;
                 Some(Some(Err(e)))

@@ -135,6 +135,10 @@ impl Reader {
         upto: Lsn,
         log_id: Option<u64>,
     ) -> Result<Reader> {
+        debug_assert!(
+            segments.windows(2).all(|w| w[0].base < w[1].base),
+            "segments are listed by ascending base"
+        );
         let oldest_listed = segments.first().map(|s| s.base);
         let oldest = oldest_listed.unwrap_or(1);
         let from = if from == 0 { oldest } else { from };
@@ -291,6 +295,10 @@ impl Reader {
                     if frame.lsn < self.from {
                         continue;
                     }
+                    debug_assert!(
+                        frame.lsn <= self.upto,
+                        "a reader yields nothing above its watermark"
+                    );
                     let (lsn, stream, kind) = (frame.lsn, frame.stream, frame.kind);
                     let payload = payload::open(&self.keys, &header, &frame)
                         .map_err(|e| e.error(w.path(), &header, at))?;
@@ -353,6 +361,7 @@ impl Reader {
             Verdict::Clean | Verdict::Full if !newest => self.current = None,
             Verdict::Clean | Verdict::Full => return Ok(false),
             Verdict::Torn { .. } => {
+                assert!(newest, "only the newest segment can be torn");
                 self.torn_at = Some(end.data_end());
                 return Ok(false);
             }
@@ -432,6 +441,10 @@ impl Reader {
     /// if the file it is on is still readable through its open handle).
     pub(crate) fn extend(&mut self, upto: Lsn, segments: &[SegmentFile]) -> Result<()> {
         assert!(upto >= self.upto, "a written watermark never goes back");
+        debug_assert!(
+            segments.windows(2).all(|w| w[0].base < w[1].base),
+            "segments are listed by ascending base"
+        );
         let next = self.expect.unwrap_or(self.from);
         let oldest = segments.first().map_or(next, |s| s.base);
         if next < oldest {

@@ -26,6 +26,10 @@ const AHEAD: usize = 2;
 /// Bytes per read.
 const CHUNK: usize = 1 << 20;
 
+// A window of no files would wait for the scan before every read and
+// overlap nothing.
+const _: () = assert!(AHEAD > 0, "the prefetcher may run ahead");
+
 /// A background reader of `paths`, in order. Dropping it stops and joins
 /// the thread (within one read of at most [`CHUNK`] bytes).
 pub(crate) struct Prefetcher {
@@ -89,7 +93,10 @@ fn run(vfs: &dyn Vfs, paths: &[PathBuf], at: &Receiver<usize>, stop: &AtomicBool
                 return;
             }
             match file.read_at(&mut buf, off) {
-                Ok(n) if n > 0 => off += n as u64,
+                Ok(n) if n > 0 => {
+                    debug_assert!(n <= buf.len(), "a read fills at most its buffer");
+                    off += n as u64;
+                }
                 _ => break,
             }
             while let Ok(n) = at.try_recv() {

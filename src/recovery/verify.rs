@@ -221,6 +221,14 @@ fn verify_once(dir: &Path, cfg: &Config) -> Result<VerifyReport> {
         });
     let mut segments = Vec::with_capacity(a.segments.len());
     for s in &a.segments {
+        assert!(
+            s.header.frames_start() <= s.valid_end && s.valid_end <= s.header.segment_bytes,
+            "a segment's valid data lies between its header and its end"
+        );
+        assert!(
+            s.header.base_lsn + s.records <= s.last_lsn + 1,
+            "a segment holds no more records than LSNs"
+        );
         let (payloads, damage) = check_payloads(cfg, &s.file, s.last_lsn)?;
         a.problems.extend(damage);
         segments.push(SegmentReport {
@@ -236,6 +244,10 @@ fn verify_once(dir: &Path, cfg: &Config) -> Result<VerifyReport> {
             payloads,
         });
     }
+    assert!(
+        segments.windows(2).all(|w| w[0].base_lsn < w[1].base_lsn),
+        "accepted segments are reported by ascending base"
+    );
     Ok(VerifyReport {
         node: cfg.node(),
         segments,
@@ -267,12 +279,15 @@ fn check_payloads(
         Ok(()) => Payloads::Authenticated,
         Err(problem) => return Ok((Payloads::Sealed(problem), None)),
     };
+    let mut prev = header.base_lsn - 1;
     loop {
         let (at, frame) = match w.next()? {
             Step::Record { at, frame, .. } if frame.lsn <= last => (at, frame),
             Step::Record { .. } | Step::End(_) => return Ok((status, None)),
             Step::Hole { .. } => continue,
         };
+        debug_assert!(frame.lsn > prev, "a segment's records ascend by LSN");
+        prev = frame.lsn;
         let transformed = payload::sealed(&header, frame.kind) || frame.codec() != Codec::None;
         if transformed {
             if let Err(e) = payload::open(&cfg.keys, &header, &frame) {
@@ -388,6 +403,10 @@ pub fn recovery_plan(dir: &Path, cfg: &Config) -> Result<RecoveryPlan> {
         .find(|s| s.records > 0)
         .zip(a.segments.iter().rev().find(|s| s.records > 0))
         .map(|(first, last)| (first.header.base_lsn, last.last_lsn));
+    assert!(
+        kept.is_none_or(|(first, last)| first <= last),
+        "the LSNs kept run from the oldest up"
+    );
     let mut plan = RecoveryPlan {
         node: cfg.node,
         mode: cfg.recovery,
@@ -499,6 +518,10 @@ pub fn checkpoint_plan(dir: &Path, cfg: &Config, up_to: Lsn) -> Result<Checkpoin
         .collect();
     let set = SegmentSet::new(live);
     for (seg, state) in set.releasable(up_to).iter().zip(&a.segments) {
+        assert!(
+            seg.file.path == state.file.path && state.last_lsn <= up_to,
+            "a checkpoint removes only segments wholly at or below its LSN"
+        );
         let bytes = cfg
             .vfs
             .open(&seg.file.path, ringwal_platform::OpenHow::default())
@@ -744,6 +767,10 @@ fn stat_segments(
             }
         };
         let h = *w.header();
+        assert!(
+            out.segments.last().is_none_or(|p| p.base_lsn < h.base_lsn),
+            "segments are read by ascending base"
+        );
         if let Some(prev) = out.segments.last_mut() {
             prev.last_lsn = h.base_lsn - 1;
         }

@@ -32,6 +32,9 @@ pub(crate) const RECYCLE_KEEP: usize = 4;
 /// recycled spare: above every LSN, so it never collides with the
 /// preparer's own sequence numbers.
 pub(crate) const RECYCLED_SEQ: u64 = 1 << 62;
+// A retired segment's spare number, RECYCLED_SEQ + its base, neither
+// overflows nor meets the preparer's numbers, which count up from 1.
+const _: () = assert!(RECYCLED_SEQ.checked_add(format::MAX_LSN).is_some());
 
 /// The write size from which a write is bound by the device's bandwidth
 /// rather than its per-write flush (512 KiB take about 170 µs to transfer
@@ -91,6 +94,15 @@ pub(crate) fn new_header(
     log_id: u64,
     cipher: Option<&Cipher>,
 ) -> SegmentHeader {
+    assert!(
+        (1..=format::MAX_LSN).contains(&base),
+        "a segment's base is an LSN recovery accepts"
+    );
+    assert!(
+        cfg.segment_bytes.is_multiple_of(format::BLOCK as u64)
+            && cfg.segment_bytes >= format::MIN_SEGMENT_BYTES,
+        "a segment is whole blocks, at least the format's minimum"
+    );
     let created_unix_ms = now_unix_ms();
     SegmentHeader {
         version: format::FORMAT_VERSION,
@@ -167,6 +179,10 @@ fn write_durably(
 /// A block-aligned buffer holding every header block of `header` (in
 /// version 2, the header and its copy), ready for an O_DIRECT write.
 fn header_block(header: &SegmentHeader) -> AlignedBuf {
+    debug_assert!(
+        header.header_bytes().is_multiple_of(format::BLOCK as u64),
+        "a header is written as whole blocks"
+    );
     let mut block = AlignedBuf::new(header.header_bytes() as usize);
     header.encode_blocks(block.as_mut_slice());
     block
@@ -278,6 +294,11 @@ pub(crate) struct ActiveSegment {
 impl ActiveSegment {
     /// The segment recovery left active, written up to `write_at`.
     pub fn resumed(header: &SegmentHeader, file: VFile, write_at: u64) -> ActiveSegment {
+        assert!(
+            (write_at.is_multiple_of(format::BLOCK as u64) || write_at == header.segment_bytes)
+                && (header.frames_start()..=header.segment_bytes).contains(&write_at),
+            "writes resume on a block boundary after the header, inside the segment"
+        );
         ActiveSegment {
             base: header.base_lsn,
             id: 0,
@@ -359,6 +380,10 @@ impl ActiveSegment {
         if self.zeros_past_end || self.end + format::BLOCK as u64 > self.size {
             return None;
         }
+        assert!(
+            self.end.is_multiple_of(format::BLOCK as u64),
+            "the seal lands on a block boundary"
+        );
         Some(Op::Write {
             file: self.file.clone(),
             buf: AlignedBuf::new(format::BLOCK),
@@ -379,6 +404,10 @@ impl ActiveSegment {
         if self.version < 2 || self.end + block > self.size {
             return Ok(());
         }
+        assert!(
+            self.end.is_multiple_of(block),
+            "the closing vouch lands on a block boundary"
+        );
         let mut buf = AlignedBuf::new(format::BLOCK);
         let b = buf.as_mut_slice();
         format::encode_vouch(b, self.salt, durable);
@@ -431,7 +460,13 @@ impl RecyclePool {
     /// Hand over files whose spare names are durable already: before,
     /// a crash could bring back the old name over new contents.
     pub fn add(&self, paths: Vec<PathBuf>) {
-        self.files().extend(paths);
+        let mut files = self.files();
+        files.extend(paths);
+        // Only the checkpoint turn adds, within the room it asked for.
+        assert!(
+            files.len() <= RECYCLE_KEEP,
+            "the recycle pool stays bounded"
+        );
     }
 
     fn take(&self) -> Option<PathBuf> {

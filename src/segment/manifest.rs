@@ -83,6 +83,11 @@ pub(crate) fn broken_promise(m: &Manifest, dir: &LogDir, disk: OnDisk<'_>) -> Op
 
 /// Replace the node's manifest with `m`, atomically and durably.
 pub(crate) fn write(vfs: &dyn Vfs, dir: &LogDir, m: &Manifest) -> Result<()> {
+    debug_assert_eq!(
+        m.node,
+        dir.node(),
+        "a manifest goes under its own node's name"
+    );
     files::atomic_write_in(
         vfs,
         dir.path(),
@@ -121,6 +126,10 @@ struct Current {
 impl Keeper {
     /// Keep `m`, which is on disk already.
     pub fn new(vfs: Arc<dyn Vfs>, dir: LogDir, m: Manifest) -> Keeper {
+        assert!(
+            m.durable_lsn <= m.handed_out && m.oldest_lsn <= m.newest_base,
+            "a manifest promises only LSNs handed out, oldest segment first"
+        );
         Keeper {
             vfs,
             dir,

@@ -150,12 +150,21 @@ fn remove_upto(sh: &Shared, _held: &Held, up_to: Lsn, recycle: Recycle) -> Resul
     let (going, oldest_kept) = {
         let set = sh.segment_set();
         let going = set.releasable(up_to).to_vec();
+        assert!(
+            going.len() < set.len().max(1),
+            "a checkpoint never removes the newest segment"
+        );
         let kept = set.get(going.len()).map(|s| s.file.base);
         (going, kept)
     };
     let Some(oldest_kept) = oldest_kept.filter(|_| !going.is_empty()) else {
         return Ok(0);
     };
+    // Every record of the segments going is below the oldest kept.
+    assert!(
+        oldest_kept <= up_to.saturating_add(1),
+        "a checkpoint removes no segment holding an LSN above its own"
+    );
     raise_manifest(sh, oldest_kept)?;
     let room = if sh.is_closing() || recycle == Recycle::No {
         0
@@ -210,6 +219,7 @@ fn raise_manifest(sh: &Shared, oldest_kept: Lsn) -> Result<()> {
         handed_out: sh.next_lsn() - 1,
         ..sh.manifest.get()
     };
+
     sh.manifest.raise(m).map_err(|e| {
         sh.poison(Poison::from_error(
             "writing the manifest at a checkpoint failed",

@@ -79,6 +79,7 @@ impl LogDir {
 
     /// The segment whose first record is `base`.
     pub fn segment(&self, base: Lsn) -> SegmentFile {
+        debug_assert!(base >= 1, "a segment's base is an LSN, and LSNs start at 1");
         SegmentFile {
             base,
             path: self.path.join(format::segment_file_name(self.node, base)),
@@ -179,6 +180,9 @@ pub(crate) fn list(vfs: &dyn Vfs, dir: &Path, node: u32) -> Result<Listing> {
 /// Bytes of the writer's process id in its lock file (a u32 in decimal,
 /// padded, and a newline).
 const LOCK_PID_BYTES: usize = 11;
+
+// The widest process id, `u32::MAX`, and its newline fill the width.
+const _: () = assert!(LOCK_PID_BYTES > u32::MAX.ilog10() as usize + 1);
 
 /// Take the exclusive lock of `dir`'s node (one writer per directory and
 /// node), writing this process's id into the lock file for the message a

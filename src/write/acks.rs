@@ -222,7 +222,8 @@ impl Acks {
         // wait, which nothing does today; re-registering is always safe).
         l.seq += 1;
         let seq = l.seq;
-        l.of(level).insert((lsn, seq), by.to_owned());
+        let earlier = l.of(level).insert((lsn, seq), by.to_owned());
+        debug_assert!(earlier.is_none(), "each registration has its own sequence");
         waiter.seq = Some(seq);
         None
     }
@@ -322,6 +323,10 @@ fn split_covered(map: &mut BTreeMap<(Lsn, u64), Wake>, upto: Lsn) -> BTreeMap<(L
     match map.first_key_value() {
         Some((&(first, _), _)) if first <= upto => {
             let rest = map.split_off(&(upto + 1, 0));
+            debug_assert!(
+                rest.first_key_value().is_none_or(|(&(l, _), _)| l > upto),
+                "every waiter an advance covers is woken"
+            );
             std::mem::replace(map, rest)
         }
         _ => BTreeMap::new(),

@@ -616,6 +616,10 @@ impl Ring {
     }
 
     fn write(&mut self, mut batch: Batch) {
+        assert_eq!(
+            batch.seg_id, self.seg.id,
+            "a batch is written only into the segment it was staged for"
+        );
         // The batch's first frame vouches for every LSN this ring knows
         // to be durable now: damage behind it can then never pass for a
         // torn tail. A CRC over 40 bytes per write.
@@ -708,6 +712,11 @@ impl Ring {
         assert!(
             self.ledger.is_empty(),
             "a new segment installed with operations still in flight"
+        );
+        // Invariant 9: what the manifest is about to promise durable.
+        assert!(
+            self.ledger.durable() >= batch.seg_base - 1,
+            "a segment is installed only once every LSN before it is durable"
         );
         let seg = self.sh.dir.segment(batch.seg_base);
         let (spare, header) = self.name_next(&batch, &seg.path)?;

@@ -146,6 +146,10 @@ impl Ticket {
             // A decided poll removes the entry; a spurious unpark finds the
             // entry already waking this thread and leaves it.
             if let Some(done) = acks.poll(&mut waiter, WakeBy::Thread(&me)) {
+                debug_assert!(
+                    done.is_err() || self.is_done(level),
+                    "a wait ends well only once its level is reached"
+                );
                 return done;
             }
             std::thread::park();
@@ -238,7 +242,13 @@ impl Future for TicketFuture {
             .acks
             .poll(&mut this.waiter, WakeBy::Task(cx.waker()))
         {
-            Some(done) => Poll::Ready(done),
+            Some(done) => {
+                debug_assert!(
+                    done.is_err() || matches!(this.shared.acks.check(lsn, level), Some(Ok(()))),
+                    "a wait ends well only once its level is reached"
+                );
+                Poll::Ready(done)
+            }
             None => Poll::Pending,
         }
     }
