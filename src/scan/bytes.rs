@@ -187,6 +187,12 @@ impl SegmentScan {
         // the copy was most of a cold scan's CPU time. Re-reading under one
         // block per chunk is cheap.
         let start = off - off % format::BLOCK as u64;
+        debug_assert!(
+            start.is_multiple_of(format::BLOCK as u64)
+                && start <= off
+                && off - start < format::BLOCK as u64,
+            "a read starts on the block boundary at or below what it is for"
+        );
         if self.drop_behind && self.len > 0 {
             // Only a hint: a file that refuses it reads the same.
             let _ = self
@@ -200,11 +206,19 @@ impl SegmentScan {
         if size > self.buf.capacity() {
             self.buf = AlignedBuf::new(size);
         }
+        debug_assert!(
+            start + size as u64 <= end,
+            "a read never reaches past the segment's end"
+        );
         self.len = 0;
         let n = self
             .file
             .read_at(&mut self.buf.as_mut_slice()[..size], start)
             .map_err(|e| Error::io(&self.path, e))?;
+        assert!(
+            n <= size,
+            "a read returns at most what it was given room for"
+        );
         self.len = n;
         self.buf_start = start;
         Ok(())
@@ -233,6 +247,7 @@ impl SegmentScan {
             }
         }
         self.ensure(off, need)?;
+        debug_assert!(off >= self.buf_start, "the frame's start is resident");
         let rel = (off - self.buf_start) as usize;
         Ok(format::decode_frame(
             self.window(rel),
@@ -263,6 +278,10 @@ impl SegmentScan {
             if let Some(i) = self.window(rel)[..avail].iter().position(|&b| b != 0) {
                 return Ok(Some(off + i as u64));
             }
+            debug_assert!(
+                avail > 0 && off + (avail as u64) <= to,
+                "each step moves forward, not past the end"
+            );
             off += avail as u64;
         }
         Ok(None)
@@ -282,6 +301,7 @@ fn read_full(
             n => done += n,
         }
     }
+    assert!(done <= buf.len(), "a read fills at most its buffer");
     Ok(done)
 }
 

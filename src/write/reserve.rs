@@ -113,9 +113,15 @@ impl Reservation {
     /// once, at open).
     pub fn open_active(&mut self) -> bool {
         debug_assert!(self.active.is_none(), "one batch is filled at a time");
+        debug_assert!(
+            self.batch_start.is_multiple_of(format::BLOCK as u64)
+                && self.batch_start >= format::HEADER_BYTES as u64,
+            "batches open on a block boundary after the header"
+        );
         let Some(buf) = self.free.pop() else {
             return false;
         };
+        debug_assert!(buf.settled(), "a free buffer has no claim being filled");
         self.active = Some(Batch {
             buf,
             len: format::VOUCH_LEN,
@@ -147,6 +153,14 @@ impl Reservation {
             b.len += pad;
         }
         self.batch_start = b.offset + b.len as u64;
+        debug_assert!(
+            self.batch_start.is_multiple_of(format::BLOCK as u64) && b.len <= b.buf.capacity(),
+            "a closed batch is whole blocks inside its buffer"
+        );
+        debug_assert!(
+            b.ack_lsn <= b.last_lsn,
+            "a write acknowledges only what it holds"
+        );
         self.ready.push_back(b);
     }
 
@@ -164,7 +178,13 @@ impl Reservation {
         if !self.ready.front()?.buf.settled() {
             return None;
         }
-        self.ready.pop_front()
+        let b = self.ready.pop_front()?;
+        debug_assert!(
+            b.offset.is_multiple_of(format::BLOCK as u64) && b.len.is_multiple_of(format::BLOCK),
+            "the ring writes whole blocks at block offsets"
+        );
+        debug_assert!(b.last_lsn > 0, "a batch handed to the ring holds a record");
+        Some(b)
     }
 
     /// Whether the batch [`take_batch`](Self::take_batch) would take next
@@ -639,10 +659,14 @@ impl Shared {
         self.next_lsn.load(Ordering::Acquire)
     }
 
-    /// Hand out `n` consecutive LSNs, under the reservation lock (`_held`
+    /// Hand out `n` consecutive LSNs, under the reservation lock (`held`
     /// proves it): the only place LSNs are given, so none is given twice.
-    pub(super) fn hand_out(&self, _held: &Reservation, n: u64) -> Lsn {
+    pub(super) fn hand_out(&self, held: &Reservation, n: u64) -> Lsn {
         let first = self.next_lsn.load(Ordering::Relaxed);
+        debug_assert!(
+            held.seg_base <= first,
+            "the segment frames go to is named at or below the next LSN"
+        );
         debug_assert!(
             n >= 1
                 && first
@@ -891,6 +915,12 @@ impl Shared {
         for i in 0..n {
             r = self.copy_member(r, stored, kind, first, i)?;
         }
+        debug_assert!(
+            r.active
+                .as_ref()
+                .is_some_and(|b| b.last_lsn == first + n as u64 - 1 && b.ack_lsn == b.last_lsn),
+            "a batch's last member closes it and is what its write acknowledges"
+        );
         then(first);
         // Read under the lock: the ring announces how it sleeps before it
         // takes the lock to look for work, so either it sees this record
@@ -1085,7 +1115,12 @@ impl Shared {
         let cfg = &self.cfg;
         let cipher = cfg.keys.current(self.dir.path())?;
         r.close_active();
+        let old_base = r.seg_base;
         r.seg_base = self.next_lsn();
+        assert!(
+            r.seg_base >= old_base,
+            "a new segment is named above the one it follows"
+        );
         r.seg_id += 1;
         r.salt = lifecycle::new_salt();
         r.cipher = cipher;
