@@ -303,8 +303,8 @@ fn lost_block_before_later_writes_is_a_torn_tail() {
         let log = root.path().join("log");
         let (wal, _) = open_checked(&log, cfg(backend)).unwrap();
         let mut payloads = Vec::new();
-        // Every block-aligned frame start with a later write (a frame at a
-        // later block boundary) left intact after its block. The newest
+        // Every block-aligned frame start with a later write (its vouch at
+        // a later block boundary) left intact after its block. The newest
         // segment may have taken its blocks in one write (how appends group
         // depends on timing): append more until it holds two writes.
         let (base, newest_path, newest, starts) = loop {
@@ -317,10 +317,18 @@ fn lost_block_before_later_writes_is_a_torn_tail() {
                 .map(|f| f.start)
                 .filter(|&s| s % BLOCK == 0)
                 .collect();
+            // A later write begins with its vouch; a frame at a later
+            // block boundary may still be the same write's.
+            let writes: Vec<u64> = newest
+                .frames
+                .iter()
+                .filter(|f| f.kind == Kind::Vouch)
+                .map(|f| f.start)
+                .collect();
             let starts: Vec<u64> = aligned
                 .iter()
                 .copied()
-                .filter(|&s| aligned.iter().any(|&later| later >= s + BLOCK))
+                .filter(|&s| writes.iter().any(|&later| later >= s + BLOCK))
                 .collect();
             if !starts.is_empty() {
                 break (base, newest_path, newest, starts);
