@@ -44,6 +44,26 @@ fn base_log(dir: &Path) {
     wal.close().unwrap();
 }
 
+/// The frame boundary in segment `file` nearest `near`: a cut there leaves
+/// whole frames before it. Where frames fall depends on how the appends
+/// happened to group into writes, so a fixed offset may fall inside one.
+fn a_frame_boundary_near(file: &Path, near: u64) -> u64 {
+    use ringwal::format::{self, Decoded, SegmentHeader};
+    let bytes = std::fs::read(file).unwrap();
+    let header = SegmentHeader::decode(&bytes).unwrap();
+    let mut at = format::HEADER_BYTES;
+    let mut best = at;
+    while let Decoded::Frame(f) =
+        format::decode_frame(&bytes[at..], header.salt, format::MAX_PAYLOAD)
+    {
+        at += f.len;
+        if (at as u64).abs_diff(near) < (best as u64).abs_diff(near) {
+            best = at;
+        }
+    }
+    best as u64
+}
+
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap() {
@@ -207,11 +227,12 @@ impl Fixtures {
 
         copy_dir(&at("base"), &at("truncated-sealed"));
         let f = at("truncated-sealed").join(segs[1].file_name().unwrap());
+        let cut = a_frame_boundary_near(&f, 16 << 10);
         std::fs::OpenOptions::new()
             .write(true)
             .open(&f)
             .unwrap()
-            .set_len(16 << 10)
+            .set_len(cut)
             .unwrap();
 
         copy_dir(&at("base"), &at("garbage"));
