@@ -209,6 +209,23 @@ fn failing_at(disk: &ringwal_platform::sim::SimFs) -> Config {
         .build()
 }
 
+/// Wait until the spare the preparer makes at open is durable on `disk`.
+fn wait_for_the_first_spare(disk: &ringwal_platform::sim::SimFs) {
+    let dir = std::path::Path::new("/wal");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let names = disk.vfs().list(dir).unwrap();
+        if names
+            .iter()
+            .any(|n| n.ends_with(".spare") && disk.file_syncs(&dir.join(n)) > 0)
+        {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "no spare: {names:?}");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 /// Append and wait, one record at a time, until the log fails. Returns the
 /// error and the last LSN acknowledged durable.
 fn append_until_poisoned(wal: &Wal) -> (Error, Lsn) {
@@ -279,15 +296,18 @@ fn a_healthy_log_has_no_poison_cause() {
 #[test]
 fn a_failed_write_is_the_poison_cause() {
     use ringwal_platform::sim::{Faults, SimFs};
-    let disk = SimFs::new(
-        11,
-        Faults {
-            fail_write_at: Some(9),
-            ..Faults::default()
-        },
-    );
+    let disk = SimFs::new(11, Faults::default());
     let (wal, _) = Wal::open("/wal", failing_at(&disk)).unwrap();
     assert_eq!(wal.poison_cause(), None);
+    // The preparer zero-writes the first spare in the background, so a
+    // fault counted from the disk's creation could hit the spare (a failed
+    // roll) as well as a record. Once the spare is durable nothing but
+    // records writes until the first roll, many records away.
+    wait_for_the_first_spare(&disk);
+    disk.set_faults(Faults {
+        fail_write_at: Some(disk.writes() + 3),
+        ..Faults::default()
+    });
     let (err, _) = append_until_poisoned(&wal);
     let cause = wal.poison_cause().expect("poisoned");
     let Poison::Failed { context, .. } = &cause else {

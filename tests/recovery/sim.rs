@@ -533,8 +533,10 @@ fn namespace_faults_poison_and_recover() {
 /// error says what happened, and the log refuses everything after.
 #[test]
 fn failed_write_poisons_every_waiter() {
-    // Writes 1-3 create the first segment and the spare; then one write
-    // per record, waited on one at a time, so the eighth write is a record's.
+    // Writes 1-3 create the first segment and, usually, the spare (the
+    // preparer makes it in the background); then one write per record,
+    // waited on one at a time. Whichever the eighth write is, it poisons:
+    // a record's at once, the spare's at the roll that needs it.
     let fs = SimFs::new(
         42,
         Faults {
