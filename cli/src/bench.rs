@@ -60,6 +60,10 @@ struct Results {
     rolls: u64,
     appended: u64,
     roll_stall: Option<RollStall>,
+    /// The ring's device writes, submission to completion, over the log's
+    /// whole life (warm-up included): what the device and the kernel's
+    /// I/O path took, without the hand-offs to and from the producers.
+    device_writes: ringwal::LatencySummary,
 }
 
 /// Run `ringwal bench`.
@@ -274,6 +278,7 @@ fn load(wal: &Arc<Wal>, a: &BenchArgs, level: Level) -> Result<Results, Failure>
         rolls: after.rolls - before.rolls,
         appended: after.next_lsn - before.next_lsn,
         roll_stall,
+        device_writes: after.write_latency,
     })
 }
 
@@ -526,6 +531,14 @@ fn report(a: &BenchArgs, backend: Backend, r: &Results) {
         r.quantile(0.999),
         r.hist.max()
     );
+    let w = &r.device_writes;
+    println!(
+        "device µs:   write p50={} p99={} p99.9={} max={} (the ring's writes, submission to completion)",
+        w.p50.as_micros(),
+        w.p99.as_micros(),
+        w.p999.as_micros(),
+        w.max.as_micros()
+    );
     println!(
         "wal:         writes={} records/write={:.1} syncs={} rolls={}",
         r.writes,
@@ -608,6 +621,8 @@ fn write_json(path: &Path, a: &BenchArgs, backend: Backend, r: &Results) -> Resu
         "compress": a.compress.name(),
         "encrypted": a.key.key_file.is_some(),
         "records_per_write": r.records_per_write(),
+        "device_write_p50_us": r.device_writes.p50.as_micros() as u64,
+        "device_write_p99_us": r.device_writes.p99.as_micros() as u64,
         "syncs": r.syncs,
         "rolls": r.rolls,
         "segment_mib": a.segment_mib,

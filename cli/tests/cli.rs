@@ -299,6 +299,8 @@ fn bench_writes_parseable_json() {
         "p99_us",
         "p999_us",
         "max_us",
+        "device_write_p50_us",
+        "device_write_p99_us",
     ] {
         let x = v[key].as_f64().unwrap_or_else(|| panic!("{key} in {v}"));
         assert!(x > 0.0, "{key} = {x}");
@@ -306,6 +308,7 @@ fn bench_writes_parseable_json() {
     let out = stdout(&o);
     assert!(out.contains("records/s"), "{out}");
     assert!(out.contains("p99.9"), "{out}");
+    assert!(out.contains("device µs:   write p50="), "{out}");
     // The temporary log directory is gone.
     let tmp = out
         .split_whitespace()
