@@ -40,7 +40,7 @@ pub mod vfs;
 
 pub use buf::{AlignedBuf, Slot};
 pub use notify::Notifier;
-pub use queue::{new_queue, Completion, IoQueue, Op, QueueKind, Wait, WriteSync};
+pub use queue::{new_queue, Completion, IoQueue, Op, QueueKind, Wait, WakeWord, WriteSync};
 pub use vfs::{Advice, FileIo, OpenHow, RealFs, VFile, Vfs, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE};
 
 /// The I/O block size every write is aligned to, in bytes.

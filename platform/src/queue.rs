@@ -1,4 +1,5 @@
 use std::io;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -71,6 +72,56 @@ pub enum Wait {
     Timeout(Duration),
 }
 
+/// A word one thread parks on and another wakes it through: the thread
+/// clears it, checks its condition, and sleeps while it reads 0
+/// ([`park`](Self::park)); the waker sets it to 1 and wakes the thread
+/// ([`IoQueue::wake`], or [`wake`](Self::wake) alone). A wake that lands
+/// between the clear and the sleep is not lost: the sleep returns at once.
+#[derive(Debug, Default)]
+pub struct WakeWord(AtomicU32);
+
+impl WakeWord {
+    /// Clear the word before checking the condition waited for.
+    pub fn clear(&self) {
+        self.0.store(0, Ordering::SeqCst);
+    }
+
+    /// Sleep until the word is set (or spuriously). Cost: one futex wait
+    /// (no syscall if the word is already set).
+    pub fn park(&self) {
+        atomic_wait::wait(&self.0, 0);
+    }
+
+    /// Whether the word is set (a wake came since the last clear).
+    pub fn is_set(&self) -> bool {
+        self.0.load(Ordering::SeqCst) != 0
+    }
+
+    /// Set the word without waking anyone: the first half of a wake whose
+    /// second half ([`wake_set`](Self::wake_set) or a queue's) follows.
+    pub fn set(&self) {
+        self.0.store(1, Ordering::SeqCst);
+    }
+
+    /// Wake the thread parked on a word already [`set`](Self::set). Cost:
+    /// one futex wake syscall.
+    pub fn wake_set(&self) {
+        atomic_wait::wake_one(&self.0);
+    }
+
+    /// Set the word and wake its thread. Cost: one syscall.
+    pub fn wake(&self) {
+        self.set();
+        self.wake_set();
+    }
+
+    /// The word's address, for a kernel that wakes it (io_uring).
+    #[cfg(target_os = "linux")]
+    pub(crate) fn as_ptr(&self) -> *const u32 {
+        self.0.as_ptr().cast_const()
+    }
+}
+
 /// Which [`IoQueue`] implementation to build.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum QueueKind {
@@ -111,6 +162,16 @@ pub trait IoQueue: Send {
     fn register_buffers(&mut self, bufs: &[&AlignedBuf]) -> bool {
         let _ = bufs;
         false
+    }
+    /// Wake the threads parked on `words`, each already
+    /// [`set`](WakeWord::set), before this returns or with the queue's
+    /// next submission (never later than the next [`run`](Self::run)).
+    /// Cost here: one futex wake syscall per word; io_uring submits them
+    /// all in one `io_uring_enter`.
+    fn wake(&mut self, words: Vec<Arc<WakeWord>>) {
+        for w in words {
+            w.wake_set();
+        }
     }
 }
 

@@ -14,10 +14,20 @@ use std::sync::Arc;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
 use crate::buf::Allocation;
-use crate::queue::{Completion, IoQueue, Op, QueueKind, Wait, WriteSync};
+use crate::queue::{Completion, IoQueue, Op, QueueKind, Wait, WakeWord, WriteSync};
 use crate::{AlignedBuf, Notifier};
 
 const POLL_TAG: u64 = u64::MAX;
+/// The completions of `IORING_OP_FUTEX_WAKE` entries ([`UringQueue::wake`]).
+const WAKE_TAG: u64 = u64::MAX - 1;
+/// futex2 flags of a wake: a 32-bit word (`FUTEX2_SIZE_U32`), private to
+/// the process (`FUTEX2_PRIVATE`, the same key `FUTEX_WAIT_PRIVATE`
+/// waits on).
+const FUTEX2_U32_PRIVATE: u32 = 0x02 | 128;
+/// Submission entries at least: a publish may wake one waiter per
+/// producer thread in one go, and fewer entries would split it into
+/// several `io_uring_enter`s.
+const MIN_ENTRIES: u32 = 128;
 
 /// An operation the kernel may still be touching. `pending` counts the
 /// completion entries still expected (two for a write linked to a sync).
@@ -38,6 +48,12 @@ pub struct UringQueue {
     queued: VecDeque<(u64, Op)>,
     done: VecDeque<Completion>,
     poll_armed: bool,
+    /// Whether the kernel runs `IORING_OP_FUTEX_WAKE` (6.7 and later).
+    futex_wake: bool,
+    /// Wake entries submitted whose completions are not reaped yet, and
+    /// the words they point at, kept alive until then.
+    wakes_in_flight: usize,
+    wake_words: Vec<Arc<WakeWord>>,
     /// Buffers registered with the ring, by index. Declared after `ring`
     /// so they are freed only after the ring (and its registration) is gone.
     registered: Vec<Arc<Allocation>>,
@@ -57,7 +73,9 @@ impl UringQueue {
     ///
     /// Cost: one `io_uring_setup` and the ring's memory mappings.
     pub fn new(depth: usize, notifier: Arc<Notifier>) -> io::Result<UringQueue> {
-        let entries = ((depth.max(1) * 2 + 2) as u32).next_power_of_two();
+        let entries = ((depth.max(1) * 2 + 2) as u32)
+            .next_power_of_two()
+            .max(MIN_ENTRIES);
         // TASKRUN_FLAG makes the kernel flag pending deferred completions in
         // the SQ ring, so even a non-blocking submit enters with GETEVENTS
         // and reaps them; without it a polling caller would never see one.
@@ -67,6 +85,9 @@ impl UringQueue {
             .setup_taskrun_flag()
             .build(entries)
             .or_else(|_| IoUring::new(entries))?;
+        let mut probe = io_uring::Probe::new();
+        let futex_wake = ring.submitter().register_probe(&mut probe).is_ok()
+            && probe.is_supported(opcode::FutexWake::CODE);
         Ok(UringQueue {
             ring,
             notifier,
@@ -75,6 +96,9 @@ impl UringQueue {
             queued: VecDeque::new(),
             done: VecDeque::new(),
             poll_armed: false,
+            futex_wake,
+            wakes_in_flight: 0,
+            wake_words: Vec::new(),
             registered: Vec::new(),
         })
     }
@@ -220,6 +244,9 @@ impl UringQueue {
     }
 
     fn complete(&mut self, user_data: u64, res: i32) {
+        if user_data == WAKE_TAG {
+            return self.wake_completed(res);
+        }
         if user_data == POLL_TAG {
             self.poll_armed = false;
             self.notifier.drain();
@@ -258,6 +285,41 @@ impl UringQueue {
                 op: slot.op,
             });
         }
+    }
+
+    /// One wake entry is done. A failed one cannot say whose word it was:
+    /// every word still held is woken by syscall (a wake of a thread not
+    /// parked costs it one spurious return).
+    fn wake_completed(&mut self, res: i32) {
+        debug_assert!(
+            self.wakes_in_flight > 0,
+            "a wake completion for a wake submitted"
+        );
+        self.wakes_in_flight -= 1;
+        if res < 0 {
+            self.wake_words.iter().for_each(|w| w.wake_set());
+        }
+        if self.wakes_in_flight == 0 {
+            self.wake_words.clear();
+        }
+    }
+
+    /// Queue one futex wake of `w`; false when the submission queue has no
+    /// room even after a submit.
+    fn push_wake(&mut self, w: &Arc<WakeWord>) -> bool {
+        if self.ring.submission().is_full()
+            && (self.ring.submit().is_err() || self.ring.submission().is_full())
+        {
+            return false;
+        }
+        let e = opcode::FutexWake::new(w.as_ptr(), 1, u64::from(u32::MAX), FUTEX2_U32_PRIVATE)
+            .build()
+            .user_data(WAKE_TAG);
+        // SAFETY: the entry points only at the word, whose Arc goes into
+        // `wake_words` below and stays there until every wake completion
+        // is reaped; Drop waits for them.
+        unsafe { self.ring.submission().push(&e).expect("room checked above") };
+        true
     }
 
     fn live(&self) -> usize {
@@ -334,6 +396,27 @@ impl IoQueue for UringQueue {
         QueueKind::Uring
     }
 
+    /// All the wakes in one `io_uring_enter` (more only past the
+    /// submission queue's size), where the kernel runs them inline; with a
+    /// kernel before 6.7, or a submission that fails, one syscall each.
+    fn wake(&mut self, words: Vec<Arc<WakeWord>>) {
+        if !self.futex_wake {
+            return words.iter().for_each(|w| w.wake_set());
+        }
+        for w in words {
+            if self.push_wake(&w) {
+                self.wakes_in_flight += 1;
+                self.wake_words.push(w);
+            } else {
+                w.wake_set();
+            }
+        }
+        if self.ring.submit().is_err() {
+            // The entries stay queued for the next enter; wake now anyway.
+            self.wake_words.iter().for_each(|w| w.wake_set());
+        }
+    }
+
     fn register_buffers(&mut self, bufs: &[&AlignedBuf]) -> bool {
         if !self.registered.is_empty() || bufs.is_empty() || bufs.len() > usize::from(u16::MAX) {
             return false;
@@ -362,11 +445,12 @@ impl Drop for UringQueue {
         // The kernel may still read buffers owned by live slots: wait for
         // every one of them before the slots (and buffers) are freed. The
         // notifier poll references no memory and is torn down with the ring.
-        while self.live() > 0 {
+        while self.live() > 0 || self.wakes_in_flight > 0 {
             if self.ring.submit_and_wait(1).is_err() {
                 // Cannot wait: leak the buffers rather than free memory the
                 // kernel may still read.
                 std::mem::forget(std::mem::take(&mut self.slots));
+                std::mem::forget(std::mem::take(&mut self.wake_words));
                 return;
             }
             self.reap();
@@ -512,6 +596,47 @@ mod tests {
         let c = q.pop().expect("one completion");
         assert_eq!(c.id, 1);
         assert_eq!(c.result.unwrap_err().raw_os_error(), Some(libc::EBADF));
+    }
+
+    /// Threads parked on their words are woken through the ring (or by
+    /// syscall where the kernel has no futex wake op), and the ring keeps
+    /// no word once the wakes complete.
+    #[test]
+    fn parked_threads_are_woken_through_the_ring() {
+        let n = Arc::new(Notifier::new().unwrap());
+        let mut q = UringQueue::new(4, n).unwrap();
+        // More threads than submission entries, to cross a full queue.
+        let words: Vec<Arc<WakeWord>> = (0..MIN_ENTRIES as usize + 10)
+            .map(|_| Arc::new(WakeWord::default()))
+            .collect();
+        let parked: Vec<_> = words
+            .iter()
+            .map(|w| {
+                let w = w.clone();
+                std::thread::spawn(move || {
+                    // Spurious returns happen; the word says when it is real.
+                    while !w.is_set() {
+                        w.park();
+                    }
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(20));
+        words.iter().for_each(|w| w.set());
+        q.wake(words.clone());
+        assert_eq!(
+            q.wakes_in_flight > 0,
+            q.futex_wake,
+            "the ring carries the wakes exactly when the kernel has the op"
+        );
+        for t in parked {
+            t.join().unwrap();
+        }
+        while q.wakes_in_flight > 0 {
+            q.run(Wait::Timeout(Duration::from_millis(10))).unwrap();
+        }
+        assert!(q.wake_words.is_empty(), "the ring let go of every word");
+        assert_eq!(q.in_flight(), 0, "wakes are not operations of the engine");
     }
 
     #[test]

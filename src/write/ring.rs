@@ -555,7 +555,10 @@ impl Ring {
         }
         self.published = self.watermarks();
         let (written, durable) = self.published;
-        self.sh.acks.advance(written, durable);
+        let parked = self.sh.acks.advance(written, durable);
+        if !parked.0.is_empty() {
+            self.q.wake(parked.0);
+        }
         if let Some(observer) = &self.observer {
             observer.advanced(written, durable);
         }

@@ -13,6 +13,13 @@ use crate::config::Level;
 use crate::error::{Error, Lsn, Result};
 use crate::write::acks::{Waiter, WakeBy};
 use crate::write::reserve::{OnFull, Shared};
+use ringwal_platform::WakeWord;
+
+thread_local! {
+    /// The word this thread parks on in [`Ticket::wait`]; the ring wakes it
+    /// (see `Acks::advance`). One per thread, reused by every wait.
+    static WAKE_WORD: Arc<WakeWord> = Arc::new(WakeWord::default());
+}
 
 /// One appended record: its LSN, and the means to wait until it reaches a
 /// [`Level`].
@@ -122,8 +129,10 @@ impl Ticket {
     /// may or may not be on disk, and is never reported durable. Waiting
     /// for `Durable` in written mode asks the ring for one sync that covers
     /// every record written so far (shared with all concurrent waiters).
-    /// Cost: no syscall if already reached; otherwise the thread parks and
-    /// is woken exactly once its LSN is covered. The thread holds one entry
+    /// Cost: no syscall if already reached; otherwise the thread parks on
+    /// a futex word of its own and is woken exactly once its LSN is
+    /// covered (the ring batches the wakes of one advance into one
+    /// `io_uring_enter`). The thread holds one entry
     /// in the log's waiter lists while it waits, however often it is
     /// unparked, and none once this returns.
     ///
@@ -140,20 +149,22 @@ impl Ticket {
             return done;
         }
         self.shared.want(self.lsn, level);
-        let me = std::thread::current();
         let mut waiter = Waiter::new(self.lsn, level);
-        loop {
-            // A decided poll removes the entry; a spurious unpark finds the
+        WAKE_WORD.with(|word| loop {
+            // Cleared before the poll registers it, so a wake that comes
+            // between the poll and the park makes the park return at once.
+            word.clear();
+            // A decided poll removes the entry; a spurious return finds the
             // entry already waking this thread and leaves it.
-            if let Some(done) = acks.poll(&mut waiter, WakeBy::Thread(&me)) {
+            if let Some(done) = acks.poll(&mut waiter, WakeBy::Thread(word)) {
                 debug_assert!(
                     done.is_err() || self.is_done(level),
                     "a wait ends well only once its level is reached"
                 );
                 return done;
             }
-            std::thread::park();
-        }
+            word.park();
+        })
     }
 
     /// A future that resolves when the record reaches `level`, with the
@@ -445,7 +456,7 @@ mod tests {
         assert!(poll_with(&mut fut, &last_waker).is_pending());
         assert!(poll_with(&mut fut, &last_waker.clone()).is_pending());
         assert_eq!(t.shared.acks.waiters(), 1);
-        t.shared.acks.advance(t.lsn, t.lsn);
+        t.shared.acks.advance(t.lsn, t.lsn).wake_now();
         assert_eq!((first.woken(), last.woken()), (0, 1));
         assert_eq!(t.shared.acks.waiters(), 0, "woken means removed");
         assert!(matches!(
@@ -531,12 +542,13 @@ mod tests {
         while t.shared.acks.waiters() == 0 {
             std::thread::yield_now();
         }
-        // Spurious unparks do not add entries.
+        // Unparks (the log wakes through the thread's word, not its parker)
+        // neither wake it nor add entries.
         for _ in 0..100 {
             waiting.thread().unpark();
         }
         assert_eq!(t.shared.acks.waiters(), 1);
-        t.shared.acks.advance(t.lsn, t.lsn);
+        t.shared.acks.advance(t.lsn, t.lsn).wake_now();
         waiting.join().unwrap().unwrap();
         assert_eq!(t.shared.acks.waiters(), 0);
     }
