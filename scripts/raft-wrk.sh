@@ -137,7 +137,10 @@ for ((r = 0; r < rounds; r++)); do
         store=${order[$(((k + r) % n))]}
         dir="$base/$store-$r"
         mkdir -p "$dir"
-        leader=$(cluster "$store" "$dir")
+        # Not in a command substitution: its subshell would keep the
+        # nodes' pids, and stop_nodes would leave every cluster running.
+        cluster "$store" "$dir" >"$dir/leader"
+        leader=$(<"$dir/leader")
         # A second of warm-up, then the measured run.
         wrk -t1 -c4 -d1s -s "$lua" "http://$leader" >/dev/null
         out=$(wrk -t"$threads" -c"$conns" -d"${secs}s" --latency -s "$lua" "http://$leader")
