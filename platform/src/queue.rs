@@ -109,6 +109,12 @@ impl WakeWord {
         atomic_wait::wake_one(&self.0);
     }
 
+    /// Wake the threads parked on `words`, each already set: one futex
+    /// wake syscall per word. The fallback of every batched wake.
+    pub fn wake_each(words: &[Arc<WakeWord>]) {
+        words.iter().for_each(|w| w.wake_set());
+    }
+
     /// Set the word and wake its thread. Cost: one syscall.
     pub fn wake(&self) {
         self.set();
@@ -169,9 +175,7 @@ pub trait IoQueue: Send {
     /// Cost here: one futex wake syscall per word; io_uring submits them
     /// all in one `io_uring_enter`.
     fn wake(&mut self, words: Vec<Arc<WakeWord>>) {
-        for w in words {
-            w.wake_set();
-        }
+        WakeWord::wake_each(&words);
     }
 }
 

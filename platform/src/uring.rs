@@ -297,7 +297,7 @@ impl UringQueue {
         );
         self.wakes_in_flight -= 1;
         if res < 0 {
-            self.wake_words.iter().for_each(|w| w.wake_set());
+            WakeWord::wake_each(&self.wake_words);
         }
         if self.wakes_in_flight == 0 {
             self.wake_words.clear();
@@ -401,7 +401,7 @@ impl IoQueue for UringQueue {
     /// kernel before 6.7, or a submission that fails, one syscall each.
     fn wake(&mut self, words: Vec<Arc<WakeWord>>) {
         if !self.futex_wake {
-            return words.iter().for_each(|w| w.wake_set());
+            return WakeWord::wake_each(&words);
         }
         for w in words {
             if self.push_wake(&w) {
@@ -413,7 +413,7 @@ impl IoQueue for UringQueue {
         }
         if self.ring.submit().is_err() {
             // The entries stay queued for the next enter; wake now anyway.
-            self.wake_words.iter().for_each(|w| w.wake_set());
+            WakeWord::wake_each(&self.wake_words);
         }
     }
 

@@ -83,7 +83,7 @@ pub(crate) struct Parked(pub Vec<Arc<WakeWord>>);
 impl Parked {
     /// Wake them here, one syscall each.
     pub fn wake_now(self) {
-        self.0.iter().for_each(|w| w.wake_set());
+        WakeWord::wake_each(&self.0);
     }
 }
 
