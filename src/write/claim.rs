@@ -124,6 +124,52 @@ impl Shared {
     /// one, or closing a full one first) and its index point when due.
     /// With the reservation lock held; admission secured the buffer.
     fn place_lone(&self, r: &mut Reservation, lsn: Lsn, kind: Kind, plain_len: usize) -> Place {
+        let Framed {
+            sealed,
+            stored_len,
+            flen,
+            end,
+        } = self.place_frame(r, lsn, kind, plain_len, true);
+        let opened = r.active.is_some() || r.open_active();
+        assert!(opened, "admission secured a buffer for a lone record");
+        let b = r
+            .active
+            .as_mut()
+            .expect("the active batch was opened above");
+        let slot = b.buf.claim(b.len, flen);
+        b.len += flen;
+        assert_eq!(
+            b.offset + b.len as u64,
+            end,
+            "frames land where the plan put them"
+        );
+        b.last_lsn = lsn;
+        b.ack_lsn = lsn;
+        Place {
+            slot,
+            salt: b.salt,
+            cipher: b.cipher.as_ref().filter(|_| sealed).cloned(),
+            stored_len,
+        }
+    }
+}
+
+impl Shared {
+    /// Plan the frame of the record at `lsn` (`plain_len` payload bytes):
+    /// seal it when the segment's payloads are sealed, close the active
+    /// batch first when the frame does not fit it, and give the log an
+    /// index point here when one is due and `may_index` (a walk may start
+    /// at a record that stands alone or opens its batch, never inside
+    /// one). With the reservation lock held; the frame itself is written
+    /// by the caller, where the plan says it ends.
+    pub(super) fn place_frame(
+        &self,
+        r: &mut Reservation,
+        lsn: Lsn,
+        kind: Kind,
+        plain_len: usize,
+        may_index: bool,
+    ) -> Framed {
         let sealed = r.cipher.is_some() && payload::seals(kind);
         let stored_len = payload::stored_len(plain_len, sealed);
         let flen = format::frame_len(stored_len);
@@ -137,32 +183,29 @@ impl Shared {
             at.is_multiple_of(format::FRAME_ALIGN as u64),
             "every frame starts frame-aligned"
         );
-        if at >= r.index_due {
+        if may_index && at >= r.index_due {
             self.index().add(Point { lsn, offset: at });
             r.index_due = index::due_after(Some(at));
         }
-        let opened = r.active.is_some() || r.open_active();
-        assert!(opened, "admission secured a buffer for a lone record");
-        let b = r
-            .active
-            .as_mut()
-            .expect("the active batch was opened above");
-        let slot = b.buf.claim(b.len, flen);
-        b.len += flen;
-        assert_eq!(
-            b.offset + b.len as u64,
-            next.end,
-            "frames land where the plan put them"
-        );
-        b.last_lsn = lsn;
-        b.ack_lsn = lsn;
-        Place {
-            slot,
-            salt: b.salt,
-            cipher: b.cipher.as_ref().filter(|_| sealed).cloned(),
+        Framed {
+            sealed,
             stored_len,
+            flen,
+            end: next.end,
         }
     }
+}
+
+/// A frame's plan ([`Shared::place_frame`]).
+pub(super) struct Framed {
+    /// Whether its payload is sealed.
+    pub sealed: bool,
+    /// Its payload's stored length.
+    pub stored_len: usize,
+    /// Its whole length.
+    pub flen: usize,
+    /// The segment offset it ends at.
+    pub end: u64,
 }
 
 /// Where a lone record's frame went: its claimed bytes and how to seal it.

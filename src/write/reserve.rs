@@ -20,11 +20,12 @@ use crate::at_rest::payload;
 use crate::config::{Config, Level, SyncMethod, WhenFull};
 use crate::error::{Error, Lsn, Poison, Result};
 use crate::obs::latency::Latencies;
-use crate::read::index::{self, Point, SparseIndex};
+use crate::read::index::{self, SparseIndex};
 use crate::segment::lifecycle::{self, RecyclePool, LARGE_WRITE_BYTES};
 use crate::segment::manifest;
 use crate::segment::set::{self as segments, Live, LogDir, SegmentFile, SegmentSet};
 use crate::write::acks::Acks;
+use crate::write::claim::Framed;
 use crate::write::lock_order::{Rank, Ranked, RankedGuard};
 use crate::write::packing::{Cursor, Placed};
 use crate::write::wakers::WakerSet;
@@ -953,20 +954,12 @@ impl Shared {
             Batching::Member
         };
         let (codec, bytes) = stored.get(i);
-        let sealed = r.cipher.is_some() && payload::seals(kind);
-        let len = payload::stored_len(bytes.len(), sealed);
-        let flen = format::frame_len(len);
-        let (next, how) = r.cursor().place(flen, self.cfg.buffer_bytes());
-        if how == Placed::AfterClose {
-            r.close_active();
-            self.kick(&r);
-        }
-        // A walk may start at a record that opens its batch, never inside.
-        let at = next.end - flen as u64;
-        if i == 0 && at >= r.index_due {
-            self.index().add(Point { lsn, offset: at });
-            r.index_due = index::due_after(Some(at));
-        }
+        let Framed {
+            sealed,
+            stored_len: len,
+            end,
+            ..
+        } = self.place_frame(&mut r, lsn, kind, bytes.len(), i == 0);
         while r.active.is_none() && !r.open_active() {
             r = self.wait_for_space(r);
             if let Some(p) = self.acks.poison_cause() {
@@ -993,7 +986,7 @@ impl Shared {
         });
         assert_eq!(
             b.offset + b.len as u64,
-            next.end,
+            end,
             "frames land where the plan put them"
         );
         b.last_lsn = lsn;
