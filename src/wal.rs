@@ -472,11 +472,12 @@ impl Wal {
     /// `Config::max_record_bytes` or a batch that does not fit one segment;
     /// either way nothing is appended.
     ///
-    /// Cost: one lock and one copy per record, as many appends would, and
-    /// no allocation. Every other producer waits while the batch is
-    /// copied; a batch larger than the free staging buffers also waits,
-    /// holding the others back, until the ring thread writes enough to
-    /// free them.
+    /// Cost: one lock for the whole batch, and one copy and CRC per record
+    /// (the cipher too, when sealed) after it is released, on this
+    /// thread; one allocation, of the members' claims. Other producers
+    /// wait only while the places are taken; a batch larger than the free
+    /// staging buffers fills what it has claimed and waits, holding the
+    /// others back, until the ring thread writes enough to free more.
     ///
     /// ```
     /// # use ringwal::{Config, Level, Wal};

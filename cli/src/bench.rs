@@ -115,7 +115,7 @@ pub(crate) fn run(a: BenchArgs) -> CmdResult {
     let wal = Arc::new(wal);
 
     println!(
-        "ringwal bench: backend={} sync={} inflight={} producers={} size={} B payload={:?} compress={} encrypted={} level={} api={} window={} secs={} segment={} MiB checkpoint={} dir={}",
+        "ringwal bench: backend={} sync={} inflight={} producers={} size={} B payload={:?} compress={} encrypted={} level={} api={} window={} batch={} secs={} segment={} MiB checkpoint={} dir={}",
         backend.name(),
         a.sync_method.name(),
         a.inflight,
@@ -127,6 +127,7 @@ pub(crate) fn run(a: BenchArgs) -> CmdResult {
         a.level.name(),
         a.api.name(),
         if a.api == ApiArg::Channel { a.window } else { 1 },
+        How::of(&a).records(),
         a.secs,
         a.segment_mib,
         if a.dir.is_none() { "behind-durable" } else { "off" },
@@ -160,7 +161,7 @@ fn load(wal: &Arc<Wal>, a: &BenchArgs, level: Level) -> Result<Results, Failure>
     let start = Instant::now();
 
     let channels = match a.api {
-        ApiArg::Append | ApiArg::Claim | ApiArg::Async => None,
+        ApiArg::Append | ApiArg::Claim | ApiArg::Batch | ApiArg::Async => None,
         ApiArg::Channel => Some(Channels::spawn(
             wal.clone(),
             (a.producers * a.window).max(64),
@@ -176,8 +177,8 @@ fn load(wal: &Arc<Wal>, a: &BenchArgs, level: Level) -> Result<Results, Failure>
                     None => {
                         let (payload, stop, done) = (&payload, &stop, &done);
                         let keep = a.roll_stall;
-                        let claim = a.api == ApiArg::Claim;
-                        s.spawn(move || produce(wal, payload, claim, level, stop, done, keep))
+                        let how = How::of(a);
+                        s.spawn(move || produce(wal, payload, how, level, stop, done, keep))
                     }
                     Some(ch) => {
                         let (tx, acks) = ch.sender(level);
@@ -310,10 +311,37 @@ fn merge(measured: Vec<Result<Measured, Failure>>) -> Result<Measured, Failure> 
 /// One producer: append (with `claim`, by writing the payload into the
 /// claimed slot), wait, record, until told to stop. An error stops every
 /// producer.
+/// How a producer thread appends (`--api append`, `claim` or `batch`).
+#[derive(Clone, Copy)]
+enum How {
+    Append,
+    Claim,
+    /// Atomic batches of this many records.
+    Batch(usize),
+}
+
+impl How {
+    fn of(a: &BenchArgs) -> How {
+        match a.api {
+            ApiArg::Claim => How::Claim,
+            ApiArg::Batch => How::Batch(a.batch as usize),
+            _ => How::Append,
+        }
+    }
+
+    /// Records one append of this kind sequences.
+    fn records(self) -> u64 {
+        match self {
+            How::Batch(n) => n as u64,
+            How::Append | How::Claim => 1,
+        }
+    }
+}
+
 fn produce(
     wal: &Wal,
     payload: &[u8],
-    claim: bool,
+    how: How,
     level: Level,
     stop: &AtomicBool,
     done: &AtomicU64,
@@ -322,11 +350,12 @@ fn produce(
     let mut hist = new_histogram()?;
     let mut records = 0;
     let mut samples = Vec::new();
+    let batch: Vec<(u16, &[u8])> = vec![(0, payload); how.records() as usize];
     let append = |wal: &Wal| -> ringwal::Result<Ticket> {
-        if claim {
-            wal.append_with(0, payload.len(), |slot| slot.copy_from_slice(payload))
-        } else {
-            wal.append(0, payload)
+        match how {
+            How::Claim => wal.append_with(0, payload.len(), |slot| slot.copy_from_slice(payload)),
+            How::Batch(_) => wal.append_batch(&batch),
+            How::Append => wal.append(0, payload),
         }
     };
     while !stop.load(Ordering::Relaxed) {
@@ -344,8 +373,8 @@ fn produce(
         if keep_samples {
             samples.push((lsn, us));
         }
-        records += 1;
-        done.fetch_add(1, Ordering::Relaxed);
+        records += how.records();
+        done.fetch_add(how.records(), Ordering::Relaxed);
     }
     Ok(Measured {
         hist,
@@ -524,8 +553,12 @@ fn report(a: &BenchArgs, backend: Backend, r: &Results) {
         r.mb_per_s(a.size),
         human_bytes(a.size as u64)
     );
+    let per = match How::of(a) {
+        How::Batch(n) => format!(" (per batch of {n})"),
+        How::Append | How::Claim => String::new(),
+    };
     println!(
-        "latency µs:  p50={} p99={} p99.9={} max={}",
+        "latency µs:  p50={} p99={} p99.9={} max={}{per}",
         r.quantile(0.50),
         r.quantile(0.99),
         r.quantile(0.999),
@@ -615,6 +648,7 @@ fn write_json(path: &Path, a: &BenchArgs, backend: Backend, r: &Results) -> Resu
         "backend": backend.name(),
         "api": a.api.name(),
         "window": if a.api == ApiArg::Channel { a.window } else { 1 },
+        "batch": How::of(a).records(),
         "writes": r.writes,
         "write_bytes": r.write_bytes,
         "stored_per_payload_byte": r.stored_ratio(a.size),

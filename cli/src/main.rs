@@ -409,7 +409,9 @@ pub(crate) struct BenchArgs {
     pub segment_mib: u64,
     /// How producers append: `append` (call, then wait on the ticket),
     /// `claim` (`Wal::append_with`: the record is written into its place
-    /// in the staging buffer, then a wait on the ticket), `async`
+    /// in the staging buffer, then a wait on the ticket), `batch`
+    /// (`Wal::append_batch` of `--batch` records, then a wait on its
+    /// ticket; latency is per batch, records/s counts every member), `async`
     /// (`append_async`, then `Ticket::reached`, in tokio tasks on one
     /// worker thread per core) or `channel` (each producer is a collector
     /// thread with a sender and an acknowledgement receiver; latency is
@@ -420,6 +422,9 @@ pub(crate) struct BenchArgs {
     /// (1 is closed loop, as with `append`).
     #[arg(long, default_value_t = 1)]
     pub window: usize,
+    /// With `--api batch`: records in each atomic batch.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(2..=4096))]
+    pub batch: u32,
     /// Background sync interval in milliseconds for `--level written` (the
     /// collector's setting: durability within this bound, off the ack path).
     #[arg(long)]
@@ -458,6 +463,9 @@ pub(crate) enum ApiArg {
     /// `Wal::append_with`: the payload written into the claimed slot, then
     /// a blocking wait on the ticket.
     Claim,
+    /// `Wal::append_batch` of `--batch` records, then a blocking wait on
+    /// its ticket.
+    Batch,
     /// `Wal::append_async`, then `Ticket::reached`, in tokio tasks.
     Async,
     /// `ringwal::channel`: send, and read acknowledgements off a channel.
@@ -471,6 +479,7 @@ impl ApiArg {
             ApiArg::Append => "append",
             ApiArg::Channel => "channel",
             ApiArg::Claim => "claim",
+            ApiArg::Batch => "batch",
             ApiArg::Async => "async",
         }
     }

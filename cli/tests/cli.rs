@@ -520,6 +520,38 @@ fn bench_runs_the_claim_api_and_writes_the_payload() {
     );
 }
 
+/// `--api batch` appends atomic batches of `--batch` records and counts
+/// every member: the log holds whole batches, at least as many records as
+/// were acknowledged.
+#[test]
+fn bench_runs_the_batch_api_and_counts_every_member() {
+    let log = tempfile::tempdir().unwrap();
+    let v = bench_api(
+        "batch",
+        &[
+            "--batch",
+            "5",
+            "--producers",
+            "2",
+            "--size",
+            "100",
+            "--dir",
+            p(log.path()),
+        ],
+    );
+    assert_eq!(
+        (v["api"].as_str(), v["batch"].as_u64()),
+        (Some("batch"), Some(5))
+    );
+    let records = v["records"].as_u64().unwrap();
+    assert!(records > 0 && records % 5 == 0, "{v}");
+    let seen = ringwal::verify::records(log.path(), 1, 0).unwrap().count() as u64;
+    assert!(
+        seen >= records && seen % 5 == 0,
+        "{seen} records in the log, {records} acknowledged, in batches of 5"
+    );
+}
+
 /// `--api async` runs its producers as tokio tasks, many more than the
 /// runtime has threads, and reports the records they had acknowledged.
 #[test]

@@ -124,33 +124,63 @@ impl Shared {
     /// one, or closing a full one first) and its index point when due.
     /// With the reservation lock held; admission secured the buffer.
     fn place_lone(&self, r: &mut Reservation, lsn: Lsn, kind: Kind, plain_len: usize) -> Place {
-        let Framed {
-            sealed,
-            stored_len,
-            flen,
-            end,
-        } = self.place_frame(r, lsn, kind, plain_len, true);
+        let framed = self.place_frame(r, lsn, kind, plain_len, true);
         let opened = r.active.is_some() || r.open_active();
         assert!(opened, "admission secured a buffer for a lone record");
-        let b = r
-            .active
-            .as_mut()
-            .expect("the active batch was opened above");
-        let slot = b.buf.claim(b.len, flen);
-        b.len += flen;
-        assert_eq!(
-            b.offset + b.len as u64,
-            end,
-            "frames land where the plan put them"
-        );
-        b.last_lsn = lsn;
-        b.ack_lsn = lsn;
-        Place {
-            slot,
-            salt: b.salt,
-            cipher: b.cipher.as_ref().filter(|_| sealed).cloned(),
-            stored_len,
+        claim_frame(r, &framed, lsn, true)
+    }
+
+    /// The claim of member `i` of the atomic batch whose first LSN is
+    /// `first`, on the frame `framed` planned for it in the active batch
+    /// (which the caller opened). With the reservation lock held.
+    pub(super) fn member_claim(
+        &self,
+        r: &mut Reservation,
+        framed: &Framed,
+        head: RecordHead,
+        plain_len: usize,
+        last: bool,
+    ) -> Claim<'_> {
+        let place = claim_frame(r, framed, head.lsn, last);
+        Claim {
+            shared: self,
+            slot: Some(place.slot),
+            head,
+            salt: place.salt,
+            cipher: place.cipher,
+            plain_len,
+            stored_len: place.stored_len,
+            takeable: false,
+            under_lock: true,
+            hook_panic: None,
         }
+    }
+}
+
+/// Take the bytes `framed` planned in the active batch for the record at
+/// `lsn`; `acks` when its write acknowledges up to it (a lone record, or
+/// the last member of an atomic batch).
+fn claim_frame(r: &mut Reservation, framed: &Framed, lsn: Lsn, acks: bool) -> Place {
+    let b = r
+        .active
+        .as_mut()
+        .expect("the caller opened the active batch");
+    let slot = b.buf.claim(b.len, framed.flen);
+    b.len += framed.flen;
+    assert_eq!(
+        b.offset + b.len as u64,
+        framed.end,
+        "frames land where the plan put them"
+    );
+    b.last_lsn = lsn;
+    if acks {
+        b.ack_lsn = lsn;
+    }
+    Place {
+        slot,
+        salt: b.salt,
+        cipher: b.cipher.as_ref().filter(|_| framed.sealed).cloned(),
+        stored_len: framed.stored_len,
     }
 }
 
@@ -226,6 +256,32 @@ impl Claim<'_> {
     /// Cost: what `write` does, one CRC pass over the frame, the cipher
     /// when sealed; no lock, and one syscall only when the ring is woken.
     pub(crate) fn fill(mut self, write: impl FnOnce(&mut [u8])) -> Lsn {
+        let last = self.write_frame(write);
+        self.shared.filled(last, self.takeable);
+        if let Some(panic) = self.hook_panic.take() {
+            resume_unwind(panic);
+        }
+        self.head.lsn
+    }
+
+    /// [`fill`](Self::fill) for a member of an atomic batch: the ring is
+    /// woken only if it waits for this buffer, since the batch's producer
+    /// says what it staged once every member is filled.
+    pub(super) fn fill_member(mut self, payload: &[u8]) {
+        debug_assert!(self.hook_panic.is_none(), "a batch's hook runs apart");
+        let last = self.write_frame(|p| p.copy_from_slice(payload));
+        self.shared.settled(last);
+    }
+
+    /// The lock this claim was granted under is released: an abandonment
+    /// from now on poisons through the lock.
+    pub(super) fn lock_released(&mut self) {
+        self.under_lock = false;
+    }
+
+    /// Encode the frame into the claimed bytes and let go of them;
+    /// returns whether that settled the buffer.
+    fn write_frame(&mut self, write: impl FnOnce(&mut [u8])) -> bool {
         let (head, salt, plain_len) = (self.head, self.salt, self.plain_len);
         let cipher = self.cipher.as_deref();
         let log_id = self.shared.log_id;
@@ -246,12 +302,7 @@ impl Claim<'_> {
             slot.bytes().len(),
             "the frame fills its claim exactly"
         );
-        let last = self.slot.take().is_some_and(Slot::release);
-        self.shared.filled(last, self.takeable);
-        if let Some(panic) = self.hook_panic.take() {
-            resume_unwind(panic);
-        }
-        head.lsn
+        self.slot.take().is_some_and(Slot::release)
     }
 }
 

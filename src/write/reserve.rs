@@ -6,6 +6,7 @@
 //! circle.
 
 use std::collections::VecDeque;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::task::Waker;
@@ -25,7 +26,7 @@ use crate::segment::lifecycle::{self, RecyclePool, LARGE_WRITE_BYTES};
 use crate::segment::manifest;
 use crate::segment::set::{self as segments, Live, LogDir, SegmentFile, SegmentSet};
 use crate::write::acks::Acks;
-use crate::write::claim::Framed;
+use crate::write::claim::Claim;
 use crate::write::lock_order::{Rank, Ranked, RankedGuard};
 use crate::write::packing::{Cursor, Placed};
 use crate::write::wakers::WakerSet;
@@ -696,13 +697,20 @@ impl Shared {
     /// staged. Cost: an atomic load or two, plus one syscall when the ring
     /// is woken.
     pub fn filled(&self, last: bool, takeable: bool) {
+        self.settled(last);
+        self.staged(takeable);
+    }
+
+    /// A claim was filled, settling its buffer when `last`: wake the ring
+    /// if it waits for that. Cost: an atomic load, plus a swap and one
+    /// syscall when the ring waits.
+    pub fn settled(&self, last: bool) {
         if last
             && self.fills_awaited.load(Ordering::SeqCst)
             && self.fills_awaited.swap(false, Ordering::SeqCst)
         {
             self.wake_ring(None);
         }
-        self.staged(takeable);
     }
 
     /// The ring's look for work before it sleeps (its sleep announced):
@@ -870,11 +878,14 @@ impl Shared {
     /// returns the first LSN.
     ///
     /// Cost: compression (if configured) before the lock; one pass over
-    /// the lengths to plan under it. A lone record is copied after the
-    /// lock is released ([`claim_one`](Self::claim_one)); a batch is
-    /// copied under it, and one larger than the free staging buffers
-    /// waits (lock released, everyone else held back) for the ring to
-    /// free more.
+    /// the lengths to plan under it. Every record is copied, checksummed
+    /// and sealed after the lock is released ([`claim_one`], and
+    /// [`reserve_batch`] for a batch); a batch larger than the free staging
+    /// buffers fills what it claimed and waits (lock released, everyone
+    /// else held back) for the ring to free more.
+    ///
+    /// [`claim_one`]: Self::claim_one
+    /// [`reserve_batch`]: Self::reserve_batch
     pub fn reserve_all(
         &self,
         records: &[(u16, &[u8])],
@@ -892,8 +903,11 @@ impl Shared {
     }
 
     /// [`reserve_all`](Self::reserve_all) for an atomic batch of two or
-    /// more records: every member encoded, copied and sealed under the
-    /// lock, since none of another producer's frames may come between.
+    /// more records: every member's frame claimed under the lock (none of
+    /// another producer's frames may come between), then filled after it,
+    /// as a lone record's is. The hook runs under the lock once every
+    /// place is decided; a panic in it is resumed once the members are
+    /// filled, since they are sequenced and are written all the same.
     fn reserve_batch(
         &self,
         stored: &Stored<'_>,
@@ -913,8 +927,11 @@ impl Shared {
         let mut r = self.admit(n as u64, kind, flens, on_full)?;
         let first = self.hand_out(&r, n as u64);
         r.batch_open = true;
+        // Declared after the guard, so dropped before it on an unwind:
+        // claims abandoned under the lock poison without taking it.
+        let mut claims = Vec::with_capacity(n);
         for i in 0..n {
-            r = self.copy_member(r, stored, kind, first, i)?;
+            r = self.claim_member(r, stored, kind, first, i, &mut claims)?;
         }
         debug_assert!(
             r.active
@@ -922,44 +939,46 @@ impl Shared {
                 .is_some_and(|b| b.last_lsn == first + n as u64 - 1 && b.ack_lsn == b.last_lsn),
             "a batch's last member closes it and is what its write acknowledges"
         );
-        then(first);
+        let hook_panic = catch_unwind(AssertUnwindSafe(|| then(first))).err();
         // Read under the lock: the ring announces how it sleeps before it
         // takes the lock to look for work, so either it sees this record
         // or this producer sees the announcement (`staged`).
         let takeable = r.batch_staged(false);
         r.batch_open = false;
         drop(r);
+        fill_members(stored, &mut claims);
         self.space_freed(true);
         self.staged(takeable);
+        if let Some(panic) = hook_panic {
+            resume_unwind(panic);
+        }
         Ok(first)
     }
 
-    /// Place, encode and copy member `i` of the batch that starts at
-    /// `first`, waiting (lock released, `batch_open` holding everyone else
-    /// back) for a free buffer when it needs one. On the poison the batch
-    /// is given up: nothing of it was acknowledged.
-    fn copy_member<'a>(
+    /// Plan and claim member `i` of the batch that starts at `first`,
+    /// pushing its claim to `claims`. When it needs a buffer and none is
+    /// free, the members claimed so far are filled first (lock released,
+    /// `batch_open` holding everyone else back): the ring writes, and so
+    /// frees, only filled buffers. On the poison the batch is given up:
+    /// nothing of it was acknowledged.
+    fn claim_member<'a>(
         &'a self,
         mut r: RankedGuard<'a, Reservation>,
         stored: &Stored<'_>,
         kind: Kind,
         first: Lsn,
         i: usize,
+        claims: &mut Vec<(usize, Claim<'a>)>,
     ) -> Result<RankedGuard<'a, Reservation>> {
-        let n = stored.records.len();
+        let last = i + 1 == stored.records.len();
         let lsn = first + i as u64;
-        let batching = if i + 1 == n {
-            Batching::Last
-        } else {
-            Batching::Member
-        };
         let (codec, bytes) = stored.get(i);
-        let Framed {
-            sealed,
-            stored_len: len,
-            end,
-            ..
-        } = self.place_frame(&mut r, lsn, kind, bytes.len(), i == 0);
+        let framed = self.place_frame(&mut r, lsn, kind, bytes.len(), i == 0);
+        if r.active.is_none() && !r.open_active() {
+            drop(r);
+            fill_members(stored, claims);
+            r = self.lock();
+        }
         while r.active.is_none() && !r.open_active() {
             r = self.wait_for_space(r);
             if let Some(p) = self.acks.poison_cause() {
@@ -969,30 +988,19 @@ impl Shared {
                 return Err(p.error());
             }
         }
-        let b = r.active.as_mut().expect("active batch ensured above");
-        let (salt, log_id) = (b.salt, self.log_id);
+        let batching = if last {
+            Batching::Last
+        } else {
+            Batching::Member
+        };
         let head = RecordHead {
             lsn,
             stream: stored.records[i].0,
             kind,
             flags: batching.flags() | codec.flags(),
         };
-        let cipher = b.cipher.as_deref().filter(|_| sealed);
-        b.len += format::encode_record_with(b.buf.tail_mut(b.len), salt, head, len, |p| {
-            p[..bytes.len()].copy_from_slice(bytes);
-            if let Some(c) = cipher {
-                c.seal(log_id, salt, &head.bound_bytes(), lsn, p);
-            }
-        });
-        assert_eq!(
-            b.offset + b.len as u64,
-            end,
-            "frames land where the plan put them"
-        );
-        b.last_lsn = lsn;
-        if batching == Batching::Last {
-            b.ack_lsn = lsn;
-        }
+        let claim = self.member_claim(&mut r, &framed, head, bytes.len(), last);
+        claims.push((i, claim));
         Ok(r)
     }
 
@@ -1174,6 +1182,17 @@ impl Shared {
         let mut r = r.wait(&self.space);
         r.waiting_for_space -= 1;
         r
+    }
+}
+
+/// Fill the claims of an atomic batch's members (`i`: which record of
+/// `stored`), in order, with the reservation lock released.
+fn fill_members(stored: &Stored<'_>, claims: &mut Vec<(usize, Claim<'_>)>) {
+    for (_, c) in claims.iter_mut() {
+        c.lock_released();
+    }
+    for (i, c) in claims.drain(..) {
+        c.fill_member(stored.get(i).1);
     }
 }
 

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use crate::common::{self, for_each_backend, read_all, segment_files, small, SEGMENT_BYTES};
-use ringwal::{Error, Level, Wal};
+use ringwal::{Backend, Error, Key, Level, StaticKeys, Wal};
 
 fn tagged(tag: &str, i: usize, len: usize) -> Vec<u8> {
     let mut p = format!("{tag}{i}:").into_bytes();
@@ -97,48 +97,64 @@ fn a_batch_larger_than_a_segment_or_empty_appends_nothing() {
 
 #[test]
 fn batches_larger_than_the_staging_buffers_are_never_interleaved() {
-    for_each_backend(|backend| {
-        let dir = tempfile::tempdir().unwrap();
-        // One write in flight and 4 KiB writes: a batch of 40 KiB needs
-        // many more buffers than the pool has, and waits for the ring
-        // while other producers keep appending.
-        let cfg = small(backend)
-            .max_inflight(1)
-            .write_bytes(4096)
-            .max_record_bytes(1024)
-            .build();
-        let (wal, _) = Wal::open(dir.path(), cfg).unwrap();
-        let wal = Arc::new(wal);
-        let singles: Vec<_> = (0..2)
-            .map(|t| {
-                let wal = wal.clone();
-                std::thread::spawn(move || {
-                    for i in 0..300 {
-                        let _ = wal.append(9, &tagged(&format!("s{t}-"), i, 64)).unwrap();
-                    }
-                })
+    // Sealed too: the cipher runs in each member's fill, after the lock.
+    for sealed in [false, true] {
+        for_each_backend(|backend| large_batches_stay_whole(backend, sealed));
+    }
+}
+
+fn large_batches_stay_whole(backend: Backend, sealed: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    // One write in flight and 4 KiB writes: a batch of 40 KiB needs
+    // many more buffers than the pool has, and waits for the ring
+    // while other producers keep appending.
+    let mut cfg = small(backend)
+        .max_inflight(1)
+        .write_bytes(4096)
+        .max_record_bytes(1024);
+    if sealed {
+        let keys = StaticKeys::new();
+        keys.insert(1, Key::new([7; 32]), false);
+        keys.set_current(Some(1));
+        cfg = cfg.encryption(Arc::new(keys));
+    }
+    let cfg = cfg.build();
+    let (wal, _) = Wal::open(dir.path(), cfg).unwrap();
+    let wal = Arc::new(wal);
+    let singles: Vec<_> = (0..2)
+        .map(|t| {
+            let wal = wal.clone();
+            std::thread::spawn(move || {
+                for i in 0..300 {
+                    let _ = wal.append(9, &tagged(&format!("s{t}-"), i, 64)).unwrap();
+                }
             })
-            .collect();
-        let payload = vec![b'b'; 1000];
-        let mut batches = Vec::new();
-        for _ in 0..10 {
-            let recs: Vec<(u16, &[u8])> = (0..40).map(|_| (1, payload.as_slice())).collect();
-            batches.push(wal.append_batch(&recs).unwrap().lsn());
+        })
+        .collect();
+    // Each member's bytes its own, so that a member filled into
+    // another's claim (they are filled after the lock, some while the
+    // batch waits for buffers) reads back wrong.
+    let member = |b: usize, m: usize| tagged(&format!("b{b}-"), m, 1000);
+    let mut batches = Vec::new();
+    for b in 0..10 {
+        let payloads: Vec<Vec<u8>> = (0..40).map(|m| member(b, m)).collect();
+        let recs: Vec<(u16, &[u8])> = payloads.iter().map(|p| (1, p.as_slice())).collect();
+        batches.push(wal.append_batch(&recs).unwrap().lsn());
+    }
+    for s in singles {
+        s.join().unwrap();
+    }
+    wal.sync().unwrap();
+    let all = read_all(&wal);
+    assert_eq!(all.len(), 600 + 400);
+    for (b, last) in batches.into_iter().enumerate() {
+        for (m, lsn) in (last - 39..=last).enumerate() {
+            let r = &all[lsn as usize - 1];
+            assert_eq!((r.lsn, r.stream), (lsn, 1), "batch ending at {last}");
+            assert_eq!(r.payload, member(b, m), "member {m} of batch {b}");
         }
-        for s in singles {
-            s.join().unwrap();
-        }
-        wal.sync().unwrap();
-        let all = read_all(&wal);
-        assert_eq!(all.len(), 600 + 400);
-        for last in batches {
-            for lsn in last - 39..=last {
-                let r = &all[lsn as usize - 1];
-                assert_eq!((r.lsn, r.stream), (lsn, 1), "batch ending at {last}");
-            }
-        }
-        Arc::into_inner(wal).unwrap().close().unwrap();
-    });
+    }
+    Arc::into_inner(wal).unwrap().close().unwrap();
 }
 
 #[test]
