@@ -53,7 +53,8 @@ pub use at_rest::codec::Compression;
 pub use at_rest::crypt::{Key, KeyProblem, KeyProvider, StaticKeys};
 pub use at_rest::format::{Codec, Kind};
 pub use config::{
-    Backend, Config, ConfigBuilder, DirectIo, Durability, Level, RecoveryMode, SyncMethod, WhenFull,
+    Backend, Config, ConfigBuilder, DirectIo, Durability, Level, RecoveryMode, SyncMethod,
+    WhenFull, DEFAULT_WAIT_SPIN,
 };
 /// The channel crate the [`channel`] API's receivers come from, so that
 /// callers `select!` on them with the same version.

@@ -103,6 +103,7 @@ pub(crate) fn run(a: BenchArgs) -> CmdResult {
         .sync_method(a.sync_method)
         .max_inflight(a.inflight)
         .max_record_bytes(a.max_record)
+        .wait_spin(Duration::from_micros(a.wait_spin_us))
         .segment_bytes(a.segment_mib << 20);
     if level != Level::Durable {
         builder = builder.durability(Durability::Deferred {
@@ -115,10 +116,11 @@ pub(crate) fn run(a: BenchArgs) -> CmdResult {
     let wal = Arc::new(wal);
 
     println!(
-        "ringwal bench: backend={} sync={} inflight={} producers={} size={} B payload={:?} compress={} encrypted={} level={} api={} window={} batch={} secs={} segment={} MiB checkpoint={} dir={}",
+        "ringwal bench: backend={} sync={} inflight={} wait_spin={}us producers={} size={} B payload={:?} compress={} encrypted={} level={} api={} window={} batch={} secs={} segment={} MiB checkpoint={} dir={}",
         backend.name(),
         a.sync_method.name(),
         a.inflight,
+        a.wait_spin_us,
         a.producers,
         a.size,
         a.payload,
@@ -649,6 +651,7 @@ fn write_json(path: &Path, a: &BenchArgs, backend: Backend, r: &Results) -> Resu
         "api": a.api.name(),
         "window": if a.api == ApiArg::Channel { a.window } else { 1 },
         "batch": How::of(a).records(),
+        "wait_spin_us": a.wait_spin_us,
         "writes": r.writes,
         "write_bytes": r.write_bytes,
         "stored_per_payload_byte": r.stored_ratio(a.size),

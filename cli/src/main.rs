@@ -400,6 +400,10 @@ pub(crate) struct BenchArgs {
     /// Writes the ring keeps in flight.
     #[arg(long, default_value_t = 8)]
     pub inflight: usize,
+    /// How long a lone waiting producer spins before it parks, in µs
+    /// (`Config::wait_spin`; 0 never spins).
+    #[arg(long, default_value_t = ringwal::DEFAULT_WAIT_SPIN.as_micros() as u64)]
+    pub wait_spin_us: u64,
     /// Largest record the log accepts, in bytes (raise it for --size above 1 MiB).
     #[arg(long, default_value_t = 1 << 20)]
     pub max_record: usize,

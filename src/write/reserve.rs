@@ -457,6 +457,15 @@ fn staging_buffers(cfg: &Config) -> Vec<AlignedBuf> {
 /// adds frames to a segment an earlier process wrote, whose salt may
 /// have sealed the LSNs it would hand out next (ARCHITECTURE.md,
 /// "Encryption").
+/// `spin`, unless this process may run on one CPU only (or cannot tell).
+/// Cost: one `sched_getaffinity`.
+fn spin_where_cpus_allow(spin: std::time::Duration) -> std::time::Duration {
+    match std::thread::available_parallelism() {
+        Ok(n) if n.get() > 1 => spin,
+        _ => std::time::Duration::ZERO,
+    }
+}
+
 fn same_keying(header: &SegmentHeader, fresh: bool, cipher: Option<&Cipher>) -> bool {
     assert!(
         !fresh || header.key_id == cipher.map_or(0, |c| c.id()),
@@ -520,6 +529,10 @@ pub(crate) struct Shared {
     /// `WriteThenFdatasync`, which `Wal::open` sets before the ring
     /// starts. The ring reads this, never `cfg.sync_method`.
     pub sync_method: SyncMethod,
+    /// How long a lone blocking wait spins before it parks
+    /// (`Config::wait_spin`): none where this process may run on one CPU
+    /// only, since the spin would hold back the ring thread it waits for.
+    pub wait_spin: std::time::Duration,
     /// Whether the log's segments are written with O_DIRECT: the policy's
     /// answer for the active segment at open (`DirectIo::Auto` falls back
     /// where the file system refuses it), set by `Wal::open`.
@@ -589,6 +602,7 @@ impl Shared {
             last_dropped: Mutex::new(None),
             retention: Default::default(),
             sync_method: cfg.sync_method,
+            wait_spin: spin_where_cpus_allow(cfg.wait_spin),
             direct_io: false,
             dir,
             cfg,

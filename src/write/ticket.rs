@@ -129,7 +129,10 @@ impl Ticket {
     /// may or may not be on disk, and is never reported durable. Waiting
     /// for `Durable` in written mode asks the ring for one sync that covers
     /// every record written so far (shared with all concurrent waiters).
-    /// Cost: no syscall if already reached; otherwise the thread parks on
+    /// Cost: no syscall if already reached; otherwise, while it is the
+    /// log's only blocked waiter, it first spins for up to
+    /// [`Config::wait_spin`](crate::Config::wait_spin) (300 µs by default;
+    /// it stops as soon as a second thread waits), then parks on
     /// a futex word of its own and is woken exactly once its LSN is
     /// covered (the ring batches the wakes of one advance into one
     /// `io_uring_enter`). The thread holds one entry
@@ -149,6 +152,14 @@ impl Ticket {
             return done;
         }
         self.shared.want(self.lsn, level);
+        // Counted through the park too: a spinner must see every waiter.
+        let spin = self.shared.wait_spin;
+        let _blocked = (!spin.is_zero()).then(|| acks.block());
+        if !spin.is_zero() {
+            if let Some(done) = acks.spin_alone(self.lsn, level, spin) {
+                return done;
+            }
+        }
         let mut waiter = Waiter::new(self.lsn, level);
         WAKE_WORD.with(|word| loop {
             // Cleared before the poll registers it, so a wake that comes

@@ -20,6 +20,7 @@ fn a_config_round_trips_and_a_file_names_settings_as_the_library_does() {
         })
         .sync_method(SyncMethod::WriteThenFdatasync)
         .direct_io(DirectIo::Off)
+        .wait_spin(Duration::from_micros(150))
         .recovery(RecoveryMode::PointInTime)
         .create_if_missing(false)
         .compression(Codec::Lz4, 512)
@@ -47,6 +48,7 @@ fn a_config_round_trips_and_a_file_names_settings_as_the_library_does() {
     assert_eq!(back.compression().codec, Codec::Lz4);
     assert_eq!(back.max_log_bytes(), cfg.max_log_bytes());
     assert_eq!(back.soft_log_bytes(), Some(256 << 20));
+    assert_eq!(back.wait_spin(), Duration::from_micros(150));
 
     // A file with one setting: the rest are the defaults.
     let partial: Config =
@@ -57,6 +59,7 @@ fn a_config_round_trips_and_a_file_names_settings_as_the_library_does() {
     // Durations as people write them.
     assert!(text.contains("\"sync_interval\":\"50ms\""), "{text}");
     assert!(text.contains("\"timeout\":\"250ms\""), "{text}");
+    assert!(text.contains("\"wait_spin\":\"150us\""), "{text}");
     let written: Config = serde_json::from_str(
         r#"{"durability": {"deferred": {"sync_interval": "2s"}},
             "max_log_bytes": 1073741824,

@@ -445,6 +445,11 @@ fn nonsense_settings_are_invalid_config_naming_the_setting_never_a_panic() {
         ),
         ("ring_cpu", b().ring_cpu(Some(usize::MAX))),
         (
+            "wait_spin",
+            b().wait_spin(Duration::from_millis(10) + Duration::from_nanos(1)),
+        ),
+        ("wait_spin", b().wait_spin(Duration::MAX)),
+        (
             "max_log_bytes",
             b().max_log_bytes(Some(0), WhenFull::DropOldest),
         ),
