@@ -89,23 +89,13 @@ impl Shared {
             "records take LSNs in 1..=MAX_LSN"
         );
         let place = self.place_lone(&mut r, lsn, kind, plain_len);
-        let mut claim = Claim {
-            shared: self,
-            slot: Some(place.slot),
-            head: RecordHead {
-                lsn,
-                stream,
-                kind,
-                flags: Batching::Alone.flags() | codec.flags(),
-            },
-            salt: place.salt,
-            cipher: place.cipher,
-            plain_len,
-            stored_len: place.stored_len,
-            takeable: false,
-            under_lock: true,
-            hook_panic: None,
+        let head = RecordHead {
+            lsn,
+            stream,
+            kind,
+            flags: Batching::Alone.flags() | codec.flags(),
         };
+        let mut claim = Claim::granted(self, place, head, plain_len);
         // The hook runs under the lock (that is its promise); a panic in
         // it must neither leave the claim unfilled nor poison the mutex.
         claim.hook_panic = catch_unwind(AssertUnwindSafe(|| then(lsn))).err();
@@ -130,9 +120,10 @@ impl Shared {
         claim_frame(r, &framed, lsn, true)
     }
 
-    /// The claim of member `i` of the atomic batch whose first LSN is
-    /// `first`, on the frame `framed` planned for it in the active batch
-    /// (which the caller opened). With the reservation lock held.
+    /// The claim of an atomic batch's member `head`, on the frame
+    /// `framed` planned for it in the active batch (which the caller
+    /// opened); `last` when it closes the batch. With the reservation
+    /// lock held.
     pub(super) fn member_claim(
         &self,
         r: &mut Reservation,
@@ -142,8 +133,16 @@ impl Shared {
         last: bool,
     ) -> Claim<'_> {
         let place = claim_frame(r, framed, head.lsn, last);
+        Claim::granted(self, place, head, plain_len)
+    }
+}
+
+impl<'s> Claim<'s> {
+    /// The claim on `place` for the record `head`, granted under the
+    /// reservation lock (still held).
+    fn granted(shared: &'s Shared, place: Place, head: RecordHead, plain_len: usize) -> Claim<'s> {
         Claim {
-            shared: self,
+            shared,
             slot: Some(place.slot),
             head,
             salt: place.salt,
