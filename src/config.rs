@@ -254,15 +254,16 @@ const MAX_BLOCK_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 60 * 60);
 
 /// How long a blocking wait spins before it parks, while no other thread
 /// waits ([`ConfigBuilder::wait_spin`]). On the virtio disk of
-/// docs/benchmarks.md a durable 1 KiB write takes 100-150 µs, and a
-/// parked thread's CPU halts at once (the guest does not poll), so waking
-/// it costs the hypervisor's round trip: one producer appending and
-/// waiting gave 1.24-1.30x the records/s with 300 µs of spinning (and
-/// 1.27x with 1000 µs), alternating rounds against a build without it;
-/// 4, 16 and 64 producers, 64 KiB x 8 and 1 MiB x 4 within the noise
-/// (0.97-1.18x), since a second waiter stops the spin. Cost: up to this
-/// much CPU per wait of a lone waiter.
-pub const DEFAULT_WAIT_SPIN: Duration = Duration::from_micros(300);
+/// docs/benchmarks.md a durable 1 KiB write takes 100-150 µs (p99 250-350
+/// µs), and a parked thread's CPU halts at once (the guest does not poll),
+/// so waking it costs the hypervisor's round trip: one producer appending
+/// and waiting gave 1.28x the records/s with 300 µs of spinning, and 1 ms
+/// cut its p99 to 0.51x and 0.67x of 300 µs's (595 to 302 µs, 532 to 358
+/// µs, two runs) by covering the slow writes too; alternating rounds of
+/// one build. 4, 16 and 64 producers, 64 KiB x 8 and 1 MiB x 4 stayed
+/// within the noise (0.94-1.18x), since a second waiter stops the spin.
+/// Cost: up to this much CPU per wait of a lone waiter.
+pub const DEFAULT_WAIT_SPIN: Duration = Duration::from_millis(1);
 
 /// Longest [`ConfigBuilder::wait_spin`] allowed: past a few device writes'
 /// time a spin only burns the CPU a parked waiter would have given back.
@@ -875,8 +876,8 @@ impl ConfigBuilder {
     /// many producers the CPUs are better spent appending). Zero never
     /// spins; so does a process allowed only one CPU, where the spin
     /// would hold back the very thread it waits for. At most 10 ms.
-    /// Default [`DEFAULT_WAIT_SPIN`] (300 µs, about two durable writes on
-    /// a virtio disk). Async waits never spin.
+    /// Default [`DEFAULT_WAIT_SPIN`] (1 ms, past the slowest of most
+    /// durable writes on a virtio disk). Async waits never spin.
     ///
     /// Cost: up to this much CPU per wait of a lone waiter; in exchange
     /// its wake-up needs no futex and, on a virtual machine, no halted
