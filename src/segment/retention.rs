@@ -421,16 +421,24 @@ mod tests {
         }
     }
 
-    /// Append enough 1 KiB records for `rolls` rolls without waiting, and
-    /// say whether the last is written within 20 s: waited for on another
-    /// thread, so that a wait that never ends fails the test instead of
-    /// hanging it.
+    /// Append 1 KiB records without waiting until the reservation has
+    /// rolled `rolls` more times, and say whether the last is written
+    /// within 20 s: waited for on another thread, so that a wait that
+    /// never ends fails the test instead of hanging it. Rolls are counted
+    /// as the reservation decides them (`Wal::active_segment`): how many
+    /// records fill a segment depends on how the ring batches them, since
+    /// every write takes whole blocks.
     fn rolls_go_on(wal: &Wal, rolls: u64) -> bool {
-        let records = rolls * SEG / 1024 + 16;
-        let last = (0..records)
-            .map(|_| wal.append(1, &[6u8; 1024]).unwrap())
-            .last()
-            .unwrap();
+        let (mut seen, mut seg) = (0, wal.active_segment());
+        let mut last = None;
+        while seen < rolls {
+            last = Some(wal.append(1, &[6u8; 1024]).unwrap());
+            let now = wal.active_segment();
+            if now != seg {
+                (seen, seg) = (seen + 1, now);
+            }
+        }
+        let last = last.expect("a roll takes at least one record");
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             let _ = tx.send(last.wait(Level::Written));
