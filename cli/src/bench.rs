@@ -310,9 +310,6 @@ fn merge(measured: Vec<Result<Measured, Failure>>) -> Result<Measured, Failure> 
     })
 }
 
-/// One producer: append (with `claim`, by writing the payload into the
-/// claimed slot), wait, record, until told to stop. An error stops every
-/// producer.
 /// How a producer thread appends (`--api append`, `claim` or `batch`).
 #[derive(Clone, Copy)]
 enum How {
@@ -340,6 +337,9 @@ impl How {
     }
 }
 
+/// One producer: append as `how` says (with `Claim`, by writing the
+/// payload into the claimed slot; with `Batch`, as one atomic batch),
+/// wait, record, until told to stop. An error stops every producer.
 fn produce(
     wal: &Wal,
     payload: &[u8],

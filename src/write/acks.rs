@@ -138,6 +138,35 @@ impl Lists {
 /// A thread counted blocked in a wait ([`Acks::block`]) until dropped.
 pub(crate) struct Blocked<'a>(&'a Acks);
 
+impl Blocked<'_> {
+    /// Spin for the result of waiting for `lsn` at `level` (as
+    /// [`Acks::check`] gives it) for up to `spin`, while this thread is the
+    /// log's only blocked waiter. `None` once the spin runs out or another
+    /// waiter blocks: park then. Cost: up to `spin` of this CPU; no
+    /// syscall, no lock.
+    pub fn spin_alone(&self, lsn: Lsn, level: Level, spin: Duration) -> Option<Result<(), Error>> {
+        // The clock is read every few polls: a vDSO call, but still
+        // dearer than the loads of a poll.
+        const POLLS_PER_CLOCK: u32 = 16;
+        let acks = self.0;
+        let until = Instant::now() + spin;
+        loop {
+            for _ in 0..POLLS_PER_CLOCK {
+                if let Some(done) = acks.check(lsn, level) {
+                    return Some(done);
+                }
+                if acks.blocked.load(Ordering::Relaxed) > 1 {
+                    return None;
+                }
+                std::hint::spin_loop();
+            }
+            if Instant::now() >= until {
+                return None;
+            }
+        }
+    }
+}
+
 impl Drop for Blocked<'_> {
     fn drop(&mut self) {
         self.0.blocked.fetch_sub(1, Ordering::SeqCst);
@@ -207,42 +236,13 @@ impl Acks {
     }
 
     /// Count the calling thread as blocked in a wait of this log until
-    /// the guard drops, so that a spinning waiter knows it is not alone.
+    /// the guard drops, so that a spinning waiter knows it is not alone
+    /// (only a counted thread can spin: [`Blocked::spin_alone`]).
     /// Cost: one atomic add now and one subtraction at the drop, on a
     /// line every waiter shares.
     pub fn block(&self) -> Blocked<'_> {
         self.blocked.fetch_add(1, Ordering::SeqCst);
         Blocked(self)
-    }
-
-    /// Spin for the result of waiting for `lsn` at `level` (as
-    /// [`check`](Self::check) gives it) for up to `spin`, while the caller,
-    /// counted by [`block`](Self::block), is this log's only blocked
-    /// waiter. `None` once the spin runs out or another waiter blocks:
-    /// park then. Cost: up to `spin` of this CPU; no syscall, no lock.
-    pub fn spin_alone(&self, lsn: Lsn, level: Level, spin: Duration) -> Option<Result<(), Error>> {
-        debug_assert!(
-            self.blocked.load(Ordering::Relaxed) >= 1,
-            "a spinning waiter counts itself blocked"
-        );
-        // The clock is read every few polls: a vDSO call, but still
-        // dearer than the loads of a poll.
-        const POLLS_PER_CLOCK: u32 = 16;
-        let until = Instant::now() + spin;
-        loop {
-            for _ in 0..POLLS_PER_CLOCK {
-                if let Some(done) = self.check(lsn, level) {
-                    return Some(done);
-                }
-                if self.blocked.load(Ordering::Relaxed) > 1 {
-                    return None;
-                }
-                std::hint::spin_loop();
-            }
-            if Instant::now() >= until {
-                return None;
-            }
-        }
     }
 
     /// The result of waiting for `lsn` at `level`, if already decided:
@@ -521,7 +521,7 @@ mod tests {
                 acks.advance(2, 2).wake_now();
             });
             assert!(matches!(
-                acks.spin_alone(2, Level::Durable, long),
+                me.spin_alone(2, Level::Durable, long),
                 Some(Ok(()))
             ));
             drop(me);
@@ -529,7 +529,7 @@ mod tests {
         // A second blocked waiter ends the spin undecided: park then.
         let (me, other) = (acks.block(), acks.block());
         let began = Instant::now();
-        assert!(acks.spin_alone(3, Level::Durable, long).is_none());
+        assert!(me.spin_alone(3, Level::Durable, long).is_none());
         assert!(
             began.elapsed() < long,
             "the spin stopped for the other waiter"
@@ -537,7 +537,7 @@ mod tests {
         drop((me, other));
         // Out of budget, undecided.
         let me = acks.block();
-        assert!(acks
+        assert!(me
             .spin_alone(3, Level::Durable, Duration::from_micros(50))
             .is_none());
         // The poison decides a spinning wait.
@@ -546,10 +546,7 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(5));
                 acks.poison(Poison::failed("device gone"));
             });
-            assert_eq!(
-                cause(acks.spin_alone(3, Level::Durable, long)),
-                "device gone"
-            );
+            assert_eq!(cause(me.spin_alone(3, Level::Durable, long)), "device gone");
         });
         drop(me);
         assert_eq!(

@@ -450,13 +450,6 @@ fn staging_buffers(cfg: &Config) -> Vec<AlignedBuf> {
         .collect()
 }
 
-/// Whether appends may continue in the segment of `header` as far as
-/// sealing goes: only when this writer seals its
-/// payloads exactly as that segment's header says, in plaintext (or the
-/// segment is `fresh`, made by this open). An encrypting writer never
-/// adds frames to a segment an earlier process wrote, whose salt may
-/// have sealed the LSNs it would hand out next (ARCHITECTURE.md,
-/// "Encryption").
 /// `spin`, unless this process may run on one CPU only (or cannot tell).
 /// Cost: one `sched_getaffinity`.
 fn spin_where_cpus_allow(spin: std::time::Duration) -> std::time::Duration {
@@ -466,6 +459,13 @@ fn spin_where_cpus_allow(spin: std::time::Duration) -> std::time::Duration {
     }
 }
 
+/// Whether appends may continue in the segment of `header` as far as
+/// sealing goes: only when this writer seals its
+/// payloads exactly as that segment's header says, in plaintext (or the
+/// segment is `fresh`, made by this open). An encrypting writer never
+/// adds frames to a segment an earlier process wrote, whose salt may
+/// have sealed the LSNs it would hand out next (ARCHITECTURE.md,
+/// "Encryption").
 fn same_keying(header: &SegmentHeader, fresh: bool, cipher: Option<&Cipher>) -> bool {
     assert!(
         !fresh || header.key_id == cipher.map_or(0, |c| c.id()),

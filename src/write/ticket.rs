@@ -154,11 +154,12 @@ impl Ticket {
         self.shared.want(self.lsn, level);
         // Counted through the park too: a spinner must see every waiter.
         let spin = self.shared.wait_spin;
-        let _blocked = (!spin.is_zero()).then(|| acks.block());
-        if !spin.is_zero() {
-            if let Some(done) = acks.spin_alone(self.lsn, level, spin) {
-                return done;
-            }
+        let blocked = (!spin.is_zero()).then(|| acks.block());
+        if let Some(done) = blocked
+            .as_ref()
+            .and_then(|b| b.spin_alone(self.lsn, level, spin))
+        {
+            return done;
         }
         let mut waiter = Waiter::new(self.lsn, level);
         WAKE_WORD.with(|word| loop {
