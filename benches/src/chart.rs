@@ -18,6 +18,7 @@ fn color(s: System) -> RGBColor {
         System::GroupCommit => RGBColor(140, 86, 75),
         System::TokioUring => RGBColor(227, 119, 194),
         System::FloorQd1 => RGBColor(90, 90, 90),
+        System::FloorQd1Ring => RGBColor(60, 60, 60),
         System::FloorQd8 => RGBColor(0, 0, 0),
         System::Floor1m => RGBColor(127, 127, 127),
     }

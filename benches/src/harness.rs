@@ -52,7 +52,8 @@ struct Args {
     out: PathBuf,
     /// Systems to measure, comma-separated (default: all in this build):
     /// ringwal-uring, ringwal-threaded, okaywal, raft-engine, walrus,
-    /// groupcommit, tokio-uring, floor-4k-qd1, floor-4k-qd8, floor-1m-qd4.
+    /// groupcommit, tokio-uring, floor-4k-qd1, floor-4k-qd1-ring (one-producer
+    /// cases only), floor-4k-qd8, floor-1m-qd4.
     #[arg(long, value_delimiter = ',')]
     systems: Vec<String>,
     /// Workloads, comma-separated: closed, large, sweep, recovery.
@@ -256,6 +257,10 @@ impl Run {
             System::FloorQd1 => {
                 let w = self.window();
                 floor::qd1(self.floor()?, fb, 4096, w)
+            }
+            System::FloorQd1Ring => {
+                let f = self.floor()?.try_clone()?;
+                floor::queued(f, fb, 4096, 1, self.window())
             }
             System::FloorQd8 => {
                 let f = self.floor()?.try_clone()?;
@@ -714,7 +719,11 @@ fn real_main(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             let systems: Vec<System> = chosen
                 .iter()
                 .copied()
-                .filter(|s| !s.is_floor() || matches!(s, System::FloorQd1 | System::FloorQd8))
+                .filter(|s| {
+                    !s.is_floor()
+                        || matches!(s, System::FloorQd1 | System::FloorQd8)
+                        || (p == 1 && *s == System::FloorQd1Ring)
+                })
                 .collect();
             plan.push(Case {
                 size: args.size,

@@ -28,13 +28,16 @@ pub enum System {
     TokioUring,
     /// O_DIRECT + RWF_DSYNC 4 KiB writes, one at a time.
     FloorQd1,
+    /// The same, one at a time through the io_uring queue: the kernel's
+    /// asynchronous completion path that ringwal's ring takes.
+    FloorQd1Ring,
     /// The same, eight in flight (io_uring).
     FloorQd8,
     /// O_DIRECT + RWF_DSYNC 1 MiB writes, four in flight (io_uring).
     Floor1m,
 }
 
-pub const ALL: [System; 10] = [
+pub const ALL: [System; 11] = [
     System::RingwalUring,
     System::RingwalThreaded,
     System::Okaywal,
@@ -43,6 +46,7 @@ pub const ALL: [System; 10] = [
     System::GroupCommit,
     System::TokioUring,
     System::FloorQd1,
+    System::FloorQd1Ring,
     System::FloorQd8,
     System::Floor1m,
 ];
@@ -58,6 +62,7 @@ impl System {
             System::GroupCommit => "groupcommit",
             System::TokioUring => "tokio-uring",
             System::FloorQd1 => "floor-4k-qd1",
+            System::FloorQd1Ring => "floor-4k-qd1-ring",
             System::FloorQd8 => "floor-4k-qd8",
             System::Floor1m => "floor-1m-qd4",
         }
@@ -80,7 +85,10 @@ impl System {
     }
 
     pub fn is_floor(self) -> bool {
-        matches!(self, System::FloorQd1 | System::FloorQd8 | System::Floor1m)
+        matches!(
+            self,
+            System::FloorQd1 | System::FloorQd1Ring | System::FloorQd8 | System::Floor1m
+        )
     }
 
     /// `Err(reason)` when this build cannot run the system.
@@ -113,6 +121,7 @@ impl System {
             System::GroupCommit => "hand-written leader/follower group commit: std::fs::File, one write_all_at + sync_data per group, on a preallocated zero-written file",
             System::TokioUring => "tokio-uring 0.5: write_all_at + sync_data per record, one task per producer, preallocated zero-written file",
             System::FloorQd1 => "device floor: 4 KiB O_DIRECT + RWF_DSYNC writes, 1 in flight, preallocated zero-written file",
+            System::FloorQd1Ring => "device floor: 4 KiB O_DIRECT + RWF_DSYNC writes, 1 in flight through the ringwal_platform io_uring queue (the kernel's asynchronous completion path)",
             System::FloorQd8 => "device floor: 4 KiB O_DIRECT + RWF_DSYNC writes, 8 in flight (ringwal_platform io_uring queue)",
             System::Floor1m => "device floor for the large case: O_DIRECT + RWF_DSYNC writes of its record size, as many in flight as it has producers (1 MiB and 4 by default; ringwal_platform io_uring queue)",
         }
