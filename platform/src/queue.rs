@@ -60,6 +60,36 @@ pub struct Completion {
     pub op: Op,
 }
 
+/// Perform `op` with blocking calls on this thread: the threaded queue's
+/// every operation, and the io_uring queue's lone ones
+/// ([`IoQueue::set_lone`]). Cost: the write and, for
+/// [`WriteSync::ThenSync`], the fdatasync, as syscalls that block.
+pub(crate) fn execute_blocking(op: &Op) -> io::Result<()> {
+    match op {
+        Op::Write {
+            file: f,
+            buf,
+            len,
+            offset,
+            sync,
+        } => {
+            let data = &buf.as_slice()[..*len];
+            f.write_at(data, *offset, *sync == WriteSync::Dsync)?;
+            if *sync == WriteSync::ThenSync {
+                f.sync_data()?;
+            }
+            Ok(())
+        }
+        Op::Sync { file: f, data_only } => {
+            if *data_only {
+                f.sync_data()
+            } else {
+                f.sync_all()
+            }
+        }
+    }
+}
+
 /// How long [`IoQueue::run`] may sleep.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Wait {
@@ -158,6 +188,15 @@ pub trait IoQueue: Send {
     fn in_flight(&self) -> usize;
     /// What this queue is.
     fn kind(&self) -> QueueKind;
+    /// Say whether the caller's load is one operation at a time with
+    /// nothing else to do meanwhile (a lone producer waiting for its
+    /// record). A queue may then perform a lone operation inside the next
+    /// [`run`](Self::run), blocking, instead of asynchronously: the
+    /// result and its [`Completion`] are the same, only the cost differs.
+    /// Default: ignored (the threaded queue always blocks).
+    fn set_lone(&mut self, lone: bool) {
+        let _ = lone;
+    }
     /// Register `bufs` with the kernel for the queue's lifetime, so that
     /// writes from them skip pinning their pages on every submission. The
     /// queue keeps their memory allocated until it is dropped, even if a

@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::sync::Arc;
 
-use crate::queue::{Completion, IoQueue, Op, QueueKind, Wait, WriteSync};
+use crate::queue::{Completion, IoQueue, Op, QueueKind, Wait};
 use crate::Notifier;
 
 /// Blocking, in-order [`IoQueue`]. See the module docs.
@@ -29,32 +29,6 @@ impl ThreadedQueue {
             notifier,
             queued: VecDeque::new(),
             done: VecDeque::new(),
-        }
-    }
-
-    fn execute(op: &Op) -> io::Result<()> {
-        match op {
-            Op::Write {
-                file: f,
-                buf,
-                len,
-                offset,
-                sync,
-            } => {
-                let data = &buf.as_slice()[..*len];
-                f.write_at(data, *offset, *sync == WriteSync::Dsync)?;
-                if *sync == WriteSync::ThenSync {
-                    f.sync_data()?;
-                }
-                Ok(())
-            }
-            Op::Sync { file: f, data_only } => {
-                if *data_only {
-                    f.sync_data()
-                } else {
-                    f.sync_all()
-                }
-            }
         }
     }
 }
@@ -80,7 +54,7 @@ impl IoQueue for ThreadedQueue {
                     "not attempted: an earlier operation of the batch failed",
                 ))
             } else {
-                Self::execute(&op)
+                crate::queue::execute_blocking(&op)
             };
             failed |= result.is_err();
             self.done.push_back(Completion { id, result, op });
@@ -120,7 +94,7 @@ mod tests {
 
     use super::*;
     use crate::sim::{Faults, SimFs};
-    use crate::{AlignedBuf, OpenHow};
+    use crate::{AlignedBuf, OpenHow, WriteSync};
 
     #[test]
     fn after_a_failed_sync_the_rest_of_the_batch_is_not_attempted() {

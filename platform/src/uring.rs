@@ -6,6 +6,13 @@
 //! plain ring. The queue's [`Notifier`] eventfd is polled inside the ring,
 //! so the I/O thread sleeps in a single `io_uring_enter` for both producer
 //! wake-ups and completions.
+//!
+//! While the caller says its load is lone ([`IoQueue::set_lone`]) and
+//! nothing is in the kernel, the one queued operation is done in place
+//! with blocking calls, as the threaded queue does: a durable direct write
+//! through the ring completes asynchronously, its flush run by a kernel
+//! worker, which adds two hand-offs between threads to a lone record's
+//! path.
 
 use std::collections::VecDeque;
 use std::io;
@@ -14,7 +21,9 @@ use std::sync::Arc;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
 use crate::buf::Allocation;
-use crate::queue::{Completion, IoQueue, Op, QueueKind, Wait, WakeWord, WriteSync};
+use crate::queue::{
+    execute_blocking, Completion, IoQueue, Op, QueueKind, Wait, WakeWord, WriteSync,
+};
 use crate::{AlignedBuf, Notifier};
 
 const POLL_TAG: u64 = u64::MAX;
@@ -54,6 +63,8 @@ pub struct UringQueue {
     /// the words they point at, kept alive until then.
     wakes_in_flight: usize,
     wake_words: Vec<Arc<WakeWord>>,
+    /// The caller's load is one operation at a time ([`IoQueue::set_lone`]).
+    lone: bool,
     /// Buffers registered with the ring, by index. Declared after `ring`
     /// so they are freed only after the ring (and its registration) is gone.
     registered: Vec<Arc<Allocation>>,
@@ -99,6 +110,7 @@ impl UringQueue {
             futex_wake,
             wakes_in_flight: 0,
             wake_words: Vec::new(),
+            lone: false,
             registered: Vec::new(),
         })
     }
@@ -322,6 +334,24 @@ impl UringQueue {
         true
     }
 
+    /// Perform the one queued operation on this thread, blocking, when
+    /// the caller said its load is lone and nothing is in the kernel: a
+    /// durable direct write submitted through the ring completes
+    /// asynchronously, its flush run by a kernel worker whose wake-up, and
+    /// then this thread's, are two more hand-offs on the record's path
+    /// than a `pwritev2` that flushes in place. Returns whether it did.
+    fn run_lone(&mut self) -> bool {
+        if !self.lone || self.live() > 0 || self.queued.len() != 1 || !self.done.is_empty() {
+            return false;
+        }
+        let Some((id, op)) = self.queued.pop_front() else {
+            return false;
+        };
+        let result = execute_blocking(&op);
+        self.done.push_back(Completion { id, result, op });
+        true
+    }
+
     fn live(&self) -> usize {
         self.slots.len() - self.free.len()
     }
@@ -365,6 +395,12 @@ impl IoQueue for UringQueue {
     }
 
     fn run(&mut self, wait: Wait) -> io::Result<()> {
+        if self.run_lone() {
+            // Completions of earlier wake-ups and the notifier's poll.
+            self.enter(Wait::NoWait)?;
+            self.reap();
+            return Ok(());
+        }
         self.fill_sq()?;
         let wait = if self.done.is_empty() {
             wait
@@ -394,6 +430,10 @@ impl IoQueue for UringQueue {
 
     fn kind(&self) -> QueueKind {
         QueueKind::Uring
+    }
+
+    fn set_lone(&mut self, lone: bool) {
+        self.lone = lone;
     }
 
     /// All the wakes in one `io_uring_enter` (more only past the
@@ -595,6 +635,61 @@ mod tests {
         q.run(Wait::Block).unwrap();
         let c = q.pop().expect("one completion");
         assert_eq!(c.id, 1);
+        assert_eq!(c.result.unwrap_err().raw_os_error(), Some(libc::EBADF));
+    }
+
+    /// A lone operation, when the caller says its load is lone, is done in
+    /// place: its completion is there when `run` returns, even without a
+    /// wait, and a failure is reported the same way. Two operations, or
+    /// the caller not saying so, go through the ring.
+    #[test]
+    fn a_lone_write_is_done_in_place_and_others_through_the_ring() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = open(dir.path());
+        let n = Arc::new(Notifier::new().unwrap());
+        let mut q = UringQueue::new(4, n).unwrap();
+        let write = |file: &crate::vfs::VFile, fill: u8, offset: u64| {
+            let mut buf = AlignedBuf::new(4096);
+            buf.as_mut_slice().fill(fill);
+            Op::Write {
+                file: file.clone(),
+                buf,
+                len: 4096,
+                offset,
+                sync: WriteSync::Dsync,
+            }
+        };
+        q.push(1, write(&f, 7, 0));
+        assert!(!q.run_lone(), "not lone unless the caller says so");
+        q.set_lone(true);
+        q.push(2, write(&f, 8, 4096));
+        assert!(!q.run_lone(), "two queued operations go through the ring");
+        assert_eq!(q.queued.len(), 2);
+        let mut seen = Vec::new();
+        while seen.len() < 2 {
+            q.run(Wait::Block).unwrap();
+            while let Some(c) = q.pop() {
+                c.result.unwrap();
+                seen.push(c.id);
+            }
+        }
+        q.push(3, write(&f, 9, 8192));
+        q.run(Wait::NoWait).unwrap();
+        let c = q.pop().expect("the lone write completed inside run");
+        assert_eq!(c.id, 3);
+        c.result.unwrap();
+        assert_eq!(q.in_flight(), 0);
+        let data = std::fs::read(dir.path().join("f")).unwrap();
+        assert!(data[..4096].iter().all(|&b| b == 7));
+        assert!(data[4096..8192].iter().all(|&b| b == 8));
+        assert!(data[8192..12288].iter().all(|&b| b == 9));
+
+        let p = dir.path().join("ro");
+        std::fs::write(&p, b"x").unwrap();
+        let ro: crate::vfs::VFile = Arc::new(std::fs::File::open(&p).unwrap());
+        q.push(4, write(&ro, 1, 0));
+        q.run(Wait::NoWait).unwrap();
+        let c = q.pop().expect("the failed lone write completed inside run");
         assert_eq!(c.result.unwrap_err().raw_os_error(), Some(libc::EBADF));
     }
 

@@ -245,6 +245,12 @@ impl Acks {
         Blocked(self)
     }
 
+    /// Threads blocked in a wait of this log now ([`Acks::block`]). Cost:
+    /// one atomic load.
+    pub fn blocked_waiters(&self) -> u64 {
+        self.blocked.load(Ordering::SeqCst)
+    }
+
     /// The result of waiting for `lsn` at `level`, if already decided:
     /// reached, else the poison, else `Closed` once the ring is gone.
     pub fn check(&self, lsn: Lsn, level: Level) -> Option<Result<(), Error>> {

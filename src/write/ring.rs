@@ -66,6 +66,9 @@ struct Ring {
     observer: Option<Arc<dyn DurabilityObserver>>,
     /// When each operation in flight was submitted, for `Stats`.
     started: Started,
+    /// Records the last advance of the watermarks answered: one is the
+    /// sign of a lone producer (see `lone`).
+    last_advance: u64,
 }
 
 /// Partly filled batches allowed in flight at once (full ones are limited
@@ -266,6 +269,7 @@ impl Ring {
             preparer,
             observer,
             started: Started::new(depth),
+            last_advance: 0,
         }
     }
 
@@ -327,6 +331,7 @@ impl Ring {
             } else {
                 self.idle_wait()
             };
+            self.q.set_lone(self.lone());
             if let Err(e) = self.q.run(wait) {
                 self.fail(Poison::from_error(
                     "io_uring_enter failed",
@@ -436,6 +441,16 @@ impl Ring {
             // the close and finish.
             None => Wait::Timeout(RING_RECHECK),
         }
+    }
+
+    /// Whether the load is one producer, one record at a time: the last
+    /// advance answered one record and at most one thread waits. The
+    /// queue may then write in place, blocking this thread
+    /// (`IoQueue::set_lone`); sixteen producers just released by a write
+    /// also leave none blocked, which is why the advance counts too.
+    /// Cost: one atomic load.
+    fn lone(&self) -> bool {
+        self.last_advance <= 1 && self.sh.acks.blocked_waiters() <= 1
     }
 
     fn reap(&mut self) -> bool {
@@ -553,8 +568,12 @@ impl Ring {
         if self.failed() || !self.unpublished() {
             return;
         }
+        let before = self.published;
         self.published = self.watermarks();
         let (written, durable) = self.published;
+        self.last_advance = written
+            .saturating_sub(before.0)
+            .max(durable.saturating_sub(before.1));
         let parked = self.sh.acks.advance(written, durable);
         if !parked.0.is_empty() {
             self.q.wake(parked.0);
