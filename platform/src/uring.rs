@@ -344,9 +344,7 @@ impl UringQueue {
         if !self.lone || self.live() > 0 || self.queued.len() != 1 || !self.done.is_empty() {
             return false;
         }
-        let Some((id, op)) = self.queued.pop_front() else {
-            return false;
-        };
+        let (id, op) = self.queued.pop_front().expect("one queued, checked above");
         let result = execute_blocking(&op);
         self.done.push_back(Completion { id, result, op });
         true
@@ -396,8 +394,16 @@ impl IoQueue for UringQueue {
 
     fn run(&mut self, wait: Wait) -> io::Result<()> {
         if self.run_lone() {
-            // Completions of earlier wake-ups and the notifier's poll.
-            self.enter(Wait::NoWait)?;
+            // Completions of earlier wake-ups and the notifier's poll, if
+            // any are pending: without SQPOLL an enter is a syscall even
+            // with nothing to submit, and this path runs once per record.
+            let pending = {
+                let sq = self.ring.submission();
+                !sq.is_empty() || sq.taskrun()
+            };
+            if pending {
+                self.enter(Wait::NoWait)?;
+            }
             self.reap();
             return Ok(());
         }
