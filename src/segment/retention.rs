@@ -176,16 +176,20 @@ fn remove_upto(sh: &Shared, _held: &Held, up_to: Lsn, recycle: Recycle) -> Resul
     let mut failed = None;
     for seg in &going {
         let keep = recycled.len() < room;
-        // A segment leaves the list only once its file is gone, so the
-        // list never names less than what is on disk, whatever fails.
+        // The kept floor rises before the data goes: a segment leaves the
+        // list (which `oldest_lsn` and every new reader read) before its
+        // file is unlinked or renamed, so a reader that finds the file
+        // gone finds the floor above its LSN too, and no answer says a
+        // record is both kept and gone. If the unlink then fails, the
+        // file stays on disk below the floor, where the manifest already
+        // no longer promises it: the next open keeps it as an older
+        // segment, never as a hole.
+        let gone = sh.segment_set().remove_oldest();
+        assert_eq!(gone, *seg, "only the checkpoint turn removes segments");
+        removed += 1;
+        freed += seg.bytes;
         match lifecycle::retire(&*sh.cfg.vfs, &sh.dir, &seg.file, keep) {
-            Ok(spare) => {
-                let gone = sh.segment_set().remove_oldest();
-                assert_eq!(gone, *seg, "only the checkpoint turn removes segments");
-                recycled.extend(spare);
-                removed += 1;
-                freed += seg.bytes;
-            }
+            Ok(spare) => recycled.extend(spare),
             Err(e) => {
                 failed = Some(e);
                 break;
@@ -339,19 +343,44 @@ mod tests {
 
     const SEG: u64 = 64 << 10;
 
-    /// The real file system, except that once armed, the next directory
-    /// sync on a thread named `checkpoint` waits until the test lets it
-    /// go: a checkpoint whose fsyncs take as long as a slow disk's can.
+    /// Where a checkpoint is held once the test arms it.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    enum Point {
+        /// Before its directory sync: a checkpoint whose fsyncs take as
+        /// long as a slow disk's can.
+        SyncDir,
+        /// Right after it unlinked or renamed a segment file: the moment
+        /// a reader may find the file gone.
+        AfterRetire,
+    }
+
+    /// The real file system, except that once armed, the checkpoint
+    /// thread (named `checkpoint`) waits at the armed point until the
+    /// test lets it go.
     #[derive(Debug, Default)]
     struct Gated {
-        /// (armed, a sync is held, released)
-        state: Mutex<(bool, bool, bool)>,
+        /// (armed at, a checkpoint is held, released)
+        state: Mutex<(Option<Point>, bool, bool)>,
         changed: Condvar,
     }
 
     impl Gated {
         fn arm(&self) {
-            *self.state.lock().unwrap() = (true, false, false);
+            self.arm_at(Point::SyncDir);
+        }
+        fn arm_at(&self, at: Point) {
+            *self.state.lock().unwrap() = (Some(at), false, false);
+        }
+        /// Hold the calling thread here if it is the checkpoint and the
+        /// gate is armed at `at`.
+        fn hold(&self, at: Point) {
+            let mut g = self.state.lock().unwrap();
+            if std::thread::current().name() == Some("checkpoint") && g.0 == Some(at) {
+                g.0 = None;
+                g.1 = true;
+                self.changed.notify_all();
+                drop(self.changed.wait_while(g, |s| !s.2).unwrap());
+            }
         }
         fn wait_until_held(&self) {
             let g = self.state.lock().unwrap();
@@ -361,6 +390,11 @@ mod tests {
             self.state.lock().unwrap().2 = true;
             self.changed.notify_all();
         }
+    }
+
+    /// A segment's file, not the manifest a checkpoint also renames.
+    fn is_segment(path: &Path) -> bool {
+        path.extension().is_some_and(|e| e == "wal")
     }
 
     impl Vfs for Gated {
@@ -377,18 +411,21 @@ mod tests {
             RealFs.open_dir(dir)
         }
         fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
-            RealFs.rename(from, to)
+            RealFs.rename(from, to)?;
+            if is_segment(from) {
+                self.hold(Point::AfterRetire);
+            }
+            Ok(())
         }
         fn remove_file(&self, path: &Path) -> std::io::Result<()> {
-            RealFs.remove_file(path)
+            RealFs.remove_file(path)?;
+            if is_segment(path) {
+                self.hold(Point::AfterRetire);
+            }
+            Ok(())
         }
         fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
-            let mut g = self.state.lock().unwrap();
-            if std::thread::current().name() == Some("checkpoint") && std::mem::take(&mut g.0) {
-                g.1 = true;
-                self.changed.notify_all();
-                drop(self.changed.wait_while(g, |s| !s.2).unwrap());
-            }
+            self.hold(Point::SyncDir);
             RealFs.sync_dir(dir)
         }
         fn is_real(&self) -> bool {
@@ -512,5 +549,37 @@ mod tests {
         assert_eq!(stats.dropped_records, c - b);
         let listed = wal.shared().dir.list(&RealFs).unwrap().segments;
         assert_eq!(listed, wal.shared().segment_list());
+    }
+
+    /// While a checkpoint removes a segment, every answer agrees: once
+    /// its file is gone, `oldest_lsn` is already past it, so a read that
+    /// says `Gap` names an LSN below a floor the caller can observe, and
+    /// every LSN at or above the floor reads back.
+    #[test]
+    fn the_kept_floor_rises_before_the_file_goes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let gate = Arc::new(Gated::default());
+        let wal = Arc::new(open(tmp.path(), &gate, None));
+        append_rolls(&wal, 2);
+        let (first, second) = (base(&wal, 0), base(&wal, 1));
+        gate.arm_at(Point::AfterRetire);
+        let ckpt = {
+            let wal = wal.clone();
+            spawn_checkpoint(move || wal.checkpoint(second - 1))
+        };
+        gate.wait_until_held();
+        // The oldest segment's file is gone now, and the checkpoint has
+        // not returned.
+        let read = wal.read(first);
+        let floor = wal.oldest_lsn();
+        gate.release();
+        assert!(matches!(read, Err(crate::Error::Gap { .. })), "{read:?}");
+        assert!(
+            floor > first,
+            "LSN {first} read as gone while the floor was still {floor}"
+        );
+        assert_eq!(wal.read(floor).unwrap().lsn, floor);
+        assert_eq!(ckpt.join().unwrap().unwrap(), 1);
+        assert!(wal.poison_cause().is_none());
     }
 }
