@@ -14,8 +14,11 @@ use crate::vfs::Advice;
 /// `create_new` fails with `AlreadyExists` if the file exists, so a crash
 /// can never make two segments share a file. With `direct` the file is
 /// opened with O_DIRECT (Linux) or gets `F_NOCACHE` (macOS); a filesystem
-/// that refuses it (tmpfs) makes this return an error for which
-/// [`is_direct_unsupported`] is true, and the caller retries without.
+/// that refuses it (ramfs, tmpfs before Linux 6.6) makes this return an
+/// error for which [`is_direct_unsupported`] is true, and the caller
+/// retries without. Linux refuses only after `create_new` has made the
+/// file (with the umask's bits, not yet `mode`'s), so a caller retrying a
+/// creation removes that file first.
 ///
 /// Cost: one `open(2)` (plus one `fcntl(2)` on macOS).
 pub fn open_segment(path: &Path, create_new: bool, direct: bool, mode: u32) -> io::Result<File> {

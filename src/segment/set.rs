@@ -258,10 +258,20 @@ pub(crate) fn open_file(
                 file = %path.display(),
                 "O_DIRECT refused by the file system: buffered writes"
             );
-            // create_new may have created the file before O_DIRECT was refused.
+            // Linux refuses O_DIRECT after an O_EXCL create has made the
+            // file, so the file is ours, with the umask's bits rather than
+            // the log's. Made again, it gets the log's mode exactly and
+            // keeps create_new's guarantee that no one else's file is used.
+            if create_new.is_some() {
+                match vfs.remove_file(path) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(Error::io(path, e)),
+                }
+            }
             let how = OpenHow {
-                write: true,
-                ..OpenHow::default()
+                direct: false,
+                ..how
             };
             let f = vfs.open(path, how).map_err(|e| Error::io(path, e))?;
             Ok((f, false))

@@ -279,7 +279,7 @@ fn run(cmd: &str, args: &[&str]) -> Result<(), String> {
     }
 }
 
-/// Mount a fresh `fs` (ext4, xfs) image of `mib` MiB (sparse) under
+/// Mount a fresh `fs` (ext4, xfs, btrfs) image of `mib` MiB (sparse) under
 /// `root`, or say why not: mounting needs root and the filesystem's mkfs.
 pub fn mount_image(root: &Path, fs: &str, mib: u64) -> Result<Mount, String> {
     let uid = Command::new("id")
@@ -293,7 +293,7 @@ pub fn mount_image(root: &Path, fs: &str, mib: u64) -> Result<Mount, String> {
     let f = std::fs::File::create(&img).map_err(|e| e.to_string())?;
     f.set_len(mib << 20).map_err(|e| e.to_string())?;
     let mkfs = format!("mkfs.{fs}");
-    let force = if fs == "xfs" { "-f" } else { "-F" };
+    let force = if fs == "ext4" { "-F" } else { "-f" };
     run(&mkfs, &["-q", force, img.to_str().unwrap()])?;
     let dir = root.join("mnt");
     std::fs::create_dir(&dir).map_err(|e| e.to_string())?;
@@ -301,6 +301,23 @@ pub fn mount_image(root: &Path, fs: &str, mib: u64) -> Result<Mount, String> {
         "mount",
         &["-o", "loop", img.to_str().unwrap(), dir.to_str().unwrap()],
     )?;
+    Ok(Mount { dir })
+}
+
+/// Mount a fresh memory file system `fs` (tmpfs, ramfs: nothing survives a
+/// power loss there; ramfs also refuses O_DIRECT) under `root`, or say why
+/// not (not root, mount refused).
+pub fn mount_memory(root: &Path, fs: &str) -> Result<Mount, String> {
+    let uid = Command::new("id")
+        .arg("-u")
+        .output()
+        .map_err(|e| e.to_string())?;
+    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+        return Err(format!("not running as root, cannot mount {fs}"));
+    }
+    let dir = root.join("mnt");
+    std::fs::create_dir(&dir).map_err(|e| e.to_string())?;
+    run("mount", &["-t", fs, fs, dir.to_str().unwrap()])?;
     Ok(Mount { dir })
 }
 

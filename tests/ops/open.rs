@@ -703,62 +703,98 @@ fn modes_child() {
     ringwal::files::write_checkpoint(&dir.join("snapshot"), b"state").unwrap();
 }
 
+/// Run `modes_child` under `umask` with a log under `root` and check the
+/// mode of every file and directory it made.
+fn check_modes(root: &std::path::Path, umask: &str, wide: bool) {
+    let mut cmd = std::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg(format!("umask {umask} && exec \"$0\" \"$@\""))
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "open::modes_child",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+            "-q",
+        ])
+        .env(MODES_CHILD, root);
+    if wide {
+        cmd.env(MODES_WIDE, "1");
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "child: {out:?}");
+    let (file, dirm) = if wide { (0o640, 0o750) } else { (0o600, 0o700) };
+    let log = root.join("parent").join("log");
+    let what = format!("umask {umask}, wide {wide}");
+    assert_eq!(mode_of(&root.join("parent")), dirm, "{what}: parent");
+    assert_eq!(mode_of(&log), dirm, "{what}: log directory");
+    let mut kinds = std::collections::BTreeSet::new();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let while_open = stdout.lines().filter_map(|l| l.strip_prefix('@')).map(|l| {
+        let (name, mode) = l.split_once(' ').unwrap();
+        (name.to_string(), u32::from_str_radix(mode, 8).unwrap())
+    });
+    let after_close = std::fs::read_dir(&log).unwrap().map(|e| {
+        let e = e.unwrap();
+        (e.file_name().into_string().unwrap(), mode_of(&e.path()))
+    });
+    for (name, mode) in while_open.chain(after_close.collect::<Vec<_>>()) {
+        let kind = if format::parse_segment_file_name(&name).is_some() {
+            "segment"
+        } else if format::parse_spare_file_name(&name).is_some() {
+            "spare"
+        } else {
+            name.rsplit('.').next().unwrap().to_string().leak()
+        };
+        kinds.insert(kind);
+        // The toolkit's files are the caller's, private always.
+        let expected = if name == "snapshot" { 0o600 } else { file };
+        assert_eq!(mode, expected, "{what}: {name}");
+    }
+    for kind in ["segment", "spare", "manifest", "lock", "snapshot"] {
+        assert!(
+            kinds.iter().any(|k| k.contains(kind)),
+            "{what}: no {kind} in {kinds:?}"
+        );
+    }
+}
+
 #[test]
 fn every_file_and_directory_a_log_creates_is_private_whatever_the_umask() {
     let _spawn = spawning_processes();
     for (umask, wide) in [("022", false), ("000", false), ("077", true), ("000", true)] {
         let root = tempfile::tempdir().unwrap();
-        let mut cmd = std::process::Command::new("sh");
-        cmd.arg("-c")
-            .arg(format!("umask {umask} && exec \"$0\" \"$@\""))
-            .arg(std::env::current_exe().unwrap())
-            .args([
-                "open::modes_child",
-                "--exact",
-                "--nocapture",
-                "--test-threads=1",
-                "-q",
-            ])
-            .env(MODES_CHILD, root.path());
-        if wide {
-            cmd.env(MODES_WIDE, "1");
+        check_modes(root.path(), umask, wide);
+    }
+}
+
+/// Needs root, to mount a ramfs: a file system that refuses O_DIRECT
+/// (EINVAL at open, after an O_EXCL open has created the file), so every
+/// segment and spare takes the buffered fallback and must still get the
+/// configured mode, not the umask's.
+#[test]
+fn the_buffered_fallback_keeps_the_configured_modes() {
+    let _spawn = spawning_processes();
+    let root = tempfile::tempdir().unwrap();
+    let mount = match mount_memory(root.path(), "ramfs") {
+        Ok(m) => m,
+        Err(why) => {
+            eprintln!("the_buffered_fallback_keeps_the_configured_modes: skipped: {why}");
+            return;
         }
-        let out = cmd.output().unwrap();
-        assert!(out.status.success(), "child: {out:?}");
-        let (file, dirm) = if wide { (0o640, 0o750) } else { (0o600, 0o700) };
-        let log = root.path().join("parent").join("log");
-        let what = format!("umask {umask}, wide {wide}");
-        assert_eq!(mode_of(&root.path().join("parent")), dirm, "{what}: parent");
-        assert_eq!(mode_of(&log), dirm, "{what}: log directory");
-        let mut kinds = std::collections::BTreeSet::new();
-        let stdout = String::from_utf8(out.stdout).unwrap();
-        let while_open = stdout.lines().filter_map(|l| l.strip_prefix('@')).map(|l| {
-            let (name, mode) = l.split_once(' ').unwrap();
-            (name.to_string(), u32::from_str_radix(mode, 8).unwrap())
-        });
-        let after_close = std::fs::read_dir(&log).unwrap().map(|e| {
-            let e = e.unwrap();
-            (e.file_name().into_string().unwrap(), mode_of(&e.path()))
-        });
-        for (name, mode) in while_open.chain(after_close.collect::<Vec<_>>()) {
-            let kind = if format::parse_segment_file_name(&name).is_some() {
-                "segment"
-            } else if format::parse_spare_file_name(&name).is_some() {
-                "spare"
-            } else {
-                name.rsplit('.').next().unwrap().to_string().leak()
-            };
-            kinds.insert(kind);
-            // The toolkit's files are the caller's, private always.
-            let expected = if name == "snapshot" { 0o600 } else { file };
-            assert_eq!(mode, expected, "{what}: {name}");
-        }
-        for kind in ["segment", "spare", "manifest", "lock", "snapshot"] {
-            assert!(
-                kinds.iter().any(|k| k.contains(kind)),
-                "{what}: no {kind} in {kinds:?}"
-            );
-        }
+    };
+    let probe = mount.dir.join("probe");
+    let refused = ringwal_platform::file::open_segment(&probe, true, true, 0o600)
+        .map(|_| ())
+        .unwrap_err();
+    assert!(
+        ringwal_platform::file::is_direct_unsupported(&refused),
+        "ramfs refuses O_DIRECT: {refused}"
+    );
+    for (umask, wide) in [("077", true), ("022", true), ("000", false)] {
+        let dir = mount.dir.join(format!("{umask}-{wide}"));
+        std::fs::create_dir(&dir).unwrap();
+        check_modes(&dir, umask, wide);
     }
 }
 
