@@ -41,7 +41,10 @@ pub struct Stats {
     pub writes: u64,
     /// Bytes in those writes (frames plus padding).
     pub write_bytes: u64,
-    /// Explicit syncs issued (fdatasync), not counting DSYNC writes.
+    /// `fdatasync`s the ring thread issued: on their own (written mode,
+    /// `Grouped`, before a roll) and linked to a write (`WriteThenFdatasync`,
+    /// the durable write where `RWF_DSYNC` is not trusted), each a flush of
+    /// the device. An `RWF_DSYNC` write counts as a write only.
     pub syncs: u64,
     /// Segments rolled to.
     pub rolls: u64,
@@ -91,8 +94,9 @@ pub struct Stats {
     /// Time from submitting a write to its completion (in durable mode,
     /// durable), since open.
     pub write_latency: LatencySummary,
-    /// Time from issuing an explicit `fdatasync` to its completion, since
-    /// open.
+    /// Time from issuing an `fdatasync` of its own to its completion, since
+    /// open. One linked to a write is timed with the write, in
+    /// `write_latency`.
     pub sync_latency: LatencySummary,
 }
 

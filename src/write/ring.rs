@@ -274,6 +274,18 @@ impl Ring {
     }
 
     fn push(&mut self, kind: OpKind, op: Op) {
+        // A write linked to its fdatasync (`WriteThenFdatasync`, or any
+        // durable write where RWF_DSYNC is not trusted) costs the device
+        // the same flush as a sync of its own: `Stats::syncs` counts both.
+        if matches!(
+            op,
+            Op::Write {
+                sync: WriteSync::ThenSync,
+                ..
+            }
+        ) {
+            self.sh.counters.syncs.fetch_add(1, Ordering::Relaxed);
+        }
         let id = self.ledger.push(kind);
         self.started.begin(id);
         self.q.push(id, op);

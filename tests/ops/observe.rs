@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
 use crate::common::*;
-use ringwal::{Backend, Config, DurabilityObserver, Error, Level, Lsn, Poison, Wal};
+use ringwal::{Backend, Config, DurabilityObserver, Error, Level, Lsn, Poison, SyncMethod, Wal};
 
 // ---------------------------------------------------------------------------
 // 1. The durability observer.
@@ -412,6 +412,43 @@ fn stats_show_the_disk_the_device_and_the_latencies() {
             // Written mode made the records durable with explicit syncs.
             if level == Level::Written {
                 assert!(s.syncs > 0 && s.sync_latency.count == s.syncs, "{what}");
+            }
+            wal.close().unwrap();
+        }
+    });
+}
+
+/// Every fdatasync the ring issues is counted, the ones linked to a
+/// write as much as the ones of their own; an RWF_DSYNC write is none.
+#[test]
+fn stats_count_the_syncs_linked_to_writes() {
+    for_each_backend(|backend| {
+        for method in [SyncMethod::WriteThenFdatasync, SyncMethod::Dsync] {
+            let root = tempfile::tempdir().unwrap();
+            // One segment: no roll's header or seal among the writes.
+            let cfg = small(backend)
+                .segment_bytes(4 << 20)
+                .sync_method(method)
+                .build();
+            let (wal, _) = Wal::open(root.path(), cfg).unwrap();
+            for _ in 0..50 {
+                wal.append(0, b"one at a time")
+                    .unwrap()
+                    .wait(Level::Durable)
+                    .unwrap();
+            }
+            let s = wal.stats();
+            let what = format!("{backend:?} {method:?}: {s:?}");
+            assert!(s.writes >= 50 && s.rolls == 0, "{what}");
+            // What the log really uses: Dsync only where the file system
+            // honours it, linked syncs otherwise.
+            match s.sync_method {
+                SyncMethod::WriteThenFdatasync => {
+                    assert_eq!(s.syncs, s.writes, "one linked sync per write: {what}")
+                }
+                SyncMethod::Dsync => assert_eq!(s.syncs, 0, "{what}"),
+                SyncMethod::Grouped => panic!("not configured: {what}"),
+                _ => panic!("unknown method: {what}"),
             }
             wal.close().unwrap();
         }
