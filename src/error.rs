@@ -114,6 +114,23 @@ pub enum Error {
         /// The LSN found instead (or the oldest one kept).
         found: Lsn,
     },
+    /// A read of an LSN that recovery gave up: LSNs `first..=last` will
+    /// never hold a record, as a skip frame in `file` records (a
+    /// point-in-time recovery resumed above them, or an open resumed above
+    /// what a failed writer of this process had handed out). Not damage:
+    /// readers step over these LSNs; only a read of one of them ends here.
+    #[error(
+        "{}: LSNs {first}..={last} were given up by recovery: no record has them",
+        file.display()
+    )]
+    GivenUp {
+        /// The segment holding the skip frame.
+        file: PathBuf,
+        /// The first LSN given up.
+        first: Lsn,
+        /// The last LSN given up.
+        last: Lsn,
+    },
     /// Records the log acknowledged as durable are not on disk: its
     /// manifest says LSNs up to `durable` were durable, but the log ends at
     /// `last` (a segment file cut short, or replaced by an older copy).
@@ -396,6 +413,37 @@ impl Poison {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// The message followed by each cause in the `source()` chain, each
+    /// after `": "`: what a program shows an operator, since the message
+    /// names the file and leaves the OS error (`No such file or
+    /// directory`) to the source. `to_string()` is the message alone.
+    /// Cost: nothing until it is formatted.
+    ///
+    /// ```
+    /// # use ringwal::{Config, Wal};
+    /// let file = tempfile::NamedTempFile::new()?;
+    /// let e = Wal::open(file.path().join("log"), Config::default()).unwrap_err();
+    /// assert!(!e.to_string().contains("directory"));
+    /// assert!(e.chain().to_string().starts_with(&format!("{e}: ")));
+    /// assert!(e.chain().to_string().contains("Not a directory"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn chain(&self) -> impl std::fmt::Display + '_ {
+        struct Chain<'a>(&'a Error);
+        impl std::fmt::Display for Chain<'_> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "{}", self.0)?;
+                let mut cause = std::error::Error::source(self.0);
+                while let Some(c) = cause {
+                    write!(f, ": {c}")?;
+                    cause = c.source();
+                }
+                Ok(())
+            }
+        }
+        Chain(self)
+    }
+
     /// Wrap an I/O error with the path it concerns, turning a full disk
     /// into [`Error::NoSpace`] so callers can match on it.
     pub(crate) fn io(path: impl Into<PathBuf>, source: io::Error) -> Error {
