@@ -757,7 +757,7 @@ impl Wal {
     ///
     /// `NotWritten` if `lsn` is above the written watermark (wait with
     /// [`wait_for`](Self::wait_for), then read); `Gap` if it was
-    /// checkpointed away or a point-in-time recovery skipped it.
+    /// checkpointed away; `GivenUp` if recovery gave it up.
     ///
     /// Cost: the segment holding `lsn` is found from the in-memory segment
     /// list and the walk starts at the nearest point of the sparse index
@@ -781,8 +781,9 @@ impl Wal {
     /// # Errors
     ///
     /// - [`Error::NotWritten`]: `lsn` is 0 or above the written watermark.
-    /// - [`Error::Gap`]: `lsn` was checkpointed away or skipped by a
-    ///   point-in-time recovery.
+    /// - [`Error::Gap`]: `lsn` was checkpointed away.
+    /// - [`Error::GivenUp`]: recovery gave `lsn` up (a point-in-time
+    ///   recovery, or an open after a failed writer): no record has it.
     /// - [`Error::Corrupt`] or [`Error::Io`]: the segment could not be read
     ///   or holds damage where the record should be.
     pub fn read(&self, lsn: Lsn) -> Result<Record> {
@@ -1137,7 +1138,14 @@ pub(crate) fn read(sh: &Shared, lsn: Lsn) -> Result<Record> {
     if lsn == 0 || lsn > written {
         return Err(Error::NotWritten { lsn, written });
     }
-    match reader_from(sh, lsn)?.next() {
+    let mut reader = reader_from(sh, lsn)?;
+    let first = reader.next();
+    // A reader steps over LSNs recovery gave up: one it stepped over to
+    // get here is the answer, whatever follows it.
+    if let Some(given_up) = reader.given_up(lsn) {
+        return Err(given_up);
+    }
+    match first {
         Some(Ok(r)) if r.lsn == lsn => Ok(r),
         Some(Err(e)) => Err(e),
         Some(Ok(r)) => {

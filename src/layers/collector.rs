@@ -217,7 +217,7 @@ pub struct Replayed {
 /// recovery discards it, and a torn tail of the newest segment ends the
 /// replay (recorded in [`Replayed::ended_early`]). Other nodes' segments
 /// in a shared directory are never read; frames on [`FILLER_STREAM`] are
-/// skipped, and so are LSNs a point-in-time recovery gave up. An error
+/// skipped, and so are LSNs recovery gave up. An error
 /// from `f` stops the replay and is returned.
 ///
 /// To rebuild a collector's pending sets after a restart, use
@@ -261,15 +261,14 @@ pub fn replay(
 
 /// Hand every data frame `records` yields with an LSN at most `upto` to
 /// `visit`, oldest first, which says whether it replayed the frame or
-/// skipped it. LSNs a point-in-time recovery gave up are passed over
-/// (nothing was ever written under them); any other error of the reader
-/// ends the replay with it.
+/// skipped it. LSNs recovery gave up are passed over, as every reader
+/// passes them (nothing was ever written under them); any error of the
+/// reader ends the replay with it.
 fn replay_records(
-    records: Reader,
+    mut records: Reader,
     upto: Lsn,
     mut visit: impl FnMut(u16, Lsn, &[u8]) -> Result<bool>,
 ) -> Result<Replayed> {
-    let mut records = records.past_holes();
     let mut out = Replayed::default();
     let mut prev: Lsn = 0;
     let mut last: Option<PathBuf> = None;

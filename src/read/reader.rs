@@ -62,9 +62,11 @@ struct Place {
 
 /// Iterator over records in LSN order, across segments.
 ///
-/// LSNs that a point-in-time recovery recorded as skipped (they will never
-/// hold a record) end the iteration with one [`Error::Gap`] naming them;
-/// a reader started at the gap's `found` LSN reads on past them.
+/// LSNs that recovery gave up (a skip frame records that they will never
+/// hold a record: see [`Error::GivenUp`]) are stepped over: the iteration
+/// goes on with the next record, as every reader of the log does, so
+/// `cat`, `dump`, `verify`, replay and the followers count the same
+/// records. Stepping over them costs nothing but the skip frame's read.
 ///
 /// Reads through the page cache in 1 MiB chunks; allocates one `Vec` per
 /// record. Every segment is checked as recovery checks it (header against
@@ -99,8 +101,9 @@ pub struct Reader {
     /// Make sure the segment is still the log's before reading on into
     /// what it grew by (see [`recheck_on_growth`](Reader::recheck_on_growth)).
     recheck: bool,
-    /// Read on past skipped LSNs (see [`past_holes`](Reader::past_holes)).
-    past_holes: bool,
+    /// The last LSNs given up that the walk stepped over (first, last),
+    /// for a point read to tell a given-up LSN from a missing one.
+    given_up: Option<(Lsn, Lsn)>,
     /// What the node's manifest promised when the directory was listed
     /// (readers of a directory; see [`open_dir`](Reader::open_dir)).
     promise: Option<Manifest>,
@@ -166,7 +169,7 @@ impl Reader {
             keys: cfg.keys.clone(),
             seek: None,
             recheck: false,
-            past_holes: false,
+            given_up: None,
             promise: None,
             oldest_listed,
             torn_at: None,
@@ -224,12 +227,17 @@ impl Reader {
         Located(self)
     }
 
-    /// Read on past LSNs that a point-in-time recovery recorded as skipped
-    /// instead of ending with `Gap` there: for a replay, which has nothing
-    /// to hand out for them. A missing segment is still `Gap`.
-    pub(crate) fn past_holes(mut self) -> Reader {
-        self.past_holes = true;
-        self
+    /// [`Error::GivenUp`] if `lsn` is among the LSNs given up that the
+    /// walk last stepped over: what a point read of it answers.
+    pub(crate) fn given_up(&self, lsn: Lsn) -> Option<Error> {
+        let (first, last) = self.given_up.filter(|&(f, l)| f <= lsn && lsn <= l)?;
+        Some(Error::GivenUp {
+            file: self
+                .segment()
+                .map_or_else(|| self.dir.path().to_path_buf(), Path::to_path_buf),
+            first,
+            last,
+        })
     }
 
     /// The segment the last record came from, or that the walk ended in.
@@ -310,19 +318,13 @@ impl Reader {
                     };
                     return Ok(Some((rec, Place { offset: at, batch })));
                 }
-                Step::Hole { first, count, .. } => {
+                Step::Hole { first, count } => {
+                    // LSNs no record will ever have: nothing to yield,
+                    // nothing missing. The walk reads on past them.
                     let after = first + count;
                     self.expect = Some(after);
-                    if after <= self.from || self.past_holes {
-                        continue;
-                    }
-                    // LSNs no record will ever have: say so, once. A
-                    // reader from `after` on reads past them.
-                    return Err(Error::Gap {
-                        file: w.path().to_path_buf(),
-                        expected: first.max(self.from),
-                        found: after,
-                    });
+                    self.given_up = Some((first, after - 1));
+                    continue;
                 }
                 Step::End(end) => end,
             };

@@ -642,7 +642,9 @@ pub struct NodeStat {
     /// the log holds no record.
     pub last_lsn: Lsn,
     /// Records between them, counted from the headers' base LSNs and the
-    /// newest segment's walk.
+    /// newest segment's walk, less the LSNs that walk found given up (a
+    /// skip frame: no record has them). LSNs given up in an older segment
+    /// are counted as records: its frames are not read.
     pub records: u64,
     /// Bytes of all segment files together, those in `problems` included.
     pub file_bytes: u64,
@@ -656,10 +658,11 @@ pub struct NodeStat {
     /// What the headers and the manifest show wrong, in file order: a file
     /// under a segment name whose header does not read or does not agree
     /// with its name (`Corrupt`, not counted in the numbers above), a
-    /// manifest that does not decode, and the first promise of the
-    /// manifest the segments break (`Lost`, `Gap`), as recovery judges
-    /// it. Empty does not mean consistent: frames of older segments are
-    /// not read ([`verify`] reads them).
+    /// manifest that does not decode, a sealed segment whose file is
+    /// shorter than its header declares (`Corrupt`: it lost its end), and
+    /// the first promise of the manifest the segments break (`Lost`,
+    /// `Gap`), as recovery judges it. Empty does not mean consistent:
+    /// frames of older segments are not read ([`verify`] reads them).
     pub problems: Vec<Error>,
 }
 
@@ -672,10 +675,11 @@ pub struct NodeStat {
 /// ([`LastLsnFrom::NextHeader`]). A header that does not read, or
 /// contradicts its file name, is reported in [`NodeStat::problems`] and
 /// its file counted in nothing but `file_bytes`; so is a manifest that
-/// does not decode, and an end of the log short of the LSN the manifest
-/// says was durable. Read-only. Cost: one `readdir`, one `stat` and one
-/// 8 KiB header read per segment, one 64-byte manifest read, and one read
-/// of the newest segment's frames.
+/// does not decode, a sealed segment shorter than its header declares,
+/// and an end of the log short of the LSN the manifest says was durable.
+/// Read-only. Cost: one `readdir`, one `stat` and one 8 KiB header read
+/// per segment, one 64-byte manifest read, and one read of the newest
+/// segment's frames.
 pub fn stat(dir: &Path, node: u32) -> Result<NodeStat> {
     stat_with(dir, &Config::builder().node(node).build())
 }
@@ -713,16 +717,20 @@ pub fn stat_with(dir: &Path, cfg: &Config) -> Result<NodeStat> {
         problems: Vec::new(),
     };
     let newest_walker = stat_segments(cfg, &files, log_id, &mut out, &mut problems)?;
+    let mut given_up = 0;
     if let (Some(mut w), Some(newest)) = (newest_walker, out.segments.last_mut()) {
         w.walk_to_end()?;
         newest.last_lsn = w.last_lsn();
         newest.last_lsn_from = LastLsnFrom::Walk;
+        given_up = w.given_up();
     }
     if let (Some(first), Some(last)) = (out.segments.first(), out.segments.last()) {
         if last.last_lsn >= first.base_lsn {
             out.first_lsn = first.base_lsn;
             out.last_lsn = last.last_lsn;
-            out.records = last.last_lsn - first.base_lsn + 1;
+            // The LSNs recovery gave up hold no record, as `verify` and
+            // the readers count them.
+            out.records = last.last_lsn - first.base_lsn + 1 - given_up;
         }
     }
     if let Some(m) = &out.manifest {
@@ -773,6 +781,20 @@ fn stat_segments(
         );
         if let Some(prev) = out.segments.last_mut() {
             prev.last_lsn = h.base_lsn - 1;
+            // A sealed segment ends in padding to the size its header
+            // declares (the file is that long from its creation on), so
+            // a shorter one lost frames: the damage `verify` finds in it.
+            if prev.file_bytes < prev.segment_bytes {
+                problems.push(Error::corrupt(
+                    &prev.path,
+                    prev.file_bytes,
+                    crate::error::Corruption::Header(format!(
+                        "sealed segment is {} bytes, shorter than the {} its header \
+                         declares: its end was cut off",
+                        prev.file_bytes, prev.segment_bytes
+                    )),
+                ));
+            }
         }
         out.segments.push(SegmentStat {
             path: f.path.clone(),

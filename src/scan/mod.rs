@@ -200,6 +200,7 @@ pub(crate) fn open(
         off: h.frames_start(),
         expect: h.base_lsn,
         records: 0,
+        given_up: 0,
         batch: None,
         ended: None,
         scan,
@@ -485,6 +486,8 @@ pub(crate) struct Walker {
     /// The LSN the next record must carry.
     expect: Lsn,
     records: u64,
+    /// LSNs the skip frames read so far gave up.
+    given_up: u64,
     /// The batch being yielded, known whole: its first and last LSN.
     batch: Option<(Lsn, Lsn)>,
     /// Set once the walk ended in an unfinished batch: the walk stays
@@ -525,6 +528,7 @@ impl Walker {
                 Raw::Hole { count, len } => {
                     let first = self.expect;
                     self.expect += count;
+                    self.given_up += count;
                     self.off += len as u64;
                     return Ok(Step::Hole { first, count });
                 }
@@ -806,6 +810,13 @@ impl Walker {
     /// Records read so far.
     pub fn records(&self) -> u64 {
         self.records
+    }
+
+    /// LSNs given up by the skip frames read so far: with
+    /// [`records`](Self::records), every LSN from the base to
+    /// [`last_lsn`](Self::last_lsn) is one or the other.
+    pub fn given_up(&self) -> u64 {
+        self.given_up
     }
 
     /// End of the frame area: the smaller of the file's length and the

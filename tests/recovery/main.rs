@@ -8,6 +8,7 @@ mod common;
 
 mod adversarial;
 mod checkpoint_marker;
+mod given_up;
 mod large_writes;
 mod recovery;
 mod recycle;
