@@ -66,6 +66,7 @@ pub use obs::observer::DurabilityObserver;
 pub use read::follow::{DirFollower, Follower};
 pub use read::reader::{Reader, Record};
 pub use recovery::{CheckpointMarker, RecoveryReport, Truncation};
+pub use ringwal_platform::file::{FileSystem, FsKind};
 pub use wal::{Stats, Wal};
 pub use write::ticket::{AppendFuture, Ticket, TicketFuture};
 pub use write::transaction::Transaction;

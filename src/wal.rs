@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
+use ringwal_platform::file::{FileSystem, FsKind};
 use ringwal_platform::Notifier;
 
 use crate::at_rest::format::{Kind, Manifest, SegmentHeader};
@@ -51,9 +52,10 @@ pub struct Stats {
     /// How durable-mode writes are made durable here: the configured
     /// [`SyncMethod`], except that `Dsync` becomes `WriteThenFdatasync`
     /// on a file system not known to honour `RWF_DSYNC` (FUSE, NFS,
-    /// overlayfs, anything but ext4, XFS, btrfs and tmpfs), where a
-    /// DSYNC write can complete without being durable. Decided once at
-    /// open, from the file system the active segment is on.
+    /// anything but ext4, XFS, btrfs, tmpfs, ramfs and an overlay on one
+    /// of them not mounted `volatile`), where a DSYNC write can complete
+    /// without being durable. Decided once at open, from the file system
+    /// the active segment is on.
     pub sync_method: SyncMethod,
     /// Points in the sparse LSN → offset index that lets reads start
     /// inside a segment: 16 bytes each, at most one per 64 KiB of log kept
@@ -70,10 +72,20 @@ pub struct Stats {
     /// The I/O backend the ring thread runs: `Uring` or `Threaded`, the
     /// configured `Backend::Auto` resolved.
     pub backend: Backend,
-    /// Whether segments are written with O_DIRECT (the configured
-    /// `DirectIo::Auto` falls back to buffered writes where the file
-    /// system refuses it).
+    /// Whether segment writes really bypass the page cache: O_DIRECT is
+    /// asked for and the file system does it. False with `DirectIo::Off`,
+    /// where the file system refuses O_DIRECT (`DirectIo::Auto` falls back
+    /// to buffered writes: ramfs, tmpfs before Linux 6.6) and where it
+    /// takes the flag but buffers anyway (btrfs, for a file with data
+    /// checksums, its default; a NOCOW directory avoids it). Decided once
+    /// at open, from the active segment.
     pub direct_io: bool,
+    /// What the active segment's file system was found to be at open
+    /// (`FsKind::Other` if the look failed or outside Linux). Its
+    /// [`survives_power_loss`](FileSystem::survives_power_loss) is false
+    /// on memory (tmpfs, ramfs) and a `volatile` overlay: there `Durable`
+    /// only means written.
+    pub file_system: FileSystem,
     /// Writes submitted to the device and not yet complete.
     pub writes_in_flight: u64,
     /// Times an append waited for a free staging buffer, parked or (in
@@ -214,9 +226,20 @@ impl Wal {
             cipher,
         };
         let sync_method = lifecycle::sync_method_for(cfg.sync_method, &*file);
+        // Unknown if the look fails: reported as such, and the sync method
+        // above already fell back to the explicit sync.
+        let file_system = file.file_system().unwrap_or(FileSystem::of(FsKind::Other));
+        if !file_system.survives_power_loss() {
+            crate::obs::trace::event!(
+                warn,
+                file_system = %file_system,
+                "the log is on memory: nothing survives a power loss, Durable means Written"
+            );
+        }
         let mut shared = Shared::new(cfg, dir, notifier, at, keeper);
         shared.sync_method = sync_method;
         shared.direct_io = direct_io;
+        shared.file_system = file_system;
         let shared = Arc::new(shared);
         let (ring, backend) = ring::spawn(RingStart {
             shared: shared.clone(),
@@ -733,6 +756,7 @@ impl Wal {
             oldest_lsn,
             backend: self.backend,
             direct_io: sh.direct_io,
+            file_system: sh.file_system,
             writes_in_flight: c.writes_in_flight.load(Ordering::Relaxed),
             backpressure_waits: c.backpressure_waits.load(Ordering::Relaxed),
             poisoned: sh.acks.poison_cause().is_some(),

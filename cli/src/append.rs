@@ -83,6 +83,18 @@ pub(crate) fn run(args: AppendArgs) -> CmdResult {
         refuse_plaintext_into_encrypted(&args.dir, args.node)?;
     }
     let (wal, _) = open(&args.dir, builder.build())?;
+    // Said only when it is news: a fallback from what was asked, or a
+    // log that cannot be durable. A plain append stays quiet.
+    let st = wal.stats();
+    let cfg = wal.config();
+    let fell_back = (cfg.direct_io() != ringwal::DirectIo::Off && !st.direct_io)
+        || cfg.sync_method() != st.sync_method;
+    if fell_back {
+        eprintln!("ringwal: log: {}", crate::bench::in_force(&st));
+    }
+    if let Some(w) = crate::bench::memory_warning(&st) {
+        eprintln!("ringwal: warning: {w}");
+    }
     let wal = Arc::new(wal);
     let (tx, rx) = crossbeam_channel::bounded(AHEAD);
     let reader = {

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Receiver;
 use hdrhistogram::Histogram;
 use ringwal::channel::{AckResult, Channels, RecordSender};
-use ringwal::{Backend, Durability, Level, Lsn, Ticket, Wal};
+use ringwal::{Backend, Durability, Level, Lsn, Stats, Ticket, Wal};
 
 use super::inspect::human_bytes;
 use super::{ApiArg, BenchArgs, CmdResult, Failure, PayloadArg};
@@ -135,6 +135,11 @@ pub(crate) fn run(a: BenchArgs) -> CmdResult {
         if a.dir.is_none() { "behind-durable" } else { "off" },
         dir.display()
     );
+    let st = wal.stats();
+    println!("log:         {}", in_force(&st));
+    if let Some(w) = memory_warning(&st) {
+        println!("warning:     {w}: these are not a disk's numbers");
+    }
     let res = load(&wal, &a, level)?;
     Arc::into_inner(wal)
         .expect("the channel threads are joined")
@@ -142,9 +147,34 @@ pub(crate) fn run(a: BenchArgs) -> CmdResult {
 
     report(&a, backend, &res);
     if let Some(path) = &a.json {
-        write_json(path, &a, backend, &res)?;
+        write_json(path, &a, &st, &res)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What an opened log really does, whatever was configured: the backend
+/// (`auto` resolved, or the fallback from io_uring), whether writes
+/// bypass the page cache, the sync method after the file system's
+/// verdict, and the file system. One line, `key=value` words.
+pub(crate) fn in_force(st: &Stats) -> String {
+    format!(
+        "backend={} direct_io={} sync={} file_system={}",
+        st.backend.name(),
+        st.direct_io,
+        st.sync_method.name(),
+        st.file_system.to_string().replace(' ', "_")
+    )
+}
+
+/// Why nothing the log makes durable survives a power loss, where that
+/// is so (tmpfs, ramfs, a `volatile` overlay); `None` on a disk.
+pub(crate) fn memory_warning(st: &Stats) -> Option<String> {
+    (!st.file_system.survives_power_loss()).then(|| {
+        format!(
+            "the log is on {}: nothing survives a power loss there, durable means written",
+            st.file_system
+        )
+    })
 }
 
 /// Drive the producers for the configured time, with a progress line on
@@ -634,7 +664,7 @@ fn telemetry(size: usize) -> Vec<u8> {
     out.into_bytes()
 }
 
-fn write_json(path: &Path, a: &BenchArgs, backend: Backend, r: &Results) -> Result<(), Failure> {
+fn write_json(path: &Path, a: &BenchArgs, st: &Stats, r: &Results) -> Result<(), Failure> {
     let obj = serde_json::json!({
         "records_per_s": r.records_per_s(),
         "mb_per_s": r.mb_per_s(a.size),
@@ -647,7 +677,11 @@ fn write_json(path: &Path, a: &BenchArgs, backend: Backend, r: &Results) -> Resu
         "producers": a.producers,
         "size": a.size,
         "level": a.level.name(),
-        "backend": backend.name(),
+        "backend": st.backend.name(),
+        "direct_io": st.direct_io,
+        "sync_method": st.sync_method.name(),
+        "file_system": st.file_system.to_string(),
+        "survives_power_loss": st.file_system.survives_power_loss(),
         "api": a.api.name(),
         "window": if a.api == ApiArg::Channel { a.window } else { 1 },
         "batch": How::of(a).records(),

@@ -11,7 +11,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use base64::Engine as _;
-use common::{p, ringwal, run, segments, spawn};
+use common::{exit_statuses, p, ringwal, run, segments, spawn};
 use ringwal::{Config, Level, Wal};
 
 fn stdout(o: &Output) -> String {
@@ -317,6 +317,72 @@ fn bench_writes_parseable_json() {
     assert!(!Path::new(tmp).exists(), "{tmp} left behind");
 }
 
+/// `bench` and `append` say the backend, direct I/O, sync method and
+/// file system the log really has, and warn where it is on memory. The
+/// temporary directory is whatever it is here, so the test asks the
+/// library; tmpfs and ramfs (ramfs also refuses O_DIRECT) need root to
+/// mount and are skipped with a reason without it.
+#[test]
+fn bench_and_append_say_what_the_log_really_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let here = {
+        let (wal, _) = Wal::open(dir.path().join("probe"), Config::default()).unwrap();
+        let st = wal.stats();
+        wal.close().unwrap();
+        st
+    };
+    let bench = |log: &Path| {
+        let o = run(
+            &[
+                "bench",
+                "--dir",
+                p(log),
+                "--secs",
+                "0.2",
+                "--producers",
+                "1",
+            ],
+            b"",
+        );
+        assert!(o.status.success(), "{o:?}");
+        stdout(&o)
+    };
+    let out = bench(&dir.path().join("log"));
+    let line = out.lines().find(|l| l.starts_with("log:")).expect(&out);
+    let fs = here.file_system.to_string().replace(' ', "_");
+    assert!(line.ends_with(&format!("file_system={fs}")), "{line}");
+    assert!(
+        line.contains(&format!("direct_io={}", here.direct_io)),
+        "{line}"
+    );
+    assert_eq!(
+        out.contains("warning:"),
+        !here.file_system.survives_power_loss(),
+        "{out}"
+    );
+    for fs in ["tmpfs", "ramfs"] {
+        let root = tempfile::tempdir().unwrap();
+        let mounted = Command::new("mount")
+            .args(["-t", fs, fs])
+            .arg(root.path())
+            .output();
+        if !mounted.as_ref().is_ok_and(|o| o.status.success()) {
+            eprintln!("bench_and_append: skipped {fs}: cannot mount: {mounted:?}");
+            continue;
+        }
+        let out = bench(&root.path().join("bench"));
+        let o = run(&["append", p(&root.path().join("append"))], b"x\n");
+        Command::new("umount").arg(root.path()).status().unwrap();
+        assert!(out.contains(&format!("file_system={fs}")), "{out}");
+        assert!(out.contains("warning:     the log is on"), "{out}");
+        assert!(o.status.success(), "{o:?}");
+        let err = stderr(&o);
+        assert!(err.contains("nothing survives a power loss"), "{err}");
+        // ramfs refuses O_DIRECT: the fallback is said.
+        assert_eq!(err.contains("direct_io=false"), fs == "ramfs", "{err}");
+    }
+}
+
 #[test]
 fn bench_in_a_given_directory_keeps_the_log() {
     let dir = tempfile::tempdir().unwrap();
@@ -393,8 +459,12 @@ fn append_to_a_locked_log_fails_cleanly() {
     wal.close().unwrap();
 }
 
+/// A read below the oldest LSN kept is of kind `released`, and its
+/// message says so (never "LSN gap", the message of damage, another kind
+/// with another status): the same words on stderr and in the `--json`
+/// error object, and the status `--help` gives the kind.
 #[test]
-fn reading_below_the_oldest_lsn_is_a_gap() {
+fn reading_below_the_oldest_lsn_says_a_checkpoint_released_it() {
     let dir = tempfile::tempdir().unwrap();
     small_segment_log(dir.path(), 2000);
     let (wal, _) = Wal::open(dir.path(), small_segments()).unwrap();
@@ -403,7 +473,17 @@ fn reading_below_the_oldest_lsn_is_a_gap() {
     wal.close().unwrap();
     let o = run(&["cat", p(dir.path()), "--from", "1"], b"");
     assert_one_line_error(&o);
-    assert!(stderr(&o).contains("gap"), "{o:?}");
+    let want = format!(
+        "ringwal: {}: LSN 1 was released by a checkpoint; the oldest LSN kept is {oldest}\n",
+        p(dir.path())
+    );
+    assert_eq!(stderr(&o), want);
+    let o = run(&["cat", p(dir.path()), "--from", "1", "--json"], b"");
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["error"]["kind"], "released", "{v}");
+    assert_eq!(v["error"]["message"], want["ringwal: ".len()..].trim_end());
+    assert_eq!(o.status.code(), Some(exit_statuses()["released"]), "{o:?}");
+    assert_eq!(v["error"]["status"], exit_statuses()["released"], "{v}");
     let from = oldest.to_string();
     let o = run(&["dump", p(dir.path()), "--json", "--from", &from], b"");
     assert!(o.status.success(), "{o:?}");

@@ -166,67 +166,347 @@ pub fn write_all_at(file: &File, data: &[u8], offset: u64, dsync: bool) -> io::R
     }
 }
 
-/// File systems known to make an `RWF_DSYNC` write (or one on an
-/// `O_DSYNC` file) durable when it completes, for direct I/O submitted
-/// asynchronously (io_uring) as well as from `pwritev2`, by their
-/// `statfs` magic numbers.
-///
-/// A whitelist, because the flag is only a request: the file system must
-/// act on it, and some do not. FUSE forwards the write and never sends
-/// the server a sync for it (the FUSE protocol has no per-write sync
-/// flag, and the kernel's direct-I/O path skips the sync), so a
-/// "durable" write there is only written. A file system that is not
-/// listed (FUSE, NFS, overlayfs, anything new) is assumed not to honour
-/// it and gets an explicit `fdatasync` instead, which every file system
-/// implements. tmpfs keeps nothing across a power loss either way, but
-/// the flag is not what loses it.
-#[cfg(any(target_os = "linux", test))]
-const DSYNC_HONOURED: [(u32, &str); 4] = [
-    (0xEF53, "ext4"),
-    (0x5846_5342, "xfs"),
-    (0x9123_683E, "btrfs"),
-    (0x0102_1994, "tmpfs"),
-];
-
-/// True when the file system with `statfs` magic `magic` is on the
-/// [`dsync_honoured`] whitelist.
-#[cfg(any(target_os = "linux", test))]
-fn magic_honours_dsync(magic: u32) -> bool {
-    DSYNC_HONOURED.iter().any(|&(m, _)| m == magic)
+/// A file system the engine chooses for, told by its `statfs` magic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FsKind {
+    /// ext4 (and ext2/ext3, which share its magic).
+    Ext4,
+    /// XFS.
+    Xfs,
+    /// btrfs.
+    Btrfs,
+    /// tmpfs: memory.
+    Tmpfs,
+    /// ramfs: memory, and no O_DIRECT.
+    Ramfs,
+    /// overlayfs: writes go to its upper layer's file system.
+    Overlay,
+    /// FUSE.
+    Fuse,
+    /// NFS.
+    Nfs,
+    /// The simulated disk of the `sim` feature.
+    Simulated,
+    /// Anything else (and every file system outside Linux).
+    Other,
 }
 
-/// Whether a write with `RWF_DSYNC` to `file` is durable when it
-/// completes, on the file system `file` lives on.
+/// The `statfs` magic numbers of the kinds that have one.
+const MAGICS: [(u32, FsKind); 8] = [
+    (0xEF53, FsKind::Ext4),
+    (0x5846_5342, FsKind::Xfs),
+    (0x9123_683E, FsKind::Btrfs),
+    (0x0102_1994, FsKind::Tmpfs),
+    (0x8584_58F6, FsKind::Ramfs),
+    (0x794C_7630, FsKind::Overlay),
+    (0x6573_5546, FsKind::Fuse),
+    (0x6969, FsKind::Nfs),
+];
+
+impl FsKind {
+    /// The kind whose `statfs` magic is `magic`; `Other` if none.
+    pub fn from_magic(magic: u32) -> FsKind {
+        MAGICS
+            .iter()
+            .find(|&&(m, _)| m == magic)
+            .map_or(FsKind::Other, |&(_, k)| k)
+    }
+
+    /// Its name, as `mount -t` spells it ("unknown" for `Other`).
+    pub fn name(self) -> &'static str {
+        match self {
+            FsKind::Ext4 => "ext4",
+            FsKind::Xfs => "xfs",
+            FsKind::Btrfs => "btrfs",
+            FsKind::Tmpfs => "tmpfs",
+            FsKind::Ramfs => "ramfs",
+            FsKind::Overlay => "overlay",
+            FsKind::Fuse => "fuse",
+            FsKind::Nfs => "nfs",
+            FsKind::Simulated => "simulated",
+            FsKind::Other => "unknown",
+        }
+    }
+
+    /// Whether the kind is known to make an `RWF_DSYNC` write (or one on
+    /// an `O_DSYNC` file) durable when it completes, for direct I/O
+    /// submitted from io_uring as well as from `pwritev2`.
+    ///
+    /// A whitelist, because the flag is only a request: the file system
+    /// must act on it, and some do not. FUSE forwards the write and never
+    /// sends the server a sync for it (the FUSE protocol has no per-write
+    /// sync flag, and the kernel's direct-I/O path skips the sync), so a
+    /// "durable" write there is only written. NFS and anything unknown
+    /// are not trusted either. tmpfs and ramfs keep nothing across a power
+    /// loss either way, but the flag is not what loses it. Overlay is
+    /// decided by [`FileSystem::honours_dsync`], from its upper layer.
+    fn honours_dsync(self) -> bool {
+        matches!(
+            self,
+            FsKind::Ext4
+                | FsKind::Xfs
+                | FsKind::Btrfs
+                | FsKind::Tmpfs
+                | FsKind::Ramfs
+                | FsKind::Simulated
+        )
+    }
+}
+
+/// What a file's data lives on, as far as durability and direct I/O
+/// go: [`file_system`] finds it once per open file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileSystem {
+    /// The file system the file is on.
+    pub kind: FsKind,
+    /// For overlay, its upper layer's kind, where every write lands;
+    /// `None` if it could not be found (then nothing is trusted).
+    pub upper: Option<FsKind>,
+    /// For overlay, whether it is mounted `volatile`, which drops every
+    /// sync and `RWF_DSYNC`: nothing is durable there.
+    pub volatile: bool,
+    /// For btrfs (or an overlay on it), whether the file is NOCOW
+    /// (`chattr +C`, `FS_NOCOW_FL`): only such a file has no data
+    /// checksums, and only its O_DIRECT writes bypass the page cache.
+    pub nocow: bool,
+}
+
+impl FileSystem {
+    /// The simulated disk: honours `RWF_DSYNC`, keeps what is synced.
+    pub const SIMULATED: FileSystem = FileSystem::of(FsKind::Simulated);
+
+    /// A file system of `kind` with nothing more known about it.
+    pub const fn of(kind: FsKind) -> FileSystem {
+        FileSystem {
+            kind,
+            upper: None,
+            volatile: false,
+            nocow: false,
+        }
+    }
+
+    /// Where the data is written: overlay's upper layer (`Other` when
+    /// unknown), otherwise the file system itself.
+    pub fn storage(&self) -> FsKind {
+        match self.kind {
+            FsKind::Overlay => self.upper.unwrap_or(FsKind::Other),
+            kind => kind,
+        }
+    }
+
+    /// Whether an `RWF_DSYNC` write to the file is durable when it
+    /// completes. Overlay passes the flag on to its upper layer's file
+    /// (its write path keeps `IOCB_DSYNC` for the upper file, synchronous
+    /// and from io_uring alike) unless mounted `volatile`, so it is
+    /// trusted exactly when its upper layer is. See [`FsKind`] for the
+    /// others. Cost: none.
+    pub fn honours_dsync(&self) -> bool {
+        match self.kind {
+            FsKind::Overlay => {
+                !self.volatile
+                    && self
+                        .upper
+                        .is_some_and(|u| u != FsKind::Overlay && u.honours_dsync())
+            }
+            kind => kind.honours_dsync(),
+        }
+    }
+
+    /// Whether synced data survives a power loss: false on memory (tmpfs,
+    /// ramfs, an overlay on one) and on an overlay mounted `volatile`.
+    /// Unknown file systems are assumed to be disks. Cost: none.
+    pub fn survives_power_loss(&self) -> bool {
+        !self.volatile && !matches!(self.storage(), FsKind::Tmpfs | FsKind::Ramfs)
+    }
+
+    /// Whether an O_DIRECT write to the file goes through the page cache
+    /// anyway: btrfs does so for every file with data checksums (its
+    /// default), so that the checksum always matches what is written;
+    /// a NOCOW file has none and is really direct. Cost: none.
+    pub fn buffers_direct_io(&self) -> bool {
+        self.storage() == FsKind::Btrfs && !self.nocow
+    }
+}
+
+impl std::fmt::Display for FileSystem {
+    /// "ext4", "btrfs (copy-on-write)", "overlay on xfs", "overlay
+    /// (volatile) on ext4".
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.kind.name())?;
+        if self.volatile {
+            f.write_str(" (volatile)")?;
+        }
+        if self.kind == FsKind::Overlay {
+            write!(f, " on {}", self.storage().name())?;
+        }
+        if self.storage() == FsKind::Btrfs {
+            f.write_str(if self.nocow {
+                " (nocow)"
+            } else {
+                " (copy-on-write)"
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// `FS_NOCOW_FL` of `linux/fs.h`: the file has no copy-on-write and no
+/// data checksums.
+#[cfg(target_os = "linux")]
+const FS_NOCOW_FL: libc::c_long = 0x0080_0000;
+
+/// The `statfs` magic of what `fd` (or, with `path`, the path) is on.
+#[cfg(target_os = "linux")]
+fn statfs_kind(fd: libc::c_int, path: Option<&std::ffi::CStr>) -> io::Result<FsKind> {
+    let mut st = std::mem::MaybeUninit::<libc::statfs>::uninit();
+    let rc = match path {
+        // SAFETY: statfs fills the statfs we own (valid for writes of its
+        // size) about a NUL-terminated path that outlives the call.
+        Some(p) => unsafe { libc::statfs(p.as_ptr(), st.as_mut_ptr()) },
+        // SAFETY: fstatfs fills the statfs we own about a descriptor the
+        // caller owns.
+        None => unsafe { libc::fstatfs(fd, st.as_mut_ptr()) },
+    };
+    if rc == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: (f)statfs returned 0, so it initialised the whole struct.
+    let st = unsafe { st.assume_init() };
+    // Magic numbers are 32 bits; the field is wider (and signed) on some
+    // architectures, so compare the low 32 bits only.
+    #[allow(clippy::unnecessary_cast)]
+    Ok(FsKind::from_magic(st.f_type as u32))
+}
+
+/// The mount id of the mount `fd` is on (`statx` `STATX_MNT_ID`).
+#[cfg(target_os = "linux")]
+fn mount_id(fd: libc::c_int) -> io::Result<u64> {
+    let mut stx = std::mem::MaybeUninit::<libc::statx>::zeroed();
+    // SAFETY: statx of the descriptor itself (empty path, AT_EMPTY_PATH)
+    // into the statx we own, valid for writes of its size.
+    let rc = unsafe {
+        libc::statx(
+            fd,
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            libc::STATX_MNT_ID,
+            stx.as_mut_ptr(),
+        )
+    };
+    if rc == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: statx returned 0 and the struct was zeroed before.
+    let stx = unsafe { stx.assume_init() };
+    if stx.stx_mask & libc::STATX_MNT_ID == 0 {
+        return Err(io::ErrorKind::Unsupported.into());
+    }
+    Ok(stx.stx_mnt_id)
+}
+
+/// `mountinfo`'s octal escapes (`\040` for a space) undone.
+#[cfg(any(target_os = "linux", test))]
+fn unescape_mountinfo(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let octal = b
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match (b[i], octal) {
+            (b'\\', Some(d)) => {
+                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+                i += 4;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// From the `/proc/self/mountinfo` line of an overlay mount: its upper
+/// directory and whether it is mounted `volatile`.
+#[cfg(any(target_os = "linux", test))]
+fn overlay_options(line: &str) -> (Option<String>, bool) {
+    let Some((_, tail)) = line.split_once(" - ") else {
+        return (None, false);
+    };
+    // fstype, source, super options.
+    let Some(opts) = tail.split(' ').nth(2) else {
+        return (None, false);
+    };
+    let mut upper = None;
+    let mut volatile = false;
+    for opt in opts.split(',') {
+        if let Some(dir) = opt.strip_prefix("upperdir=") {
+            upper = Some(unescape_mountinfo(dir));
+        }
+        // Older kernels print the mount option, newer ones its setting.
+        volatile |= opt == "volatile" || opt == "fsync=volatile";
+    }
+    (upper, volatile)
+}
+
+/// What the file system of `file` is (see [`FileSystem`]).
 ///
-/// True only for ext4, XFS, btrfs and tmpfs, the file systems known to
-/// honour the flag for direct I/O, synchronous or from io_uring; false
-/// for everything else (FUSE, NFS, overlayfs, unknown), where a caller
-/// that needs durability must follow each write with [`sync_data`].
-/// Always false outside Linux, where `write_all_at` syncs explicitly
-/// anyway. Cost: one `fstatfs(2)`; call it once per open file, not per
-/// write.
-pub fn dsync_honoured(file: &File) -> io::Result<bool> {
+/// Linux: `fstatfs(2)`; for overlay also `statx(2)` for its mount, a read
+/// of `/proc/self/mountinfo` and a `statfs(2)` of its upper directory
+/// (found: `upper` is `None` when any of these fails); for btrfs one
+/// `ioctl(FS_IOC_GETFLAGS)`. Elsewhere `Other`, with no syscall. Call it
+/// once per open file, not per write.
+pub fn file_system(file: &File) -> io::Result<FileSystem> {
     #[cfg(target_os = "linux")]
     {
-        let mut st = std::mem::MaybeUninit::<libc::statfs>::uninit();
-        // SAFETY: fstatfs fills the statfs we own (valid for writes of its
-        // size) about a descriptor we own.
-        let rc = unsafe { libc::fstatfs(file.as_raw_fd(), st.as_mut_ptr()) };
-        if rc == -1 {
-            return Err(io::Error::last_os_error());
+        let fd = file.as_raw_fd();
+        let mut fs = FileSystem::of(statfs_kind(fd, None)?);
+        if fs.kind == FsKind::Overlay {
+            let found = mount_id(fd).ok().and_then(|id| {
+                let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+                let id = id.to_string();
+                let line = info
+                    .lines()
+                    .find(|l| l.split(' ').next() == Some(id.as_str()))?;
+                Some(overlay_options(line))
+            });
+            if let Some((upper, volatile)) = found {
+                fs.volatile = volatile;
+                fs.upper = upper
+                    .and_then(|u| std::ffi::CString::new(u).ok())
+                    .and_then(|u| statfs_kind(-1, Some(&u)).ok());
+            }
         }
-        // SAFETY: fstatfs returned 0, so it initialised the whole struct.
-        let st = unsafe { st.assume_init() };
-        // Magic numbers are 32 bits; the field is wider (and signed) on
-        // some architectures, so compare the low 32 bits only.
-        #[allow(clippy::unnecessary_cast)]
-        Ok(magic_honours_dsync(st.f_type as u32))
+        if fs.storage() == FsKind::Btrfs {
+            let mut flags: libc::c_long = 0;
+            // SAFETY: FS_IOC_GETFLAGS on a descriptor we own writes one
+            // long into `flags`, which outlives the call.
+            let rc = unsafe { libc::ioctl(fd, libc::FS_IOC_GETFLAGS, &mut flags) };
+            // Flags unreadable: assume the default, checksummed file.
+            fs.nocow = rc == 0 && flags & FS_NOCOW_FL != 0;
+        }
+        Ok(fs)
     }
     #[cfg(not(target_os = "linux"))]
     {
         let _ = file;
-        Ok(false)
+        Ok(FileSystem::of(FsKind::Other))
     }
+}
+
+/// Whether a write with `RWF_DSYNC` to `file` is durable when it
+/// completes, on the file system `file` lives on: ext4, XFS, btrfs,
+/// tmpfs, ramfs, and an overlay whose upper layer is one of them (see
+/// [`FileSystem::honours_dsync`]); false for everything else (FUSE, NFS,
+/// unknown), where a caller that needs durability must follow each write
+/// with [`sync_data`]. Always false outside Linux, where `write_all_at`
+/// syncs explicitly anyway. Cost: that of [`file_system`]; call it once
+/// per open file, not per write.
+pub fn dsync_honoured(file: &File) -> io::Result<bool> {
+    Ok(file_system(file)?.honours_dsync())
 }
 
 /// Read exactly `buf.len()` bytes at `offset` (`pread`, retried on short
@@ -393,22 +673,83 @@ mod tests {
 
     #[test]
     fn dsync_whitelist_names_only_file_systems_that_honour_it() {
-        for magic in [0xEF53, 0x5846_5342, 0x9123_683E, 0x0102_1994] {
-            assert!(magic_honours_dsync(magic), "{magic:#x}");
+        for magic in [0xEF53, 0x5846_5342, 0x9123_683E, 0x0102_1994, 0x8584_58F6] {
+            assert!(
+                FileSystem::of(FsKind::from_magic(magic)).honours_dsync(),
+                "{magic:#x}"
+            );
         }
-        // FUSE, NFS, overlayfs, and a magic nobody uses.
+        // FUSE, NFS, an overlay whose upper layer is unknown, and a magic
+        // nobody uses.
         for magic in [0x6573_5546, 0x6969, 0x794C_7630, 0] {
-            assert!(!magic_honours_dsync(magic), "{magic:#x}");
+            assert!(
+                !FileSystem::of(FsKind::from_magic(magic)).honours_dsync(),
+                "{magic:#x}"
+            );
         }
     }
 
+    #[test]
+    fn overlay_is_trusted_as_its_upper_layer_unless_volatile() {
+        let over = |upper, volatile| FileSystem {
+            upper,
+            volatile,
+            ..FileSystem::of(FsKind::Overlay)
+        };
+        assert!(over(Some(FsKind::Ext4), false).honours_dsync());
+        assert!(over(Some(FsKind::Ext4), false).survives_power_loss());
+        assert!(!over(Some(FsKind::Ext4), true).honours_dsync());
+        assert!(!over(Some(FsKind::Ext4), true).survives_power_loss());
+        assert!(!over(Some(FsKind::Fuse), false).honours_dsync());
+        assert!(!over(None, false).honours_dsync());
+        assert!(!over(Some(FsKind::Tmpfs), false).survives_power_loss());
+        assert!(over(Some(FsKind::Btrfs), false).buffers_direct_io());
+        assert_eq!(over(Some(FsKind::Xfs), false).to_string(), "overlay on xfs");
+    }
+
+    #[test]
+    fn mountinfo_gives_an_overlays_upper_directory_and_volatility() {
+        let line = "412 30 0:77 / /mnt/o rw,relatime - overlay overlay \
+                    rw,lowerdir=/l,upperdir=/up\\040dir,workdir=/w,volatile";
+        assert_eq!(overlay_options(line), (Some("/up dir".into()), true));
+        let line = "47 27 0:40 / /m rw - overlay overlay rw,upperdir=/u,fsync=volatile";
+        assert_eq!(overlay_options(line), (Some("/u".into()), true));
+        let line = "413 30 0:78 / /mnt/p rw - overlay none rw,lowerdir=/a:/b";
+        assert_eq!(overlay_options(line), (None, false));
+        assert_eq!(unescape_mountinfo("a\\134b\\0"), "a\\b\\0");
+    }
+
+    /// Needs root, to mount a tmpfs and a ramfs: each is told by its
+    /// magic, trusted with RWF_DSYNC and said to keep nothing across a
+    /// power loss. Skips with a printed reason otherwise.
     #[cfg(target_os = "linux")]
     #[test]
-    fn dsync_is_honoured_on_the_temporary_directory() {
-        // The temporary directory here is on ext4, XFS, btrfs or tmpfs
-        // (CI and developer machines alike); a log there keeps RWF_DSYNC.
-        let file = tempfile::tempfile().unwrap();
-        assert!(dsync_honoured(&file).unwrap());
+    fn memory_file_systems_are_told_apart_from_disks() {
+        for (fs, kind) in [("tmpfs", FsKind::Tmpfs), ("ramfs", FsKind::Ramfs)] {
+            let dir = tempfile::tempdir().unwrap();
+            let mounted = std::process::Command::new("mount")
+                .args(["-t", fs, fs])
+                .arg(dir.path())
+                .output();
+            match mounted {
+                Ok(out) if out.status.success() => {}
+                other => {
+                    eprintln!("memory_file_systems: skipped {fs}: cannot mount: {other:?}");
+                    continue;
+                }
+            }
+            let file = File::create(dir.path().join("f")).unwrap();
+            let got = file_system(&file);
+            drop(file);
+            std::process::Command::new("umount")
+                .arg(dir.path())
+                .status()
+                .unwrap();
+            let got = got.unwrap();
+            assert_eq!(got.kind, kind);
+            assert!(got.honours_dsync() && !got.survives_power_loss(), "{got}");
+            assert!(!got.buffers_direct_io(), "{got}");
+        }
     }
 
     /// Pages of `file`'s first `len` bytes in the page cache (mincore).

@@ -700,8 +700,8 @@ impl FileIo for SimFile {
 
     // The simulated disk makes a dsync write durable as it completes. Not
     // an operation either, for the same reason as `advise`.
-    fn dsync_honoured(&self) -> io::Result<bool> {
-        Ok(true)
+    fn file_system(&self) -> io::Result<crate::file::FileSystem> {
+        Ok(crate::file::FileSystem::SIMULATED)
     }
 }
 

@@ -14,7 +14,7 @@ use std::os::unix::io::{AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::file;
+use crate::file::{self, FileSystem};
 
 /// One open file (or directory, for syncing it).
 ///
@@ -43,13 +43,20 @@ pub trait FileIo: Send + Sync + Debug {
     /// caller. A hint only: it never changes what a read returns, and
     /// simulated files ignore it. See [`file::advise`] for the cost.
     fn advise(&self, offset: u64, len: u64, advice: Advice) -> io::Result<()>;
+    /// What this file's data lives on: whether it honours `RWF_DSYNC`,
+    /// survives a power loss, really bypasses the page cache under
+    /// O_DIRECT. See [`file::file_system`] for the cost; simulated files
+    /// are [`FileSystem::SIMULATED`].
+    fn file_system(&self) -> io::Result<FileSystem>;
     /// Whether `write_at(.., dsync: true)` (and a `WriteSync::Dsync`
     /// write through a queue) is on stable storage when it completes on
     /// this file's file system. Where it is not (FUSE, NFS, any file
     /// system not known to honour the flag), a caller that needs
-    /// durability syncs explicitly. See [`file::dsync_honoured`] for the
-    /// list and the cost; simulated files always honour it.
-    fn dsync_honoured(&self) -> io::Result<bool>;
+    /// durability syncs explicitly. See [`FileSystem::honours_dsync`] for
+    /// the list; the cost is that of [`file_system`](Self::file_system).
+    fn dsync_honoured(&self) -> io::Result<bool> {
+        Ok(self.file_system()?.honours_dsync())
+    }
 }
 
 /// How a range of a file is about to be read, for [`FileIo::advise`].
@@ -174,8 +181,8 @@ impl FileIo for File {
     fn advise(&self, offset: u64, len: u64, advice: Advice) -> io::Result<()> {
         file::advise(self, offset, len, advice)
     }
-    fn dsync_honoured(&self) -> io::Result<bool> {
-        file::dsync_honoured(self)
+    fn file_system(&self) -> io::Result<FileSystem> {
+        file::file_system(self)
     }
 }
 

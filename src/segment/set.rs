@@ -235,7 +235,12 @@ pub(crate) fn held_by_another(lock: &VFile, path: PathBuf) -> Error {
 
 /// Open (or, with `create_new`, create as a file of that log, with its
 /// file mode) a segment-class file for writing under the O_DIRECT policy.
-/// Returns the file and whether O_DIRECT is in effect.
+/// Returns the file and whether its writes really bypass the page cache:
+/// false where the file system refuses O_DIRECT (`DirectIo::Auto` then
+/// opens it buffered) and where it takes the flag but buffers the writes
+/// anyway (btrfs, for a file with data checksums). Cost: one `open(2)`
+/// (three on a refusal), and with O_DIRECT what
+/// [`FileIo::file_system`](ringwal_platform::FileIo::file_system) costs.
 pub(crate) fn open_file(
     vfs: &dyn Vfs,
     path: &Path,
@@ -251,7 +256,20 @@ pub(crate) fn open_file(
         ..OpenHow::default()
     };
     match vfs.open(path, how) {
-        Ok(f) => Ok((f, want)),
+        Ok(f) if want => {
+            // A failed look counts as direct: the flag is set, and only a
+            // file system known to buffer anyway says otherwise.
+            let buffered = f.file_system().is_ok_and(|fs| fs.buffers_direct_io());
+            if buffered {
+                crate::obs::trace::event!(
+                    warn,
+                    file = %path.display(),
+                    "O_DIRECT taken but buffered by the file system (btrfs data checksums): make the directory NOCOW"
+                );
+            }
+            Ok((f, !buffered))
+        }
+        Ok(f) => Ok((f, false)),
         Err(e) if want && policy == DirectIo::Auto && pf::is_direct_unsupported(&e) => {
             crate::obs::trace::event!(
                 warn,

@@ -537,6 +537,9 @@ pub(crate) struct Shared {
     /// answer for the active segment at open (`DirectIo::Auto` falls back
     /// where the file system refuses it), set by `Wal::open`.
     pub direct_io: bool,
+    /// What the active segment's file system was found to be at open,
+    /// set by `Wal::open`.
+    pub file_system: ringwal_platform::file::FileSystem,
 }
 
 impl Shared {
@@ -604,6 +607,9 @@ impl Shared {
             sync_method: cfg.sync_method,
             wait_spin: spin_where_cpus_allow(cfg.wait_spin),
             direct_io: false,
+            file_system: ringwal_platform::file::FileSystem::of(
+                ringwal_platform::file::FsKind::Other,
+            ),
             dir,
             cfg,
         }
@@ -822,6 +828,9 @@ impl Shared {
     pub fn poison(&self, cause: Poison) {
         self.set_poison(cause);
         drop(self.lock());
+        // Every producer that saw no poison has left the lock: the LSNs
+        // handed out are final (invariant 1).
+        crate::segment::manifest::failed_writer(self.log_id, self.next_lsn() - 1);
         self.wake_space_ending();
     }
 
@@ -837,6 +846,8 @@ impl Shared {
     /// notification needs no pass through the lock.
     pub(super) fn poison_held(&self, cause: Poison) {
         self.set_poison(cause);
+        // The lock is held: no LSN is handed out after this one.
+        crate::segment::manifest::failed_writer(self.log_id, self.next_lsn() - 1);
         self.wake_space_ending();
     }
 

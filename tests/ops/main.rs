@@ -9,6 +9,7 @@ mod common;
 
 #[cfg(feature = "serde")]
 mod config_serde;
+mod file_systems;
 mod files;
 #[cfg(feature = "metrics")]
 mod metrics_export;
