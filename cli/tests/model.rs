@@ -220,11 +220,16 @@ fn append_one(wal: &Wal, lists: &Mutex<HashMap<u16, Vec<Lsn>>>, rng: &mut StdRng
         stream: rng.gen_range(0..STREAMS),
         payload: payload(rng),
     };
-    let then = rng.gen_bool(0.5);
-    let ticket = if then {
+    let how = rng.gen_range(0..3);
+    let ticket = if how == 0 {
         let s = rec.stream;
         wal.append_then(rec.stream, &rec.payload, |lsn| {
             lists.lock().unwrap().entry(s).or_default().push(lsn);
+        })
+    } else if how == 1 {
+        // A claim, filled in place after the reservation.
+        wal.append_with(rec.stream, rec.payload.len(), |slot| {
+            slot.copy_from_slice(&rec.payload)
         })
     } else {
         wal.append(rec.stream, &rec.payload)
@@ -312,11 +317,42 @@ fn point_read(wal: &Wal, rng: &mut StdRng) -> Event {
     }
 }
 
+/// A reader, or a follower read up to a record already written (so that
+/// it never waits for one no producer will append).
 fn scan(wal: &Wal, rng: &mut StdRng) -> Event {
     let (floor, written_before) = (wal.oldest_lsn(), wal.written_lsn());
     let from = rng.gen_range(floor..=written_before.max(floor));
     let mut got = Vec::new();
     let mut end = None;
+    if rng.gen_bool(0.3) && from <= written_before && wal.read(written_before).is_ok() {
+        match wal.follow(from) {
+            Err(e) => end = Some(e),
+            Ok(follower) => {
+                for item in follower {
+                    match item {
+                        Ok(r) => {
+                            let at = r.lsn;
+                            got.push(r);
+                            if at >= written_before {
+                                break;
+                            }
+                        }
+                        Err(e) => {
+                            end = Some(e);
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        return Event::Scan {
+            from,
+            written_before,
+            got,
+            end,
+            floor_after: wal.oldest_lsn(),
+        };
+    }
     match wal.reader_from(from) {
         Err(e) => end = Some(e),
         Ok(reader) => {
