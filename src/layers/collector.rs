@@ -53,8 +53,14 @@
 //! a power loss can take what was written since the last sync, so `d`
 //! bounds the exposure. The ring thread syncs on that interval only when
 //! something was written since its last sync (a quiet collector syncs
-//! nothing), and syncs a segment it rolls away from itself: no appender
-//! ever pays for a sync.
+//! nothing), and syncs a segment it rolls away from itself before the
+//! next segment gets its first write: only the newest segment may be torn
+//! by a power loss, which is what lets recovery tell a torn tail from
+//! damage. So the records appended right after a roll wait for that one
+//! sync (measured with 4 MiB segments and one producer: p50 0.66-0.79 ms
+//! and p99 9-11 ms against 0.15 ms and 2 ms for the rest); every other
+//! acknowledgement at `Written` waits for no sync. Larger segments make
+//! rolls, and so these waits, rarer.
 //!
 //! What one sync costs, measured with `ringwal bench` (release build, one
 //! producer, 1 KiB records, three 3 s runs, on the 2-core development VM
