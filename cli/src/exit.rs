@@ -363,10 +363,8 @@ impl Failure {
 /// A read's `Gap` is damage (a segment missing from the log) when it
 /// names a segment that starts where the LSNs resume, or one the log
 /// should have above the newest there (`found` below `expected`); it is
-/// a read of LSNs the log no longer holds when it names the directory
-/// (a read below the oldest LSN kept), a segment a checkpoint removed, or
-/// one holding LSNs a point-in-time recovery gave up (which resume
-/// inside it).
+/// a read of LSNs a checkpoint released when it names the directory (a
+/// read below the oldest LSN kept) or a segment a checkpoint removed.
 fn gap_kind(file: &Path, expected: ringwal::Lsn, found: ringwal::Lsn) -> Kind {
     let base = file
         .file_name()
@@ -377,6 +375,28 @@ fn gap_kind(file: &Path, expected: ringwal::Lsn, found: ringwal::Lsn) -> Kind {
         Some(b) if b == found || found < expected => Kind::Gap,
         _ => Kind::Released,
     }
+}
+
+/// The message of a read of LSNs a checkpoint released ([`Kind::Released`]
+/// as [`gap_kind`] tells it from a `Gap`): below the oldest LSN kept (the
+/// `Gap` names the directory), or in a segment a checkpoint removed while
+/// the read was on its way to it. The library's `Gap` message says "LSN
+/// gap", the name of damage, another kind with another status.
+fn released_message(file: &Path, expected: ringwal::Lsn, oldest: ringwal::Lsn) -> String {
+    let segment = file
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(ringwal::format::parse_segment_file_name)
+        .is_some();
+    let by = if segment {
+        "a checkpoint that removed this segment"
+    } else {
+        "a checkpoint"
+    };
+    format!(
+        "{}: LSN {expected} was released by {by}; the oldest LSN kept is {oldest}",
+        file.display()
+    )
 }
 
 impl From<ringwal::Error> for Failure {
@@ -399,6 +419,7 @@ impl From<ringwal::Error> for Failure {
                 found,
             } => (gap_kind(file, *expected, *found), Some(file), None),
             E::Lost { file, .. } => (Kind::Lost, Some(file), None),
+            E::GivenUp { file, .. } => (Kind::Released, Some(file), None),
             E::Poisoned { .. } => (Kind::Poisoned, None, None),
             E::TooLarge { .. } => (Kind::Input, None, None),
             E::NoSpace { path } => (Kind::NoSpace, Some(path), None),
@@ -409,14 +430,18 @@ impl From<ringwal::Error> for Failure {
             _ => (Kind::Other, None, None),
         };
         let path = path.cloned();
-        // The library's messages name the path and leave the OS error to
-        // `source()`: an operator needs both, on the one line.
-        let mut message = e.to_string();
-        let mut cause = std::error::Error::source(&e);
-        while let Some(c) = cause {
-            message.push_str(&format!(": {c}"));
-            cause = c.source();
-        }
+        let message = match &e {
+            // The library's one `Gap` reads "LSN gap", the name of another
+            // kind: the message says what this kind says.
+            E::Gap {
+                file,
+                expected,
+                found,
+            } if kind == Kind::Released => released_message(file, *expected, *found),
+            // The library's messages name the path and leave the OS error
+            // to `source()`: an operator needs both, on the one line.
+            e => e.chain().to_string(),
+        };
         Failure {
             kind,
             message,

@@ -230,6 +230,17 @@ fn nodes_to_check(dir: &Path, node: Option<u32>) -> Result<Vec<u32>, Failure> {
     }
 }
 
+/// The status of a check (`verify`, `stat`) that found `problems` in
+/// each node it read: one for a log with damage, whichever command found
+/// it, so that a script gets one answer for one log.
+fn checked_status<'a>(mut problems: impl Iterator<Item = &'a [ringwal::Error]>) -> ExitCode {
+    if problems.any(|p| !p.is_empty()) {
+        ExitCode::from(DAMAGED)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
 /// Write `doc` to stdout as one JSON document.
 fn print_json(doc: &serde_json::Value) -> Result<(), Failure> {
     let mut out = io::stdout().lock();
@@ -253,12 +264,7 @@ pub(crate) fn verify(a: VerifyArgs, quiet: bool) -> CmdResult {
         progress.inc(1);
     }
     drop(progress);
-    let damaged = reports.iter().filter(|r| !r.is_consistent()).count();
-    let status = if damaged > 0 {
-        ExitCode::from(DAMAGED)
-    } else {
-        ExitCode::SUCCESS
-    };
+    let status = checked_status(reports.iter().map(|r| r.problems.as_slice()));
     if a.json {
         let mut doc = Summary::new("verify", &a.dir);
         for r in &reports {
@@ -433,7 +439,8 @@ pub(crate) fn human_bytes(n: u64) -> String {
 /// and sizes from the headers and a walk of each newest segment; or, with
 /// `--json`, one document (see `summary.rs`). What the headers and the
 /// manifest show wrong (a file under a segment name that is no segment of
-/// the log, records the manifest promised that are gone) is printed as
+/// the log, a sealed segment cut short, records the manifest promised
+/// that are gone) is printed as
 /// `verify` prints problems, and is status 1; older segments' frames are
 /// not read, and the output says so. Status 2 if there is no segment to
 /// describe.
@@ -444,11 +451,7 @@ pub(crate) fn stat(a: StatArgs) -> CmdResult {
         .into_iter()
         .map(|node| Ok(verify::stat_with(&a.dir, &a.key.config(node)?.build())?))
         .collect::<Result<Vec<_>, Failure>>()?;
-    let status = if stats.iter().any(|s| !s.problems.is_empty()) {
-        ExitCode::from(DAMAGED)
-    } else {
-        ExitCode::SUCCESS
-    };
+    let status = checked_status(stats.iter().map(|s| s.problems.as_slice()));
     if a.json {
         let mut doc = Summary::new("stat", &a.dir);
         for s in &stats {

@@ -11,7 +11,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use base64::Engine as _;
-use common::{p, ringwal, run, segments, spawn};
+use common::{exit_statuses, p, ringwal, run, segments, spawn};
 use ringwal::{Config, Level, Wal};
 
 fn stdout(o: &Output) -> String {
@@ -459,8 +459,12 @@ fn append_to_a_locked_log_fails_cleanly() {
     wal.close().unwrap();
 }
 
+/// A read below the oldest LSN kept is of kind `released`, and its
+/// message says so (never "LSN gap", the message of damage, another kind
+/// with another status): the same words on stderr and in the `--json`
+/// error object, and the status `--help` gives the kind.
 #[test]
-fn reading_below_the_oldest_lsn_is_a_gap() {
+fn reading_below_the_oldest_lsn_says_a_checkpoint_released_it() {
     let dir = tempfile::tempdir().unwrap();
     small_segment_log(dir.path(), 2000);
     let (wal, _) = Wal::open(dir.path(), small_segments()).unwrap();
@@ -469,7 +473,17 @@ fn reading_below_the_oldest_lsn_is_a_gap() {
     wal.close().unwrap();
     let o = run(&["cat", p(dir.path()), "--from", "1"], b"");
     assert_one_line_error(&o);
-    assert!(stderr(&o).contains("gap"), "{o:?}");
+    let want = format!(
+        "ringwal: {}: LSN 1 was released by a checkpoint; the oldest LSN kept is {oldest}\n",
+        p(dir.path())
+    );
+    assert_eq!(stderr(&o), want);
+    let o = run(&["cat", p(dir.path()), "--from", "1", "--json"], b"");
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["error"]["kind"], "released", "{v}");
+    assert_eq!(v["error"]["message"], want["ringwal: ".len()..].trim_end());
+    assert_eq!(o.status.code(), Some(exit_statuses()["released"]), "{o:?}");
+    assert_eq!(v["error"]["status"], exit_statuses()["released"], "{v}");
     let from = oldest.to_string();
     let o = run(&["dump", p(dir.path()), "--json", "--from", &from], b"");
     assert!(o.status.success(), "{o:?}");
@@ -809,7 +823,7 @@ fn cat_follow_prints_records_as_they_are_written_across_rolls() {
 }
 
 #[test]
-fn cat_follow_overtaken_by_a_checkpoint_ends_with_a_gap() {
+fn cat_follow_overtaken_by_a_checkpoint_says_it_was_released() {
     let dir = tempfile::tempdir().unwrap();
     let (wal, _) = Wal::open(dir.path(), small_segments()).unwrap();
     let _ = wal.append(0, b"first").unwrap();
@@ -876,7 +890,10 @@ fn cat_follow_overtaken_by_a_checkpoint_ends_with_a_gap() {
         printed.len() < 3_000,
         "it skipped nothing, so it was not overtaken"
     );
-    assert!(out.1.contains("gap"), "{out:?}");
+    // Its message says what its kind (`released`, the status above) says,
+    // whether the checkpoint went by before or while it read.
+    assert!(out.1.contains("was released by a checkpoint"), "{out:?}");
+    assert!(out.1.contains("the oldest LSN kept is"), "{out:?}");
 }
 
 /// Every file of the log in `dir` (all but the lock file) by name, with its bytes.

@@ -12,7 +12,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::{p, run, segments};
+use common::{exit_statuses, p, run, segments};
 
 use ringwal::{Config, Level, Wal};
 
@@ -181,11 +181,9 @@ fn expected(case: Case, i: usize) -> Want {
         }
         Case::TruncatedNewest => want(1, LOST),
         // Nothing from LSN 2990 on is damaged; stat reads no frame of an
-        // older segment, and says so.
+        // older segment, but its size shows the cut: the same status.
         Case::TruncatedSealed if rest == ["--from", "2990"] => want(0, "record 3000\n"),
-        Case::TruncatedSealed if cmd == "stat" => {
-            want(0, "shorter than the 64.0 KiB its header declares")
-        }
+        Case::TruncatedSealed if cmd == "stat" => want(1, "its end was cut off"),
         Case::TruncatedSealed => want(1, GAP),
         Case::Garbage => want(1, BAD_MAGIC),
         Case::ForeignShortFile => want(1, NO_SEGMENT),
@@ -386,7 +384,7 @@ fn json_failures_are_one_error_object_with_kind_status_path_offset_and_message()
     let fx = Fixtures::build();
     let cells = fx.root.path().join("cells");
     let mut n = 0;
-    let help = exit_status_help();
+    let help = exit_statuses();
     for (case, kind, status) in [
         (Case::MissingPath, "no-log", 2),
         (Case::AFile, "no-log", 2),
@@ -445,44 +443,62 @@ fn json_failures_are_one_error_object_with_kind_status_path_offset_and_message()
     }
 }
 
-/// The EXIT STATUS section of `ringwal --help`: each kind by name, with
-/// its status.
-fn exit_status_help() -> std::collections::HashMap<String, i32> {
-    let (help, _) = text(&run(&["--help"], b""));
-    let section = help
-        .split("EXIT STATUS")
-        .nth(1)
-        .expect("an EXIT STATUS section");
-    let mut kinds = std::collections::HashMap::new();
-    let mut status = -1;
-    for line in section.lines() {
-        let words: Vec<&str> = line.split_whitespace().collect();
-        let named = |w: &str| {
-            w.strip_suffix(':')
-                .filter(|n| n.chars().all(|c| c.is_ascii_lowercase() || c == '-'))
-                .map(str::to_string)
-        };
-        match words.as_slice() {
-            [code, name, ..] if code.parse::<i32>().is_ok() && named(name).is_some() => {
-                status = code.parse().unwrap();
-                kinds.insert(named(name).unwrap(), status);
-            }
-            // A kind under the status above it: indented by the status
-            // column, not the continuation's deeper indent.
-            [name, ..] if line.starts_with("     ") && !line.starts_with("      ") => {
-                if let Some(n) = named(name) {
-                    kinds.insert(n, status);
-                }
-            }
-            _ => {}
-        }
+/// A sealed segment cut short (its file shorter than its header
+/// declares) is damage to `stat`, which reads only headers and sizes, as
+/// to `verify`, which reads the frames: one log, one status, with text
+/// output or JSON, the status the table gives damage.
+#[test]
+fn stat_and_verify_give_a_sealed_segment_cut_short_one_status() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("log");
+    base_log(&dir);
+    let segs = segments(&dir);
+    assert!(segs.len() >= 3, "{segs:?}");
+    let sealed = &segs[0];
+    let len = std::fs::metadata(sealed).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(sealed)
+        .unwrap()
+        .set_len(len - 3 * 4096)
+        .unwrap();
+    let damaged = exit_statuses()["corrupt"];
+    for cmd in ["verify", "stat"] {
+        let o = run(&[cmd, p(&dir)], b"");
+        assert_eq!(o.status.code(), Some(damaged), "{cmd}: {o:?}");
+        assert!(
+            text(&o).0.contains(p(sealed)),
+            "{cmd} names the file: {o:?}"
+        );
+        let o = run(&[cmd, p(&dir), "--json"], b"");
+        assert_eq!(o.status.code(), Some(damaged), "{cmd} --json: {o:?}");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let problems = v["problems"].as_array().unwrap();
+        assert_eq!(problems.len(), 1, "{cmd}: {v}");
+        assert_eq!(problems[0]["file"], p(sealed), "{cmd}: {v}");
     }
-    kinds
+    // The newest segment's file may end early (a torn tail is no damage):
+    // neither command calls that damage.
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("log");
+    base_log(&dir);
+    let newest = segments(&dir).pop().unwrap();
+    let len = std::fs::metadata(&newest).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&newest)
+        .unwrap()
+        .set_len(len - 4096)
+        .unwrap();
+    for cmd in ["verify", "stat"] {
+        let o = run(&[cmd, p(&dir)], b"");
+        assert_eq!(o.status.code(), Some(0), "{cmd}: {o:?}");
+    }
 }
 
 #[test]
 fn help_and_man_page_list_every_kind_under_one_status() {
-    let kinds = exit_status_help();
+    let kinds = exit_statuses();
     for (kind, status) in [
         ("ok", 0),
         ("corrupt", 1),

@@ -56,3 +56,38 @@ pub fn segments(dir: &Path) -> Vec<std::path::PathBuf> {
     v.sort();
     v
 }
+
+/// The EXIT STATUS section of `ringwal --help`: each kind by name, with
+/// its status.
+pub fn exit_statuses() -> std::collections::HashMap<String, i32> {
+    let help = String::from_utf8(run(&["--help"], b"").stdout).unwrap();
+    let section = help
+        .split("EXIT STATUS")
+        .nth(1)
+        .expect("an EXIT STATUS section");
+    let mut kinds = std::collections::HashMap::new();
+    let mut status = -1;
+    for line in section.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let named = |w: &str| {
+            w.strip_suffix(':')
+                .filter(|n| n.chars().all(|c| c.is_ascii_lowercase() || c == '-'))
+                .map(str::to_string)
+        };
+        match words.as_slice() {
+            [code, name, ..] if code.parse::<i32>().is_ok() && named(name).is_some() => {
+                status = code.parse().unwrap();
+                kinds.insert(named(name).unwrap(), status);
+            }
+            // A kind under the status above it: indented by the status
+            // column, not the continuation's deeper indent.
+            [name, ..] if line.starts_with("     ") && !line.starts_with("      ") => {
+                if let Some(n) = named(name) {
+                    kinds.insert(n, status);
+                }
+            }
+            _ => {}
+        }
+    }
+    kinds
+}
