@@ -355,16 +355,24 @@ fn point_in_time(
 
 /// Copy `from` to `to`, a name no file has (never overwriting one), and
 /// make the copy and its name durable before the original is changed.
+/// The copy holds the log's records, so it gets exactly the segment's
+/// permission bits (the log's file mode), whatever the umask.
 fn copy_aside(from: &Path, to: &Path) -> Result<(), Failure> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let io_err = |path: &Path| {
         let path = path.to_path_buf();
         move |source| Failure::from(Error::Io { path, source })
     };
     let mut src = File::open(from).map_err(io_err(from))?;
+    let mode = src.metadata().map_err(io_err(from))?.permissions().mode() & 0o777;
     let mut dst = OpenOptions::new()
         .write(true)
         .create_new(true)
+        .mode(mode)
         .open(to)
+        .map_err(io_err(to))?;
+    // The umask may have taken bits the log's mode grants (a group's).
+    dst.set_permissions(std::fs::Permissions::from_mode(mode))
         .map_err(io_err(to))?;
     io::copy(&mut src, &mut dst).map_err(io_err(to))?;
     dst.sync_all().map_err(io_err(to))?;

@@ -808,6 +808,44 @@ fn point_in_time_recovery_brings_back_a_log_every_open_refuses() {
     assert_eq!(v["error"]["kind"], "released", "{v}");
 }
 
+/// The copy point-in-time recovery keeps of the segment it cuts holds
+/// the log's records: it gets the log's file mode (the default, or the
+/// one the log was made with), never the umask's, so `verify` finds no
+/// file of the log that others may read.
+#[test]
+fn the_copy_kept_before_a_cut_has_the_logs_file_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    for file_mode in [None, Some(0o640)] {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("log");
+        let mut cfg = Config::builder()
+            .segment_bytes(64 << 10)
+            .max_record_bytes(4 << 10);
+        if let Some(m) = file_mode {
+            cfg = cfg.file_mode(m);
+        }
+        let (wal, _) = Wal::open(&dir, cfg.build()).unwrap();
+        let mut last = None;
+        for i in 1..=100 {
+            last = Some(wal.append(0, format!("record {i}").as_bytes()).unwrap());
+        }
+        last.unwrap().wait(Level::Durable).unwrap();
+        wal.close().unwrap();
+        let (seg, _) = damage_record(&dir, 100);
+        let want = file_mode.unwrap_or(0o600);
+        assert_eq!(mode(&seg), want);
+
+        let o = run(&["recover", p(&dir), "--point-in-time", "--apply"], b"");
+        assert_eq!(o.status.code(), Some(0), "{o:?}");
+        let copy = PathBuf::from(format!("{}.corrupt", p(&seg)));
+        assert_eq!(mode(&copy), want, "{file_mode:?}: {o:?}");
+        let o = run(&["verify", p(&dir)], b"");
+        assert_eq!(o.status.code(), Some(0), "{o:?}");
+        assert!(!text(&o).1.contains("warning"), "{o:?}");
+    }
+}
+
 /// Damage in a middle segment: the segments after it are set aside under
 /// names no file has (never deleted), with their LSNs and bytes shown
 /// first; a second recovery of the same segment never overwrites the
