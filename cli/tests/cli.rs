@@ -1193,6 +1193,29 @@ fn nothing_to_check_is_never_a_pass() {
     assert_eq!(std::fs::read(&file).unwrap(), b"not a log");
 }
 
+/// An I/O error is printed with its OS cause after the path (here
+/// ENOTDIR: a log directory under a regular file), by every command
+/// that meets one, in the one format `ringwal-otlp` prints too.
+#[test]
+fn an_io_error_names_its_os_cause() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("file");
+    std::fs::write(&file, b"not a directory").unwrap();
+    let log = file.join("log");
+    for args in [
+        vec!["append", p(&log)],
+        vec!["bench", "--dir", p(&log), "--secs", "0.1"],
+    ] {
+        let o = run(&args, b"x\n");
+        assert_one_line_error_with(&o, exit_statuses()["io"]);
+        let want = format!(
+            "ringwal: I/O error on {}: Not a directory (os error",
+            p(&log)
+        );
+        assert!(stderr(&o).starts_with(&want), "{args:?}: {o:?}");
+    }
+}
+
 #[test]
 fn exit_statuses_are_documented_and_io_errors_are_4() {
     let o = run(&["--help"], b"");

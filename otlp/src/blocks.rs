@@ -53,11 +53,11 @@ pub fn prepare(out: &Path) -> Result<Watermarks, String> {
         let dir = dir(out, signal);
         if !dir.exists() {
             std::fs::create_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-            ringwal::files::fsync_dir(out).map_err(|e| e.to_string())?;
+            ringwal::files::fsync_dir(out).map_err(|e| e.chain().to_string())?;
         }
         remove_leftovers(&dir)?;
         let found = Watermarks::from_dir(&dir, |n| Some((signal.stream(), parse_name(n)?.1)))
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| e.chain().to_string())?;
         for (stream, w) in found.iter() {
             marks.observe(stream, w);
         }

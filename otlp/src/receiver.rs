@@ -102,10 +102,11 @@ impl Receiver {
     /// write per `opts.sealing.bytes` replayed.
     pub fn open(opts: &Options) -> Result<(Receiver, Started), String> {
         let marks = blocks::prepare(&opts.out)?;
-        let (wal, _report) = Wal::open(&opts.wal, opts.config()).map_err(|e| e.to_string())?;
+        let (wal, _report) =
+            Wal::open(&opts.wal, opts.config()).map_err(|e| e.chain().to_string())?;
         let streams: Vec<u16> = Signal::ALL.iter().map(|s| s.stream()).collect();
         let collector =
-            Arc::new(Collector::open(wal, &streams, &marks).map_err(|e| e.to_string())?);
+            Arc::new(Collector::open(wal, &streams, &marks).map_err(|e| e.chain().to_string())?);
         let mut shards: Vec<Shard> = Signal::ALL
             .iter()
             .map(|&s| Shard::new(s, &opts.out, collector.clone()))
@@ -127,10 +128,10 @@ impl Receiver {
                 }
                 Ok(())
             })
-            .map_err(|e| format!("replaying {}: {e}", opts.wal.display()))?;
+            .map_err(|e| format!("replaying {}: {}", opts.wal.display(), e.chain()))?;
         started.replayed = replayed.replayed;
         for shard in &mut shards {
-            if shard.seal().map_err(|e| e.to_string())?.is_some() {
+            if shard.seal().map_err(|e| e.chain().to_string())?.is_some() {
                 started.blocks += 1;
             }
         }
@@ -184,7 +185,7 @@ impl Receiver {
         truncate(&self.collector);
         drop(self.feeds);
         match Arc::try_unwrap(self.collector) {
-            Ok(c) => c.close().map_err(|e| e.to_string())?,
+            Ok(c) => c.close().map_err(|e| e.chain().to_string())?,
             // A handler still holds it: the last one to let go closes it.
             Err(_) => failed.push("the log was still in use at exit".to_string()),
         }
@@ -223,7 +224,7 @@ fn start_flushers(
 /// segments longer; it is reported, not fatal.
 fn truncate(collector: &Collector) {
     if let Err(e) = collector.truncate(collector.covered()) {
-        eprintln!("ringwal-otlp: truncating the log: {e}");
+        eprintln!("ringwal-otlp: truncating the log: {}", e.chain());
     }
 }
 
@@ -250,7 +251,7 @@ fn flusher(
                 retry_at.is_none() && shard.full(sealing)
             }
             Ok(Msg::Drain) | Err(RecvTimeoutError::Disconnected) => {
-                return shard.seal().map(drop).map_err(|e| e.to_string());
+                return shard.seal().map(drop).map_err(|e| e.chain().to_string());
             }
             Err(RecvTimeoutError::Timeout) => true,
         };
@@ -263,7 +264,7 @@ fn flusher(
                 truncate(collector);
             }
             Err(e) => {
-                eprintln!("ringwal-otlp: writing a block: {e}; retrying");
+                eprintln!("ringwal-otlp: writing a block: {}; retrying", e.chain());
                 retry_at = Some(Instant::now() + RETRY_AFTER_FAILURE);
             }
         }

@@ -193,19 +193,22 @@ fn store(app: &App, signal: Signal, body: Bytes) -> Result<Option<ringwal::Ticke
     }
 }
 
-/// The answer to a log error. A poisoned log stores nothing more: the
-/// server is told to stop.
+/// The answer to a log error, with its causes (a poisoned log's I/O
+/// error). A poisoned log stores nothing more: the server is told to
+/// stop.
 fn log_refusal(app: &App, e: ringwal::Error) -> Refusal {
     match e {
         ringwal::Error::LogFull { .. } | ringwal::Error::Closed => {
-            Refusal(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+            Refusal(StatusCode::SERVICE_UNAVAILABLE, e.chain().to_string())
         }
-        ringwal::Error::TooLarge { .. } => Refusal(StatusCode::PAYLOAD_TOO_LARGE, e.to_string()),
+        ringwal::Error::TooLarge { .. } => {
+            Refusal(StatusCode::PAYLOAD_TOO_LARGE, e.chain().to_string())
+        }
         ringwal::Error::Poisoned { .. } | ringwal::Error::NoSpace { .. } => {
             let _ = app.fatal.send(true);
-            Refusal(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+            Refusal(StatusCode::SERVICE_UNAVAILABLE, e.chain().to_string())
         }
-        e => Refusal(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        e => Refusal(StatusCode::INTERNAL_SERVER_ERROR, e.chain().to_string()),
     }
 }
 

@@ -331,3 +331,28 @@ fn after_sigkill_the_next_start_puts_every_acknowledged_body_in_a_block_once() {
         );
     }
 }
+
+/// A log that cannot be opened: the message names the path and the OS
+/// error under it (here ENOTDIR, a path under a regular file), the cause
+/// an operator needs, and the receiver never listens.
+#[test]
+fn a_log_that_cannot_be_opened_is_reported_with_its_os_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("file");
+    std::fs::write(&file, b"not a directory").unwrap();
+    let wal = file.join("wal");
+    let run = std::process::Command::new(common::BIN)
+        .args(["--listen", LOOPBACK, "--wal"])
+        .arg(&wal)
+        .arg("--out")
+        .arg(tmp.path().join("out"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success(), "{stderr}");
+    assert!(run.stdout.is_empty(), "it must not listen");
+    let message = format!("ringwal-otlp: I/O error on {}: ", wal.display());
+    assert!(stderr.starts_with(&message), "{stderr}");
+    assert!(stderr.contains("Not a directory (os error"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}
