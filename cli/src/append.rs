@@ -60,7 +60,8 @@ pub(crate) fn run(args: AppendArgs) -> CmdResult {
     if let Some(bytes) = args.segment_bytes {
         builder = builder.segment_bytes(bytes);
     }
-    if let Some(bytes) = args.max_record_bytes {
+    let derived = args.segment_bytes.map(super::record_limit_for);
+    if let Some(bytes) = args.max_record_bytes.or(derived) {
         builder = builder.max_record_bytes(bytes);
     }
     if let Some(mode) = args.file_mode {

@@ -95,6 +95,10 @@ pub(crate) fn run(a: BenchArgs) -> CmdResult {
         }
     };
 
+    let segment_bytes = a.segment_mib << 20;
+    let max_record = a
+        .max_record
+        .unwrap_or_else(|| super::record_limit_for(segment_bytes));
     let mut builder = a
         .key
         .config(1)?
@@ -102,9 +106,9 @@ pub(crate) fn run(a: BenchArgs) -> CmdResult {
         .backend(configured)
         .sync_method(a.sync_method)
         .max_inflight(a.inflight)
-        .max_record_bytes(a.max_record)
+        .max_record_bytes(max_record)
         .wait_spin(Duration::from_micros(a.wait_spin_us))
-        .segment_bytes(a.segment_mib << 20);
+        .segment_bytes(segment_bytes);
     if level != Level::Durable {
         builder = builder.durability(Durability::Deferred {
             sync_interval: a.sync_interval_ms.map(Duration::from_millis),

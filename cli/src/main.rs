@@ -121,8 +121,9 @@ pub(crate) struct AppendArgs {
     /// (default 64 MiB).
     #[arg(long, value_name = "N")]
     pub segment_bytes: Option<u64>,
-    /// Largest record accepted, in bytes (default 1 MiB); it must fit a
-    /// segment.
+    /// Largest record accepted, in bytes; it must fit a segment. Default
+    /// 1 MiB, or, with a --segment-bytes too small for that, the segment
+    /// less 64 KiB, and at least half of it.
     #[arg(long, value_name = "N")]
     pub max_record_bytes: Option<usize>,
     /// Permission bits (octal) of the files the log creates, whatever the
@@ -163,6 +164,19 @@ impl AppendArgs {
             OnFullArg::DropOldest => WhenFull::DropOldest,
         }
     }
+}
+
+/// The record size limit of a command given a segment size but no limit:
+/// the library's default, 1 MiB, where it fits, else the segment less
+/// 64 KiB (two header blocks and room for a frame's header, tag and
+/// padding), and at least half the segment. The library refuses a limit
+/// a segment cannot hold, naming its own setting: a user who chose only a
+/// segment size gets a limit that fits it instead. (Without a segment
+/// size, the library's defaults fit each other.)
+pub(crate) fn record_limit_for(segment_bytes: u64) -> usize {
+    let segment = usize::try_from(segment_bytes).unwrap_or(usize::MAX);
+    let default = Config::default().max_record_bytes();
+    default.min((segment / 2).max(segment.saturating_sub(64 << 10)))
 }
 
 /// An octal mode such as `640` or `0640`.
@@ -404,9 +418,11 @@ pub(crate) struct BenchArgs {
     /// (`Config::wait_spin`; 0 never spins).
     #[arg(long, default_value_t = ringwal::DEFAULT_WAIT_SPIN.as_micros() as u64)]
     pub wait_spin_us: u64,
-    /// Largest record the log accepts, in bytes (raise it for --size above 1 MiB).
-    #[arg(long, default_value_t = 1 << 20)]
-    pub max_record: usize,
+    /// Largest record the log accepts, in bytes (raise it for --size above
+    /// 1 MiB). Default as `append --max-record-bytes`: 1 MiB, or less when
+    /// --segment-mib 1 is too small for that.
+    #[arg(long)]
+    pub max_record: Option<usize>,
     /// Segment size in MiB (smaller segments roll more often: the cost of
     /// a roll shows in the tail).
     #[arg(long, default_value_t = 64)]

@@ -1216,6 +1216,47 @@ fn an_io_error_names_its_os_cause() {
     }
 }
 
+/// A segment size given alone picks a record limit that fits it (the
+/// library's default of 1 MiB does not fit a 64 KiB segment): half the
+/// segment there, encrypted or not, and a record over it is refused as
+/// input, naming the limit; `bench --segment-mib 1` runs.
+#[test]
+fn a_segment_size_alone_picks_a_record_limit_that_fits() {
+    let root = tempfile::tempdir().unwrap();
+    let key = root.path().join("key");
+    std::fs::write(&key, [7u8; 32]).unwrap();
+    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let limit = 32 << 10;
+    for (i, extra) in [vec![], vec!["--key-file", p(&key)]].iter().enumerate() {
+        let dir = root.path().join(format!("log{i}"));
+        let mut a = vec!["append", p(&dir), "--segment-bytes", "65536"];
+        a.extend(extra);
+        let line = |n: usize| format!("{}\n", "x".repeat(n)).into_bytes();
+        let o = run(&a, &line(limit));
+        assert!(o.status.success(), "{extra:?}: {o:?}");
+        assert_eq!(stdout(&o), "1\n");
+        let o = run(&a, &line(limit + 1));
+        assert_one_line_error_with(&o, exit_statuses()["input"]);
+        assert!(
+            stderr(&o).contains(&format!("the limit of {limit} bytes")),
+            "{extra:?}: {o:?}"
+        );
+    }
+    let o = run(
+        &[
+            "bench",
+            "--segment-mib",
+            "1",
+            "--secs",
+            "0.1",
+            "--producers",
+            "1",
+        ],
+        b"",
+    );
+    assert!(o.status.success(), "{o:?}");
+}
+
 #[test]
 fn exit_statuses_are_documented_and_io_errors_are_4() {
     let o = run(&["--help"], b"");
