@@ -419,7 +419,8 @@ impl Config {
         self.write_bytes
     }
 
-    /// The CPU the ring thread is pinned to, if any.
+    /// The CPU the ring thread (and the segment preparer it starts) is
+    /// pinned to, if any.
     pub fn ring_cpu(&self) -> Option<usize> {
         self.ring_cpu
     }
@@ -866,6 +867,10 @@ impl ConfigBuilder {
     }
     /// Pin the ring thread to this CPU. Default: unpinned. A CPU outside
     /// the process's affinity mask is refused at open (`InvalidConfig`).
+    /// The segment preparer thread, which the ring thread starts once
+    /// pinned, inherits the pin (on Linux, where threads inherit their
+    /// creator's affinity): preallocating and zeroing the next segment
+    /// then takes that CPU's time from the ring.
     pub fn ring_cpu(mut self, cpu: Option<usize>) -> Self {
         self.cfg.ring_cpu = cpu;
         self

@@ -942,8 +942,8 @@ impl Wal {
     ///
     /// `snapshot_lsn` must be below [`next_lsn`](Self::next_lsn): a
     /// snapshot cannot cover records not yet appended. A larger one is
-    /// refused with [`Error::Gap`] (`expected` is the next LSN, `found` is
-    /// `snapshot_lsn`, `file` the log's directory) and nothing is appended.
+    /// refused with [`Error::PastEnd`] (`lsn` is `snapshot_lsn`, `last`
+    /// the last LSN handed out) and nothing is appended.
     /// 0 is accepted (a snapshot that covers nothing). The marker's own LSN
     /// is therefore always above `snapshot_lsn`.
     ///
