@@ -22,7 +22,9 @@ pub(crate) struct Plan {
     pub truncation: Option<Truncation>,
     /// The first LSN the writer hands out.
     pub next_lsn: Lsn,
-    /// LSNs (first, last) to record as skipped (point-in-time mode only).
+    /// LSNs (first, last) to record as given up: above the last record
+    /// kept, up to every LSN ever handed out (point-in-time mode) or that
+    /// a poisoned writer of this process handed out (either mode).
     pub skipped: Option<(Lsn, Lsn)>,
 }
 
@@ -37,20 +39,28 @@ pub(crate) fn plan(a: &Analysis, cfg: &Config) -> Result<Plan> {
     // inside the active segment). Point-in-time recovery never hands out
     // an LSN again: it resumes above every LSN on disk and every one the
     // manifest says was handed out, and records the LSNs in between as a
-    // skip.
+    // skip. Either mode resumes above what a poisoned writer of this
+    // process handed out, recording a skip the same way.
     let last = a.segments.last();
     let mut next_lsn = match last {
         Some(l) => l.last_lsn + 1,
         None => a.floor_lsn.max(1),
     };
+    // A writer of this process that failed handed out LSNs the disk may
+    // not show; its producers and hooks saw them: in either mode, resume
+    // above them too (invariant 1).
+    let mut above = crate::segment::manifest::handed_out_by_failed_writer(a.log_id());
     if cfg.recovery == RecoveryMode::PointInTime {
         let handed_out = a.manifest.map_or(0, |m| m.handed_out);
-        next_lsn = next_lsn.max(handed_out.max(a.highest_seen).min(MAX_LSN) + 1);
-        // With no segment left to record a skip in, the log restarts at
-        // `next_lsn` in a new first segment, whose base must be an LSN.
-        if a.segments.is_empty() && next_lsn > MAX_LSN {
-            return Err(Error::LsnExhausted { next: next_lsn });
-        }
+        above = above.max(handed_out).max(a.highest_seen);
+    }
+    if above >= next_lsn {
+        next_lsn = above.min(MAX_LSN) + 1;
+    }
+    // With no segment left to record a skip in, the log restarts at
+    // `next_lsn` in a new first segment, whose base must be an LSN.
+    if a.segments.is_empty() && next_lsn > MAX_LSN {
+        return Err(Error::LsnExhausted { next: next_lsn });
     }
     // No LSN kept is handed out again.
     debug_assert!(last.is_none_or(|l| next_lsn > l.last_lsn));

@@ -332,8 +332,10 @@ pub struct RecoveryPlan {
     pub set_aside: Vec<SetAside>,
     /// LSNs (first, last) the open would record as never to be handed
     /// out: in point-in-time mode, every LSN above the last record kept
-    /// that the log ever held or handed out. Always `None` in strict
-    /// mode (LSNs resume right after the last record kept).
+    /// that the log ever held or handed out; in either mode, those a
+    /// writer of this process handed out before it was poisoned. Else
+    /// `None` in strict mode (LSNs resume right after the last record
+    /// kept).
     pub skipped: Option<(Lsn, Lsn)>,
     /// The first LSN the writer would hand out after the open.
     pub next_lsn: Lsn,

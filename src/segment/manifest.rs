@@ -81,6 +81,47 @@ pub(crate) fn broken_promise(m: &Manifest, dir: &LogDir, disk: OnDisk<'_>) -> Op
     })
 }
 
+/// The highest LSN a writer of this process handed out before it was
+/// poisoned, by log id: what the next open of that log in this process
+/// resumes above ([`handed_out_by_failed_writer`]).
+///
+/// A failed write's LSN was handed to its producer (and to an
+/// `append_then` hook's list, a collector's shard) before the write
+/// failed, and nothing on disk records it: the disk is failing, so the
+/// manifest is written no more (invariant 4), and strict recovery would
+/// resume right after the last record on disk and give that LSN to
+/// another record, while the consumers that saw it live on in this
+/// process. Memory is the one record that cannot fail, and it lasts
+/// exactly as long as they do: after the process ends, no consumer
+/// holds the LSN but what it published, which a collector burns past
+/// at its open (its invariant 4).
+static FAILED_WRITERS: std::sync::Mutex<Vec<(u64, Lsn)>> = std::sync::Mutex::new(Vec::new());
+
+/// A writer of the log `log_id` was poisoned after handing out LSNs up
+/// to `handed_out`, and hands out no more: remember them for the next
+/// open in this process. Call it once no LSN can be handed out any
+/// more (the reservation has seen the poison). Cost: one lock and a
+/// scan of one entry per log poisoned in this process.
+pub(crate) fn failed_writer(log_id: u64, handed_out: Lsn) {
+    let mut all = FAILED_WRITERS.lock().unwrap_or_else(|p| p.into_inner());
+    match all.iter_mut().find(|(id, _)| *id == log_id) {
+        Some((_, h)) => *h = (*h).max(handed_out),
+        None => all.push((log_id, handed_out)),
+    }
+}
+
+/// The highest LSN a poisoned writer of the log `log_id` in this process
+/// handed out ([`failed_writer`]); 0 if none was poisoned. Recovery
+/// resumes above it and records the LSNs between as given up, so none is
+/// handed out twice. Cost: one lock and a short scan.
+pub(crate) fn handed_out_by_failed_writer(log_id: Option<u64>) -> Lsn {
+    let Some(log_id) = log_id else { return 0 };
+    let all = FAILED_WRITERS.lock().unwrap_or_else(|p| p.into_inner());
+    all.iter()
+        .find(|(id, _)| *id == log_id)
+        .map_or(0, |&(_, h)| h)
+}
+
 /// Replace the node's manifest with `m`, atomically and durably.
 pub(crate) fn write(vfs: &dyn Vfs, dir: &LogDir, m: &Manifest) -> Result<()> {
     debug_assert_eq!(

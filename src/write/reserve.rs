@@ -828,6 +828,9 @@ impl Shared {
     pub fn poison(&self, cause: Poison) {
         self.set_poison(cause);
         drop(self.lock());
+        // Every producer that saw no poison has left the lock: the LSNs
+        // handed out are final (invariant 1).
+        crate::segment::manifest::failed_writer(self.log_id, self.next_lsn() - 1);
         self.wake_space_ending();
     }
 
@@ -843,6 +846,8 @@ impl Shared {
     /// notification needs no pass through the lock.
     pub(super) fn poison_held(&self, cause: Poison) {
         self.set_poison(cause);
+        // The lock is held: no LSN is handed out after this one.
+        crate::segment::manifest::failed_writer(self.log_id, self.next_lsn() - 1);
         self.wake_space_ending();
     }
 

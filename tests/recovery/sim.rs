@@ -5,8 +5,10 @@
 //! constant) runs on a simulated disk, which loses power at a random point;
 //! real recovery (`Wal::open`) then runs on what survived. After each crash:
 //! every record acknowledged `Durable` is there byte for byte, LSNs are
-//! dense and ordered, nothing that was never appended appears, a pure crash
-//! never makes open fail, appends continue past every recovered LSN, and
+//! dense and ordered (but for the ranges an open reported given up),
+//! nothing that was never appended appears, a pure crash never makes open
+//! fail, appends continue past every recovered or given-up LSN (above
+//! every one a poisoned life handed out), and
 //! every atomic batch or committed transaction is recovered whole or not
 //! at all.
 //! A second family injects EIO and ENOSPC: every waiter then fails, nothing
@@ -102,6 +104,14 @@ struct Ledger {
     /// Atomic batches and committed transactions appended: first and last
     /// LSN. After any crash each is all there or all gone.
     batches: Vec<(Lsn, Lsn)>,
+    /// The highest LSN this life handed out.
+    life_max: Lsn,
+    /// The highest LSN a life that ended poisoned handed out, until the
+    /// open after it is checked: that open must resume above it.
+    poisoned_max: Option<Lsn>,
+    /// The LSNs (first, last) each open reported given up: the only gaps
+    /// a reader may step over.
+    given_up: Vec<(Lsn, Lsn)>,
 }
 
 fn record(rng: &mut StdRng, lsn_hint: u64) -> Vec<u8> {
@@ -171,6 +181,7 @@ fn workload(
                         for (i, r) in recs.into_iter().enumerate() {
                             l.appended.insert(first + i as u64, r);
                         }
+                        l.life_max = l.life_max.max(ticket.lsn());
                         l.batches.push((first, ticket.lsn()));
                         drop(l);
                         pending.push(ticket);
@@ -179,11 +190,9 @@ fn workload(
                     let payload = record(&mut rng, p as u64);
                     let stream = rng.gen_range(0..4u16);
                     let res = wal.append_then(stream, &payload, |lsn| {
-                        ledger
-                            .lock()
-                            .unwrap()
-                            .appended
-                            .insert(lsn, (stream, payload.clone()));
+                        let mut l = ledger.lock().unwrap();
+                        l.appended.insert(lsn, (stream, payload.clone()));
+                        l.life_max = l.life_max.max(lsn);
                     });
                     let ticket = match res {
                         Ok(t) => t,
@@ -227,7 +236,13 @@ fn workload(
 
 /// Open the survived disk and check it against the ledger. Returns the
 /// recovered log.
-fn check_recovery(seed: u64, fs: &SimFs, cfg: &Config, ledger: &Ledger, what: &str) -> (Wal, Lsn) {
+fn check_recovery(
+    seed: u64,
+    fs: &SimFs,
+    cfg: &Config,
+    ledger: &Ledger,
+    what: &str,
+) -> (Wal, Lsn, Option<(Lsn, Lsn)>) {
     let fail = |msg: String| -> ! {
         let log = fs.op_log();
         let keep = std::env::var("RINGWAL_SIM_LOG").map_or(60, |v| v.parse().unwrap_or(60));
@@ -262,7 +277,7 @@ fn check_recovery(seed: u64, fs: &SimFs, cfg: &Config, ledger: &Ledger, what: &s
     {
         let rec = rec.unwrap_or_else(|e| fail(format!("read: {e}")));
         if let Some(x) = expect {
-            if rec.lsn != x {
+            if rec.lsn != x && !ledger.given_up.contains(&(x, rec.lsn - 1)) {
                 fail(format!("LSN {} where {x} was expected", rec.lsn));
             }
         } else {
@@ -283,7 +298,9 @@ fn check_recovery(seed: u64, fs: &SimFs, cfg: &Config, ledger: &Ledger, what: &s
             "LSN {max_durable} was acknowledged durable but recovery ends at {last}"
         ));
     }
-    if seen > 0 && first != wal.oldest_lsn() {
+    // A skip that opens the oldest segment left starts it with no record.
+    let oldest = wal.oldest_lsn();
+    if seen > 0 && first != oldest && !ledger.given_up.contains(&(oldest, first - 1)) {
         fail(format!(
             "first record {first} but the oldest segment starts at {}",
             wal.oldest_lsn()
@@ -303,7 +320,7 @@ fn check_recovery(seed: u64, fs: &SimFs, cfg: &Config, ledger: &Ledger, what: &s
             report.last_lsn
         ));
     }
-    (wal, last)
+    (wal, last, report.skipped)
 }
 
 /// One life of the log on `fs`: open it, run the workload, lose power
@@ -328,6 +345,7 @@ fn life(seed: u64, round: u32, fs: &SimFs, rng: &mut StdRng, ledger: &mut Ledger
     };
     let stop = Arc::new(AtomicBool::new(false));
     let shared = Arc::new(Mutex::new(std::mem::take(ledger)));
+    ledger.life_max = 0;
     let crash_at = fs.writes() + rng.gen_range(1..120);
     let producers = rng.gen_range(1..=3);
     let (tx, rx) = std::sync::mpsc::channel();
@@ -354,12 +372,18 @@ fn life(seed: u64, round: u32, fs: &SimFs, rng: &mut StdRng, ledger: &mut Ledger
         stop.store(true, Ordering::Relaxed);
         image
     });
+    // A write the frozen disk failed poisons the log; seen only if it
+    // came before this check (one during the drop is not).
+    let poisoned = wal.poison_cause().is_some();
     drop(wal);
     *ledger = Arc::try_unwrap(shared)
         .ok()
         .expect("workload threads joined")
         .into_inner()
         .unwrap();
+    if poisoned {
+        ledger.poisoned_max = Some(ledger.life_max);
+    }
     check_no_retried_sync(seed, fs);
     Some(crashed)
 }
@@ -379,15 +403,33 @@ fn crash_round(seed: u64, faults: Faults, rounds: u32) {
         ledger.appended = appended_total.clone();
         fs = crashed;
         let cfg = config(&fs, &mut rng);
-        let (wal, last) = check_recovery(seed, &fs, &cfg, &ledger, &format!("round {round}"));
-        // Batches the crash took are gone for good: their LSNs go to the
-        // next life's records.
+        let (wal, last, skipped) =
+            check_recovery(seed, &fs, &cfg, &ledger, &format!("round {round}"));
+        // Batches the crash took are gone for good.
         ledger.batches.retain(|&(_, b_last)| b_last <= last);
-        // Appends continue past everything recovered.
+        // The crash happened inside this process: LSNs a poisoned life
+        // handed out were seen by its producers and hooks, which live on,
+        // so the open gives them up instead of handing them out again.
+        let next = match skipped {
+            Some((from, to)) => {
+                assert_eq!(from, last + 1, "seed {seed}: given up {from}..={to}");
+                assert!(to >= from, "seed {seed}: given up {from}..={to}");
+                ledger.given_up.push((from, to));
+                to + 1
+            }
+            None => last + 1,
+        };
+        if let Some(handed_out) = ledger.poisoned_max.take() {
+            assert!(
+                handed_out < next,
+                "seed {seed}: LSN {handed_out}, handed out before the poison, is handed out again from {next}"
+            );
+        }
+        // Appends continue past everything recovered or given up.
         let t = wal
             .append(1, b"after recovery")
             .unwrap_or_else(|e| panic!("seed {seed}: append after recovery: {e}"));
-        assert_eq!(t.lsn(), last + 1, "seed {seed}: LSN after recovery");
+        assert_eq!(t.lsn(), next, "seed {seed}: LSN after recovery");
         t.wait(Level::Durable)
             .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         appended_total.insert(t.lsn(), (1, b"after recovery".to_vec()));
@@ -573,7 +615,81 @@ fn failed_write_poisons_every_waiter() {
         rep.last_lsn, acked,
         "the failed record ({failed_lsn}) never reached the disk"
     );
-    assert_eq!(wal.next_lsn(), acked + 1);
+    // Its LSN was handed out in this process: never again.
+    assert_eq!(rep.skipped, Some((acked + 1, failed_lsn)), "{rep:?}");
+    assert_eq!(wal.next_lsn(), failed_lsn + 1);
+}
+
+/// A record whose write failed had its LSN handed to its producer and to
+/// an `append_then` list before the failure. The log's next open in this
+/// process (the disk healthy again, or after a power loss) gives the
+/// next record an LSN above every one handed out, records the ones that
+/// never reached the disk as given up, and every reader steps over them.
+#[test]
+fn a_failed_writes_lsn_is_never_handed_out_again() {
+    for power_loss in [false, true] {
+        let fs = SimFs::new(11, Faults::default());
+        let (wal, _) = Wal::open(DIR, plain_config(&fs)).unwrap();
+        for i in 0..3u8 {
+            wal.append(0, &[i; 100])
+                .unwrap()
+                .wait(Level::Durable)
+                .unwrap();
+        }
+        wal.close().unwrap();
+        let (wal, _) = Wal::open(DIR, plain_config(&fs)).unwrap();
+        fs.set_faults(Faults {
+            fail_write_at: Some(fs.writes() + 1),
+            ..Faults::default()
+        });
+        let mut consumer = Vec::new();
+        let mut acked = 3;
+        loop {
+            let t = wal
+                .append_then(0, b"doomed", |lsn| consumer.push(lsn))
+                .unwrap();
+            match t.wait(Level::Durable) {
+                Ok(()) => acked = t.lsn(),
+                Err(e) => {
+                    assert!(matches!(e, Error::Poisoned { .. }), "{e}");
+                    break;
+                }
+            }
+            assert!(acked < 20, "the injected failure never came");
+        }
+        let seen = *consumer.last().unwrap();
+        assert!(seen > acked, "{consumer:?}");
+        drop(wal);
+        let disk = if power_loss {
+            fs.crash_into(1, Faults::default())
+        } else {
+            fs.set_faults(Faults::default());
+            fs
+        };
+        let (wal, rep) = Wal::open(DIR, plain_config(&disk)).unwrap();
+        assert_eq!(rep.last_lsn, acked, "{rep:?}");
+        assert_eq!(rep.skipped, Some((acked + 1, seen)), "{rep:?}");
+        let t = wal.append(0, b"fresh").unwrap();
+        assert_eq!(
+            t.lsn(),
+            seen + 1,
+            "an LSN a consumer saw is handed out again"
+        );
+        t.wait(Level::Durable).unwrap();
+        assert!(matches!(wal.read(seen), Err(Error::GivenUp { .. })));
+        let lsns: Vec<Lsn> = wal
+            .reader_from(0)
+            .unwrap()
+            .map(|r| r.unwrap().lsn)
+            .collect();
+        let want: Vec<Lsn> = (1..=acked).chain([seen + 1]).collect();
+        assert_eq!(lsns, want);
+        wal.close().unwrap();
+        // The skip is on disk: a later open needs no memory of the failure.
+        let (wal, rep) = Wal::open(DIR, plain_config(&disk)).unwrap();
+        assert_eq!((rep.skipped, wal.next_lsn()), (None, seen + 2));
+        wal.close().unwrap();
+    }
 }
 
 /// A latent read error during recovery fails open with the file named,
@@ -919,7 +1035,23 @@ fn since_failure(fs: &SimFs) -> Vec<String> {
 
 /// The log's list of segments is what the disk holds.
 fn assert_list_is_disk(wal: &Wal, fs: &SimFs, what: &str) {
-    let on_disk = segments_on(fs);
+    assert_list_is_disk_above(wal, fs, None, what);
+}
+
+/// The log's list of segments is what the disk holds, but for the file
+/// of the segment based at `stranded`, if any: a checkpoint took that
+/// segment off the list (the kept floor rises before a file goes) and
+/// then failed to retire its file, which stays on disk, below the floor.
+fn assert_list_is_disk_above(wal: &Wal, fs: &SimFs, stranded: Option<Lsn>, what: &str) {
+    let mut on_disk = segments_on(fs);
+    if let Some(base) = stranded {
+        assert_eq!(
+            on_disk.first().map(|s| s.0),
+            Some(base),
+            "{what}: the file left below the floor: {on_disk:?}"
+        );
+        on_disk.remove(0);
+    }
     let stats = wal.stats();
     assert_eq!(stats.segments, on_disk.len(), "{what}: {on_disk:?}");
     assert_eq!(stats.oldest_lsn, on_disk[0].0, "{what}: {on_disk:?}");
@@ -986,9 +1118,10 @@ fn poison_context(err: &Error, what: &str) -> String {
 /// A rename that fails at a checkpoint (a removed segment kept as a
 /// spare) fails the checkpoint with `Io` naming that segment and poisons
 /// nothing; the log's list of segments stays what the disk holds (those
-/// renamed before it gone from both, the rest in both), appends go on,
-/// and after a crash the log reopens with everything acknowledged and a
-/// checkpoint there finishes the job.
+/// renamed before it gone from both, the rest in both) but for the failed
+/// one, already off the list and left on disk below the kept floor;
+/// appends go on, and after a crash the log reopens with everything
+/// acknowledged and a checkpoint there finishes the job.
 #[test]
 fn failed_rename_at_a_checkpoint_keeps_the_list_true() {
     // A checkpoint's first rename replaces the manifest; then come the
@@ -1007,8 +1140,9 @@ fn failed_rename_at_a_checkpoint_keeps_the_list_true() {
             "{line}"
         );
         assert!(wal.poison_cause().is_none(), "{what}");
-        assert_list_is_disk(&wal, &fs, what);
-        assert_eq!(wal.oldest_lsn(), failed.0, "{what}");
+        // The failed segment left the list before its rename was tried.
+        assert_list_is_disk_above(&wal, &fs, Some(failed.0), what);
+        assert_eq!(wal.oldest_lsn(), segs[nth as usize - 1].0, "{what}");
         append_durably(&wal, 20, &mut acked).unwrap();
         let (image, wal) = crash_and_check(&fs, &acked, up_to + 1, what);
         // What the failed checkpoint left, from the failed segment on.
@@ -1020,8 +1154,9 @@ fn failed_rename_at_a_checkpoint_keeps_the_list_true() {
 
 /// Past the four segments a checkpoint keeps as spares, it unlinks them;
 /// an unlink that fails fails the checkpoint with `Io` naming the
-/// segment, poisons nothing, and keeps the list what the disk holds. The
-/// segments renamed before it are spares the next rolls reuse; a crash
+/// segment, poisons nothing, and keeps the list what the disk holds but
+/// for that segment, already off the list and left on disk below the
+/// kept floor. The segments renamed before it are spares the next rolls reuse; a crash
 /// after them loses nothing acknowledged.
 #[test]
 fn failed_unlink_at_a_checkpoint_keeps_the_list_true() {
@@ -1036,11 +1171,12 @@ fn failed_unlink_at_a_checkpoint_keeps_the_list_true() {
     let line = &since_failure(&fs)[0];
     assert_eq!(line, &format!("unlink {}: EIO", segs[4].1.display()));
     assert!(wal.poison_cause().is_none());
-    assert_list_is_disk(&wal, &fs, what);
-    assert_eq!(wal.oldest_lsn(), segs[4].0);
+    // The failed segment left the list before its unlink was tried.
+    assert_list_is_disk_above(&wal, &fs, Some(segs[4].0), what);
+    assert_eq!(wal.oldest_lsn(), segs[5].0);
     // Rolls through the recycled spares.
     append_durably(&wal, 70, &mut acked).unwrap();
-    assert_list_is_disk(&wal, &fs, what);
+    assert_list_is_disk_above(&wal, &fs, Some(segs[4].0), what);
     let (image, wal) = crash_and_check(&fs, &acked, up_to + 1, what);
     wal.checkpoint(up_to).unwrap();
     assert_list_is_disk(&wal, &image, what);
