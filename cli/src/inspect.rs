@@ -470,8 +470,8 @@ pub(crate) fn stat(a: StatArgs) -> CmdResult {
     writeln!(
         out,
         "note: LSN ranges are from the segment headers (a segment ends where the next \
-         begins) and a walk of the newest segment; older segments' frames were not read \
-         (ringwal verify reads every frame)"
+         begins) and a walk of the frames; payloads were not checked \
+         (ringwal verify checks every payload)"
     )
     .map_err(w)?;
     out.flush().map_err(w)?;

@@ -644,9 +644,9 @@ pub struct NodeStat {
     /// the log holds no record.
     pub last_lsn: Lsn,
     /// Records between them, counted from the headers' base LSNs and the
-    /// newest segment's walk, less the LSNs that walk found given up (a
-    /// skip frame: no record has them). LSNs given up in an older segment
-    /// are counted as records: its frames are not read.
+    /// newest segment's walk, less the LSNs the walks of every segment
+    /// found given up (a skip frame: no record has them), as `verify` and
+    /// the readers count them.
     pub records: u64,
     /// Bytes of all segment files together, those in `problems` included.
     pub file_bytes: u64,
@@ -660,28 +660,31 @@ pub struct NodeStat {
     /// What the headers and the manifest show wrong, in file order: a file
     /// under a segment name whose header does not read or does not agree
     /// with its name (`Corrupt`, not counted in the numbers above), a
-    /// manifest that does not decode, a sealed segment whose file is
-    /// shorter than its header declares (`Corrupt`: it lost its end), and
-    /// the first promise of the manifest the segments break (`Lost`,
-    /// `Gap`), as recovery judges it. Empty does not mean consistent:
-    /// frames of older segments are not read ([`verify`] reads them).
+    /// manifest that does not decode, frame damage the walks met (a
+    /// sealed segment cut short where frames were: `Corrupt`, as `verify`
+    /// finds it), and the first promise of the manifest the segments
+    /// break (`Lost`, `Gap`), as recovery judges it.
+    /// Empty does not mean consistent: payloads are not checked
+    /// ([`verify`] checks them).
     pub problems: Vec<Error>,
 }
 
-/// Summarise `node`'s log in `dir` cheaply: segment headers and sizes,
-/// one walk of the newest segment for the last LSN, and the manifest's
-/// promises held against them.
+/// Summarise `node`'s log in `dir`: segment headers and sizes, a walk of
+/// each segment's frames (the newest one's for the last LSN, every one's
+/// for the LSNs given up), and the manifest's promises held against them.
 ///
-/// Unlike [`verify`] this reads no frame of an older segment: its last
-/// LSN is the next segment's base minus one
+/// An older segment's last LSN is the next segment's base minus one
 /// ([`LastLsnFrom::NextHeader`]). A header that does not read, or
 /// contradicts its file name, is reported in [`NodeStat::problems`] and
 /// its file counted in nothing but `file_bytes`; so is a manifest that
-/// does not decode, a sealed segment shorter than its header declares,
-/// and an end of the log short of the LSN the manifest says was durable.
+/// does not decode, damage a walk meets (frames cut off a sealed segment
+/// among them), and an end of the log short of the LSN the manifest says
+/// was durable: the problems `verify` reports, but for payloads.
 /// Read-only. Cost: one `readdir`, one `stat` and one 8 KiB header read
-/// per segment, one 64-byte manifest read, and one read of the newest
-/// segment's frames.
+/// per segment, one 64-byte manifest read, and one read of every
+/// segment's frames (through the page cache), for the last LSN and for
+/// the LSNs recovery gave up, which hold no record; payloads are not
+/// decrypted or decompressed ([`verify`] checks them).
 pub fn stat(dir: &Path, node: u32) -> Result<NodeStat> {
     stat_with(dir, &Config::builder().node(node).build())
 }
@@ -718,13 +721,13 @@ pub fn stat_with(dir: &Path, cfg: &Config) -> Result<NodeStat> {
         manifest,
         problems: Vec::new(),
     };
-    let newest_walker = stat_segments(cfg, &files, log_id, &mut out, &mut problems)?;
     let mut given_up = 0;
+    let newest_walker = stat_segments(cfg, &files, log_id, &mut out, &mut problems, &mut given_up)?;
     if let (Some(mut w), Some(newest)) = (newest_walker, out.segments.last_mut()) {
         w.walk_to_end()?;
         newest.last_lsn = w.last_lsn();
         newest.last_lsn_from = LastLsnFrom::Walk;
-        given_up = w.given_up();
+        given_up += w.given_up();
     }
     if let (Some(first), Some(last)) = (out.segments.first(), out.segments.last()) {
         if last.last_lsn >= first.base_lsn {
@@ -759,9 +762,10 @@ fn stat_segments(
     log_id: Option<u64>,
     out: &mut NodeStat,
     problems: &mut Vec<Error>,
+    given_up: &mut Lsn,
 ) -> Result<Option<scan::Walker>> {
     let node = cfg.node;
-    let mut newest = None;
+    let mut newest: Option<scan::Walker> = None;
     for f in files {
         let file_bytes = cfg
             .vfs
@@ -781,22 +785,18 @@ fn stat_segments(
             out.segments.last().is_none_or(|p| p.base_lsn < h.base_lsn),
             "segments are read by ascending base"
         );
+        // The segment before this one is older now: its frames are walked
+        // for what its header cannot give, the LSNs recovery gave up in
+        // it (a skip frame: no record), and whether its records reach
+        // this one's base; so every command counts the records `verify`
+        // and the readers yield, and calls a cut one damage as they do.
+        if let Some(older) = newest.take() {
+            if let Err(e) = judge_older(cfg, older, h.base_lsn, given_up) {
+                problems.push(e);
+            }
+        }
         if let Some(prev) = out.segments.last_mut() {
             prev.last_lsn = h.base_lsn - 1;
-            // A sealed segment ends in padding to the size its header
-            // declares (the file is that long from its creation on), so
-            // a shorter one lost frames: the damage `verify` finds in it.
-            if prev.file_bytes < prev.segment_bytes {
-                problems.push(Error::corrupt(
-                    &prev.path,
-                    prev.file_bytes,
-                    crate::error::Corruption::Header(format!(
-                        "sealed segment is {} bytes, shorter than the {} its header \
-                         declares: its end was cut off",
-                        prev.file_bytes, prev.segment_bytes
-                    )),
-                ));
-            }
         }
         out.segments.push(SegmentStat {
             path: f.path.clone(),
@@ -814,6 +814,32 @@ fn stat_segments(
         newest = Some(w);
     }
     Ok(newest)
+}
+
+/// Walk an older segment to its end and judge that end as every reader
+/// does (the one table), given the next segment's base: damage is the
+/// error `verify` reports for it. Adds the LSNs given up in it.
+fn judge_older(
+    cfg: &Config,
+    mut w: scan::Walker,
+    next_base: Lsn,
+    given_up: &mut Lsn,
+) -> Result<()> {
+    let end = w.walk_to_end()?;
+    *given_up += w.given_up();
+    let last = w.last_lsn();
+    let pos = scan::Position::of(false, cfg.torn_window(), w.header()).followed_by(Some(next_base));
+    if let scan::Verdict::Corrupt(damage) = w.judge(end, pos)? {
+        return Err(damage.error(w.path(), end));
+    }
+    if last + 1 < next_base {
+        return Err(Error::Gap {
+            file: w.path().to_path_buf(),
+            expected: last + 1,
+            found: next_base,
+        });
+    }
+    Ok(())
 }
 
 /// Iterate over `node`'s records from `from` with the default
