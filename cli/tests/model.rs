@@ -893,11 +893,7 @@ fn real_seed(seed: u64) {
                     mode = RecoveryMode::PointInTime;
                 }
             }
-            3 => {
-                if cut_sealed_segment(&dir, &mut rng) {
-                    mode = RecoveryMode::PointInTime;
-                }
-            }
+            3 if cut_sealed_segment(&dir, &mut rng) => mode = RecoveryMode::PointInTime,
             _ => {}
         }
     }
