@@ -27,6 +27,16 @@ fn cfg() -> Config {
         .build()
 }
 
+/// Whether `done` holds within a minute, checked every millisecond (a
+/// liveness guard, not a performance bound).
+fn eventually(done: impl Fn() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !done() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    done()
+}
+
 /// Receive `n` results, failing the test if the channel closes or stalls
 /// (a liveness guard, not a performance bound).
 fn take(rx: &crossbeam_channel::Receiver<AckResult>, n: usize) -> Vec<AckResult> {
@@ -269,23 +279,38 @@ fn async_senders_await_room_and_their_acks_arrive_as_a_stream() {
                 })
             })
         };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while progress.load(Ordering::SeqCst) < 10_000 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        let progressed = progress.load(Ordering::SeqCst) >= 10_000;
+        // The runtime promises no order between the two tasks: on the
+        // multi-thread flavour `other` can run for a whole time slice
+        // before `block_on`'s thread even spawns the senders. So the
+        // steps that count are those taken after the send's first poll,
+        // which finds the queue full and has to leave a waker.
+        assert!(
+            eventually(|| polls.load(Ordering::SeqCst) >= 1),
+            "{flavour}: the send was never polled"
+        );
+        let before = progress.load(Ordering::SeqCst);
+        let progressed = eventually(|| progress.load(Ordering::SeqCst) >= before + 10_000);
         let (waiting, polled) = (
             sent.load(Ordering::SeqCst) == 0,
             polls.load(Ordering::SeqCst),
         );
         drop(closed);
-        let got = driver.join().unwrap();
+        // A lost wake-up leaves the send waiting with room in the queue:
+        // fail on it instead of hanging in the join.
+        let finished = eventually(|| driver.is_finished());
         assert!(
             progressed,
             "{flavour}: the waiting send blocked the runtime's thread"
         );
         assert!(waiting, "{flavour}: a send went through a full queue");
+        // Nothing made room during those steps: a second poll would be a
+        // spurious wake or a future that polls itself in a loop.
         assert_eq!(polled, 1, "{flavour}: polled again only once woken");
+        assert!(
+            finished,
+            "{flavour}: the sends never finished once the queue drained"
+        );
+        let got = driver.join().unwrap();
         let acked: Vec<(u64, Lsn)> = got
             .into_iter()
             .map(|a| {
