@@ -705,11 +705,22 @@ impl Ring {
     /// the rename and the directory sync. That took the header's write
     /// (150-830 µs measured) off the path of every roll under load.
     fn roll(&mut self, batch: Batch) -> Result<Option<Batch>> {
-        if !self.old_segment_done(&batch)? {
-            return Ok(Some(batch));
+        match self.old_segment_done(&batch) {
+            Ok(true) => {}
+            Ok(false) => return Ok(Some(batch)),
+            Err(e) => return Err(self.hold_failed(batch, e)),
         }
         self.install(batch)?;
         Ok(None)
+    }
+
+    /// A roll failed with `batch` in hand: keep it (never to be written,
+    /// the log poisons) so that its staging buffer stays counted until
+    /// the ring ends, and return the error.
+    fn hold_failed(&mut self, batch: Batch, e: Error) -> Error {
+        assert!(self.held.is_none(), "one batch is held at a time");
+        self.held = Some(batch);
+        e
     }
 
     /// Take the next step that finishes the old segment before a roll
@@ -752,14 +763,10 @@ impl Ring {
             self.ledger.durable() >= batch.seg_base - 1,
             "a segment is installed only once every LSN before it is durable"
         );
-        let seg = self.sh.dir.segment(batch.seg_base);
-        let (spare, header) = self.name_next(&batch, &seg.path)?;
-        self.dir
-            .sync_all()
-            .map_err(|e| Error::io(self.sh.dir.path(), e))?;
-        self.enter_set(seg);
-        // The hard limit's `DropOldest`: before the next roll can come.
-        crate::segment::retention::drop_over_limit(&self.sh)?;
+        let (spare, header) = match self.open_next(&batch) {
+            Ok(next) => next,
+            Err(e) => return Err(self.hold_failed(batch, e)),
+        };
         self.sh.counters.rolls.fetch_add(1, Ordering::Relaxed);
         crate::obs::trace::event!(info, base_lsn = batch.seg_base, "rolled to a new segment");
         // The new segment is durable and everything before it is (drained
@@ -775,6 +782,20 @@ impl Ring {
         self.seg = ActiveSegment::installed(&header, batch.seg_id, spare);
         self.write(batch);
         Ok(())
+    }
+
+    /// Name the spare as the segment `batch` opens, make the name durable,
+    /// list it, and drop what the hard limit says must go.
+    fn open_next(&mut self, batch: &Batch) -> Result<(Spare, SegmentHeader)> {
+        let seg = self.sh.dir.segment(batch.seg_base);
+        let (spare, header) = self.name_next(batch, &seg.path)?;
+        self.dir
+            .sync_all()
+            .map_err(|e| Error::io(self.sh.dir.path(), e))?;
+        self.enter_set(seg);
+        // The hard limit's `DropOldest`: before the next roll can come.
+        crate::segment::retention::drop_over_limit(&self.sh)?;
+        Ok((spare, header))
     }
 
     /// Add the segment just named to the log's set, telling the observer
