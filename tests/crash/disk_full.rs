@@ -33,15 +33,21 @@ fn full_filesystem_reports_no_space_and_loses_nothing() {
         }
     };
     let dir = mount.dir.join("log");
+    // Room an operator frees later: two segments' worth.
+    let reserve = mount.dir.join("reserve");
+    std::fs::write(&reserve, vec![1u8; 9 << 20]).unwrap();
 
     // Fill: append in groups and wait for each group, until the log refuses.
     let (wal, _) = Wal::open(&dir, cfg()).unwrap();
-    let mut acked = 0u64;
+    let (mut acked, mut handed) = (0u64, 0u64);
     let failure = 'fill: loop {
         let mut tickets = Vec::new();
         for _ in 0..32 {
             match wal.append(0, &payload(wal.next_lsn())) {
-                Ok(t) => tickets.push(t),
+                Ok(t) => {
+                    handed = t.lsn();
+                    tickets.push(t)
+                }
                 Err(e) => break 'fill e,
             }
         }
@@ -68,11 +74,39 @@ fn full_filesystem_reports_no_space_and_loses_nothing() {
     // Everything acknowledged is there, byte for byte; verify is clean.
     let report = ringwal::verify::verify(&dir, 1).unwrap();
     assert!(report.is_consistent(), "{:?}", report.problems);
+    // LSNs the poisoned writer handed out that the disk does not hold are
+    // never handed out again: the next open in this process records them
+    // as given up first, which takes a block, in a new segment when the
+    // last one is full. On the full disk that open says NoSpace and
+    // leaves the log as it was; once room is freed, it goes on.
+    match Wal::open(&dir, cfg()) {
+        Ok((wal, rep)) => {
+            // Room was left in the last segment for the skip.
+            let top = rep.skipped.map_or(rep.last_lsn, |(_, last)| last);
+            assert!(top >= handed, "{rep:?}");
+            wal.close().unwrap();
+        }
+        Err(e) => {
+            assert!(matches!(e, Error::NoSpace { .. }), "{e:?}");
+            assert!(
+                handed > acked,
+                "an open with nothing to give up failed: {e}"
+            );
+            let report = ringwal::verify::verify(&dir, 1).unwrap();
+            assert!(report.is_consistent(), "{:?}", report.problems);
+        }
+    }
+    std::fs::remove_file(&reserve).unwrap();
     let (wal, rep) = Wal::open(&dir, cfg()).unwrap();
     assert!(
         rep.last_lsn >= acked,
         "recovered up to {} but {acked} were acknowledged",
         rep.last_lsn
+    );
+    assert!(
+        wal.next_lsn() > handed,
+        "LSN {} handed out again after a failure",
+        wal.next_lsn()
     );
     for (i, rec) in wal.reader_from(0).unwrap().enumerate() {
         let rec = rec.unwrap();
