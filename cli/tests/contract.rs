@@ -463,6 +463,7 @@ fn stat_and_verify_give_a_sealed_segment_cut_short_one_status() {
         .set_len(len - 3 * 4096)
         .unwrap();
     let damaged = exit_statuses()["corrupt"];
+    let mut named = Vec::new();
     for cmd in ["verify", "stat"] {
         let o = run(&[cmd, p(&dir)], b"");
         assert_eq!(o.status.code(), Some(damaged), "{cmd}: {o:?}");
@@ -473,12 +474,17 @@ fn stat_and_verify_give_a_sealed_segment_cut_short_one_status() {
         assert_eq!(problems.len(), 1, "{cmd}: {v}");
         // A cut inside a frame is found in the sealed segment, one at a
         // frame boundary where the next segment's base shows the gap.
-        let file = problems[0]["file"].as_str().unwrap();
+        let file = problems[0]["file"].as_str().unwrap().to_string();
         assert!(
             file == p(sealed) || file == p(&segs[1]),
             "{cmd} names another file: {v}"
         );
+        named.push((file, problems[0]["reason"].clone()));
     }
+    assert_eq!(
+        named[0], named[1],
+        "verify and stat describe the damage differently"
+    );
     // The newest segment's file may end early (a torn tail is no damage):
     // neither command calls that damage.
     let root = tempfile::tempdir().unwrap();

@@ -791,7 +791,7 @@ fn stat_segments(
         // this one's base; so every command counts the records `verify`
         // and the readers yield, and calls a cut one damage as they do.
         if let Some(older) = newest.take() {
-            if let Err(e) = judge_older(cfg, older, h.base_lsn, given_up) {
+            if let Err(e) = judge_older(cfg, older, &f.path, h.base_lsn, given_up) {
                 problems.push(e);
             }
         }
@@ -822,6 +822,7 @@ fn stat_segments(
 fn judge_older(
     cfg: &Config,
     mut w: scan::Walker,
+    next: &Path,
     next_base: Lsn,
     given_up: &mut Lsn,
 ) -> Result<()> {
@@ -833,8 +834,10 @@ fn judge_older(
         return Err(damage.error(w.path(), end));
     }
     if last + 1 < next_base {
+        // Named where the gap shows, as recovery names it: the segment
+        // that starts too high.
         return Err(Error::Gap {
-            file: w.path().to_path_buf(),
+            file: next.to_path_buf(),
             expected: last + 1,
             found: next_base,
         });
