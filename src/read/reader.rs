@@ -406,14 +406,19 @@ impl Reader {
         Ok(None)
     }
 
-    /// `e`, or a `Gap` when the file it names is no longer one of the
-    /// log's segments: a checkpoint released it (and recycling may have
+    /// `e` (damage, an I/O error, or an end short of what was promised),
+    /// or a `Gap` when the file it names is no longer one of the log's
+    /// segments: a checkpoint released it (and recycling may have
     /// overwritten it) while this reader was on its way. Costs one
     /// directory listing, on the error path only.
     fn released_or(&self, e: Error) -> Error {
         let file = match &e {
             Error::Corrupt { file, .. } => file,
             Error::Io { path, .. } => path,
+            // A live reader's file that ends short of the watermark: a
+            // recycled spare's new header or zeros over a released
+            // segment read through the handle it opened.
+            Error::Lost { file, .. } => file,
             _ => return e,
         };
         let file = file.clone();
