@@ -200,7 +200,11 @@ fn producer(
             0..=34 => append_one(wal, lists, &mut rng),
             35..=44 => append_many(wal, &mut rng, false),
             45..=52 => append_many(wal, &mut rng, true),
-            53..=74 => point_read(wal, &mut rng),
+            53..=66 => point_read(wal, &mut rng),
+            67..=74 => {
+                out.extend(floor_reads(wal));
+                continue;
+            }
             75..=86 => scan(wal, &mut rng),
             87..=93 => checkpoint(wal, &mut rng),
             _ => {
@@ -317,6 +321,22 @@ fn point_read(wal: &Wal, rng: &mut StdRng) -> Event {
         got,
         floor_after: wal.oldest_lsn(),
     }
+}
+
+/// Reads at the kept floor as the log reports it, where a checkpoint or
+/// a drop racing them removes records: whatever they answer must agree
+/// with the floor seen right after.
+fn floor_reads(wal: &Wal) -> Vec<Event> {
+    (0..8)
+        .filter_map(|_| {
+            let lsn = wal.oldest_lsn();
+            (lsn <= wal.written_lsn()).then(|| Event::Read {
+                lsn,
+                got: wal.read(lsn),
+                floor_after: wal.oldest_lsn(),
+            })
+        })
+        .collect()
 }
 
 /// A reader, or a follower read up to a record already written (so that
@@ -676,16 +696,79 @@ fn run_life(model: &mut Model, wal: &Arc<Wal>, rng: &mut StdRng, faults: bool) -
                 std::thread::spawn(move || producer(&wal, &lists, r, ops, faults))
             })
             .collect();
-        let events: Vec<Event> = handles
+        let mut events: Vec<Event> = handles
             .into_iter()
             .flat_map(|h| h.join().expect("a producer panicked"))
             .collect();
+        if rng.gen_bool(0.3) {
+            events.extend(race_round(wal));
+        }
         absorb(model, events, life_start);
         if !faults {
             check_quiet(model, wal, &lists, life_start);
         }
     }
     life_start
+}
+
+/// Retention racing readers: one thread appends fast enough to roll
+/// every few records, one checkpoints everything written over and over,
+/// and three read at the floor meanwhile (more threads than cores, so
+/// any of them may be preempted between two steps of another).
+fn race_round(wal: &Arc<Wal>) -> Vec<Event> {
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let appender = {
+        let (wal, done) = (wal.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut out = Vec::new();
+            for i in 0..150u32 {
+                let rec = Rec {
+                    stream: 3,
+                    payload: i.to_le_bytes().repeat(400),
+                };
+                let t = wal.append(rec.stream, &rec.payload).expect("append");
+                let reached = (i % 16 == 15).then_some(Level::Written);
+                if reached.is_some() {
+                    t.wait(Level::Written).expect("written");
+                }
+                out.push(Event::Appended {
+                    first: t.lsn(),
+                    recs: vec![rec],
+                    batch: false,
+                    reached,
+                });
+            }
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+            out
+        })
+    };
+    let others: Vec<_> = (0..4)
+        .map(|i| {
+            let (wal, done) = (wal.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut out = Vec::new();
+                while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                    if i == 0 {
+                        let up_to = wal.written_lsn();
+                        let ok = wal.checkpoint(up_to).is_ok();
+                        out.push(Event::Checkpoint {
+                            up_to,
+                            ok,
+                            floor_after: wal.oldest_lsn(),
+                        });
+                    } else {
+                        out.extend(floor_reads(&wal));
+                    }
+                }
+                out
+            })
+        })
+        .collect();
+    let mut events = appender.join().expect("the appender panicked");
+    for h in others {
+        events.extend(h.join().expect("a racer panicked"));
+    }
+    events
 }
 
 /// After a clean close and reopen: everything handed out is there.
