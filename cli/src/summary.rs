@@ -19,11 +19,11 @@
 //! modification time stands in); `null` when neither is known.
 //! `last_lsn_from` says where `last_lsn` comes from: `"walk"` (the
 //! segment's frames were read to their end) or `"next-header"` (the next
-//! segment's base LSN, its own frames unread). A node's `checked` is
-//! `"frames"` for `verify` (every frame read) and `"headers"` for `stat`
-//! (headers, the manifest's promises and the newest segment's frames
-//! only), whose `consistent` is therefore `null` even when it found no
-//! problem. `durable_lsn` is what the node's manifest says was made
+//! segment's base LSN). A node's `checked` is `"frames"` for `verify`
+//! (every frame and payload checked) and `"headers"` for `stat` (headers,
+//! the manifest's promises and a walk of every segment's frames, but no
+//! payload check), whose `consistent` is therefore `null` even when it
+//! found no problem. `durable_lsn` is what the node's manifest says was made
 //! durable (`null` without a manifest); `verify` leaves it `null`.
 
 use std::path::{Path, PathBuf};
