@@ -108,6 +108,31 @@ struct Model {
     drops: bool,
     /// The highest LSN the size limit dropped.
     dropped: Arc<Drops>,
+    /// The key file of a log whose lives may encrypt (key id 1), for
+    /// every reader and command; `None`: a plaintext log.
+    key_file: Option<PathBuf>,
+}
+
+const KEY: [u8; 32] = [0x6b; 32];
+
+impl Model {
+    /// The log's keys, key 1 the current one or not: a later life reads
+    /// what an earlier one sealed either way.
+    fn keys(&self, current: bool) -> Option<Arc<ringwal::StaticKeys>> {
+        self.key_file.as_ref()?;
+        let keys = ringwal::StaticKeys::new();
+        keys.insert(1, ringwal::Key::new(KEY), current);
+        Some(Arc::new(keys))
+    }
+
+    /// `ringwal` with `args` on this log, with its key file if it has one.
+    fn cli(&self, args: &[&str]) -> (i32, String) {
+        let mut all: Vec<&str> = args.to_vec();
+        if let Some(k) = &self.key_file {
+            all.extend(["--key-file", k.to_str().expect("a UTF-8 path")]);
+        }
+        cli(&all)
+    }
 }
 
 impl Model {
@@ -659,9 +684,9 @@ fn check_quiet(
     }
 }
 
-fn config(rng: &mut StdRng, sim: Option<&SimFs>, mode: RecoveryMode, drops: &Arc<Drops>) -> Config {
+fn config(rng: &mut StdRng, sim: Option<&SimFs>, mode: RecoveryMode, model: &Model) -> Config {
     let mut b = Config::builder()
-        .observer(drops.clone())
+        .observer(model.dropped.clone())
         .segment_bytes(SEGMENT)
         .max_record_bytes(MAX_RECORD)
         .max_inflight(rng.gen_range(1..=4))
@@ -676,6 +701,9 @@ fn config(rng: &mut StdRng, sim: Option<&SimFs>, mode: RecoveryMode, drops: &Arc
     }
     if rng.gen_bool(0.5) {
         b = b.backend(ringwal::Backend::Threaded);
+    }
+    if let Some(keys) = model.keys(rng.gen_bool(0.5)) {
+        b = b.encryption(keys);
     }
     match rng.gen_range(0..4) {
         0 => b = b.compression(ringwal::Codec::Lz4, 64),
@@ -710,7 +738,7 @@ fn open_life(
     model.drops = matches!(cfg.max_log_bytes(), Some((_, WhenFull::DropOldest)));
 
     let pit = cfg.recovery_mode() == RecoveryMode::PointInTime;
-    let (wal, rep) = Wal::open(dir, cfg)?;
+    let (wal, rep) = open_wal(dir, cfg)?;
     if let Some((first, last)) = rep.skipped {
         model.given_up.extend(first..=last);
         model.high = model.high.max(last);
@@ -859,18 +887,25 @@ fn check_reopened(model: &mut Model, wal: &Wal) {
 /// Damage the last record of the closed log in `dir`, as a bad sector
 /// would, so that a point-in-time repair gives it up.
 fn damage_last_record(dir: &Path, model: &Model) -> Option<Lsn> {
-    let cfg = Config::builder()
+    let mut b = Config::builder()
         .segment_bytes(SEGMENT)
-        .max_record_bytes(MAX_RECORD)
-        .build();
-    let (wal, _) = Wal::open(dir, cfg).ok()?;
-    let last = model.kept(model.high).last().map(|(l, _)| *l)?;
+        .max_record_bytes(MAX_RECORD);
+    if let Some(keys) = model.keys(false) {
+        b = b.encryption(keys);
+    }
+    let cfg = b.build();
+    let (wal, _) = open_wal(dir, cfg).expect("open a closed log");
     // Keep it simple: only a lone record (damaging a batch member gives
     // up the batch's later members too).
-    if model.batches.iter().any(|&(a, b)| a <= last && last <= b) {
+    let last = model
+        .kept(model.high)
+        .last()
+        .map(|(l, _)| *l)
+        .filter(|&last| !model.batches.iter().any(|&(a, b)| a <= last && last <= b));
+    let Some(last) = last else {
         wal.close().expect("close");
         return None;
-    }
+    };
     let at = wal
         .reader_from(last)
         .ok()
@@ -889,7 +924,7 @@ fn damage_last_record(dir: &Path, model: &Model) -> Option<Lsn> {
 /// Cut a sealed segment of the closed log in `dir` short, as a lost
 /// write-back or a copy cut off would. Every command that reads the log
 /// must call it damaged, with one status. Returns whether it cut one.
-fn cut_sealed_segment(dir: &Path, rng: &mut StdRng) -> bool {
+fn cut_sealed_segment(dir: &Path, rng: &mut StdRng, model: &Model) -> bool {
     let mut segs: Vec<PathBuf> = std::fs::read_dir(dir)
         .expect("list")
         .map(|e| e.expect("entry").path())
@@ -910,8 +945,8 @@ fn cut_sealed_segment(dir: &Path, rng: &mut StdRng) -> bool {
     f.set_len(cut).expect("truncate");
     drop(f);
     let d = dir.to_str().expect("a UTF-8 path");
-    let (verify, vout) = cli(&["verify", d]);
-    let (stat, sout) = cli(&["stat", d]);
+    let (verify, vout) = model.cli(&["verify", d]);
+    let (stat, sout) = model.cli(&["stat", d]);
     // A cut past the last frame loses nothing and no command calls it
     // damage; any other cut is damage to each of them alike.
     assert_eq!(
@@ -921,7 +956,29 @@ fn cut_sealed_segment(dir: &Path, rng: &mut StdRng) -> bool {
     true
 }
 
+/// The key, as a file only its owner may read, in `dir`.
+fn key_file(dir: &Path) -> PathBuf {
+    let path = dir.join("key");
+    std::fs::write(&path, KEY).expect("write the key");
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .expect("chmod the key");
+    path
+}
+
+/// A writer's lock is an `flock` on an open file description, close-on-
+/// exec: a child that another test thread forks shares it until its
+/// `exec`, so a log closed meanwhile can still be locked for a moment.
+/// Spawns hold this exclusively; opens hold it shared, so the two
+/// families running side by side never meet in that window.
+static SPAWNING: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+fn open_wal(dir: &Path, cfg: Config) -> Result<(Wal, ringwal::RecoveryReport), Error> {
+    let _opening = SPAWNING.read().unwrap_or_else(|p| p.into_inner());
+    Wal::open(dir, cfg)
+}
+
 fn cli(args: &[&str]) -> (i32, String) {
+    let _spawning = SPAWNING.write().unwrap_or_else(|p| p.into_inner());
     let out = Command::new(env!("CARGO_BIN_EXE_ringwal"))
         .args(args)
         .output()
@@ -939,7 +996,7 @@ fn check_cli(model: &Model, dir: &Path) {
     let want = model.kept(model.high);
     let want_lsns: Vec<Lsn> = want.iter().map(|(l, _)| *l).collect();
     for cmd in ["verify", "stat"] {
-        let (code, out) = cli(&[cmd, "--json", d]);
+        let (code, out) = model.cli(&[cmd, "--json", d]);
         assert_eq!(code, 0, "ringwal {cmd} exited {code}: {out}");
         let v: serde_json::Value = serde_json::from_str(&out).expect("one JSON document");
         assert_eq!(
@@ -948,10 +1005,10 @@ fn check_cli(model: &Model, dir: &Path) {
             "ringwal {cmd} counts other records than the model keeps (from {}, given up {:?}): {out}\n{}",
             model.floor,
             model.given_up,
-            cli(&["dump", d]).1
+            model.cli(&["dump", d]).1
         );
     }
-    let (code, out) = cli(&["cat", "--json", d]);
+    let (code, out) = model.cli(&["cat", "--json", d]);
     assert_eq!(code, 0, "ringwal cat exited {code}: {out}");
     let mut lsns = Vec::new();
     for line in out.lines() {
@@ -975,7 +1032,7 @@ fn check_cli(model: &Model, dir: &Path) {
         lsns, want_lsns,
         "ringwal cat yields other LSNs than the model keeps"
     );
-    let (code, out) = cli(&["dump", "--json", d]);
+    let (code, out) = model.cli(&["dump", "--json", d]);
     assert_eq!(code, 0, "ringwal dump exited {code}: {out}");
     let dumped: Vec<Lsn> = out
         .lines()
@@ -1011,9 +1068,12 @@ fn real_seed(seed: u64) {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("log");
     let mut model = Model::default();
+    if rng.gen_bool(0.3) {
+        model.key_file = Some(key_file(tmp.path()));
+    }
     let mut mode = RecoveryMode::Strict;
     for _life in 0..rng.gen_range(1..=3) {
-        let cfg = config(&mut rng, None, mode, &model.dropped);
+        let cfg = config(&mut rng, None, mode, &model);
         let (wal, _) = open_life(&mut model, &dir, cfg).expect("open");
         let wal = Arc::new(wal);
         check_reopened(&mut model, &wal);
@@ -1034,11 +1094,11 @@ fn real_seed(seed: u64) {
                     mode = RecoveryMode::PointInTime;
                 }
             }
-            3 if cut_sealed_segment(&dir, &mut rng) => mode = RecoveryMode::PointInTime,
+            3 if cut_sealed_segment(&dir, &mut rng, &model) => mode = RecoveryMode::PointInTime,
             _ => {}
         }
     }
-    let cfg = config(&mut rng, None, mode, &model.dropped);
+    let cfg = config(&mut rng, None, mode, &model);
     let (wal, _) = open_life(&mut model, &dir, cfg).expect("open");
     check_reopened(&mut model, &wal);
     // One more record past whatever was given up, then every reader
@@ -1093,9 +1153,13 @@ fn sim_seed(seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut fs = SimFs::new(seed, Faults::default());
     let mut model = Model::default();
+    let keys_at = tempfile::tempdir().expect("tempdir");
+    if rng.gen_bool(0.3) {
+        model.key_file = Some(key_file(keys_at.path()));
+    }
     let mut failed = false;
     for life in 0..rng.gen_range(1..=3) {
-        let cfg = config(&mut rng, Some(&fs), RecoveryMode::Strict, &model.dropped);
+        let cfg = config(&mut rng, Some(&fs), RecoveryMode::Strict, &model);
         let (wal, _) = open_life(&mut model, Path::new(SIM_DIR), cfg)
             .unwrap_or_else(|e| panic!("open after a crash: {e}"));
         check_after_crash(&mut model, &wal, failed);
@@ -1146,7 +1210,7 @@ fn sim_seed(seed: u64) {
         }
         model.acked.retain(|_, lv| *lv == Level::Durable);
     }
-    let cfg = config(&mut rng, Some(&fs), RecoveryMode::Strict, &model.dropped);
+    let cfg = config(&mut rng, Some(&fs), RecoveryMode::Strict, &model);
     let (wal, _) = open_life(&mut model, Path::new(SIM_DIR), cfg)
         .unwrap_or_else(|e| panic!("open after a crash: {e}"));
     check_after_crash(&mut model, &wal, failed);
