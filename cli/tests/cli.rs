@@ -11,7 +11,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use base64::Engine as _;
-use common::{exit_statuses, p, ringwal, run, segments, spawn};
+use common::{exit_statuses, json_lsns, p, ringwal, run, segments, spawn};
 use ringwal::{Config, Level, Wal};
 
 fn stdout(o: &Output) -> String {
@@ -1398,14 +1398,7 @@ fn cat_and_dump_take_a_stream_a_last_lsn_and_a_limit() {
     );
 
     let o = run(&["dump", log, "--json", "--stream", "5"], b"");
-    let got: Vec<u64> = stdout(&o)
-        .lines()
-        .map(|l| {
-            serde_json::from_str::<serde_json::Value>(l).unwrap()["lsn"]
-                .as_u64()
-                .unwrap()
-        })
-        .collect();
+    let got = json_lsns(&stdout(&o));
     assert_eq!(got, [4, 5]);
     let o = run(&["dump", log, "--to", "3", "--limit", "2"], b"");
     assert_eq!(stdout(&o).lines().count(), 2, "{o:?}");

@@ -6,7 +6,7 @@ mod common;
 
 use std::process::Output;
 
-use common::{p, run, segments};
+use common::{json_lsns, p, run, segments};
 
 fn ok(o: &Output, what: &str) -> String {
     assert!(
@@ -73,14 +73,7 @@ fn cat_dump_verify_and_stat_agree_past_an_lsn_given_up() {
         "{dump}"
     );
     let json = ok(&run(&["dump", "--json", d], b""), "dump --json");
-    let lsns: Vec<u64> = json
-        .lines()
-        .map(|l| {
-            serde_json::from_str::<serde_json::Value>(l).unwrap()["lsn"]
-                .as_u64()
-                .unwrap()
-        })
-        .collect();
+    let lsns = json_lsns(&json);
     assert_eq!(lsns, (1..50).chain([51]).collect::<Vec<u64>>());
 
     let verify = ok(&run(&["verify", d], b""), "verify");

@@ -287,24 +287,7 @@ fn append_one(wal: &Wal, lists: &Mutex<HashMap<u16, Vec<Lsn>>>, rng: &mut StdRng
     } else {
         wal.append(rec.stream, &rec.payload)
     };
-    let ticket = match ticket {
-        Ok(t) => t,
-        Err(_) => return Event::Failed { lsn: None },
-    };
-    let want = level(rng);
-    if let Some(l) = want {
-        if ticket.wait(l).is_err() {
-            return Event::Failed {
-                lsn: Some(ticket.lsn()),
-            };
-        }
-    }
-    Event::Appended {
-        first: ticket.lsn(),
-        recs: vec![rec],
-        batch: false,
-        reached: want,
-    }
+    settle(ticket, rng, vec![rec], false)
 }
 
 /// An atomic batch, or a transaction committed as one.
@@ -331,25 +314,7 @@ fn append_many(wal: &Wal, rng: &mut StdRng, tx: bool) -> Event {
         let pairs: Vec<(u16, &[u8])> = recs.iter().map(|r| (r.stream, &r.payload[..])).collect();
         wal.append_batch(&pairs)
     };
-    let ticket = match ticket {
-        Ok(t) => t,
-        Err(_) => return Event::Failed { lsn: None },
-    };
-    let want = level(rng);
-    if let Some(l) = want {
-        if ticket.wait(l).is_err() {
-            return Event::Failed {
-                lsn: Some(ticket.lsn()),
-            };
-        }
-    }
-    // A batch's ticket is its last record's.
-    Event::Appended {
-        first: ticket.lsn() + 1 - n as Lsn,
-        recs,
-        batch: true,
-        reached: want,
-    }
+    settle(ticket, rng, recs, true)
 }
 
 fn point_read(wal: &Wal, rng: &mut StdRng) -> Event {
@@ -449,7 +414,23 @@ fn scan(wal: &Wal, rng: &mut StdRng) -> Event {
 /// A checkpoint marker for a snapshot covering a random LSN handed out.
 fn marker(wal: &Wal, rng: &mut StdRng) -> Event {
     let snapshot = rng.gen_range(0..=wal.last_lsn());
-    let ticket = match wal.checkpoint_marker(snapshot) {
+    let rec = Rec {
+        stream: 0,
+        payload: snapshot.to_le_bytes().to_vec(),
+        marker: true,
+    };
+    settle(wal.checkpoint_marker(snapshot), rng, vec![rec], false)
+}
+
+/// What became of an append of `recs` (one, or an atomic batch, whose
+/// ticket is its last record's): its ticket waited for at a random level.
+fn settle(
+    ticket: Result<ringwal::Ticket, Error>,
+    rng: &mut StdRng,
+    recs: Vec<Rec>,
+    batch: bool,
+) -> Event {
+    let ticket = match ticket {
         Ok(t) => t,
         Err(_) => return Event::Failed { lsn: None },
     };
@@ -462,13 +443,9 @@ fn marker(wal: &Wal, rng: &mut StdRng) -> Event {
         }
     }
     Event::Appended {
-        first: ticket.lsn(),
-        recs: vec![Rec {
-            stream: 0,
-            payload: snapshot.to_le_bytes().to_vec(),
-            marker: true,
-        }],
-        batch: false,
+        first: ticket.lsn() + 1 - recs.len() as Lsn,
+        recs,
+        batch,
         reached: want,
     }
 }

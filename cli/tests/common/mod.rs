@@ -91,3 +91,14 @@ pub fn exit_statuses() -> std::collections::HashMap<String, i32> {
     }
     kinds
 }
+
+/// The `lsn` of each line of a `--json` listing (`cat`, `dump`).
+pub fn json_lsns(out: &str) -> Vec<u64> {
+    out.lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["lsn"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect()
+}
