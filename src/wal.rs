@@ -225,10 +225,10 @@ impl Wal {
             fresh,
             cipher,
         };
-        let sync_method = lifecycle::sync_method_for(cfg.sync_method, &*file);
-        // Unknown if the look fails: reported as such, and the sync method
-        // above already fell back to the explicit sync.
+        // Looked at once: unknown if the look fails, which trusts nothing
+        // (the sync method falls back to the explicit sync).
         let file_system = file.file_system().unwrap_or(FileSystem::of(FsKind::Other));
+        let sync_method = lifecycle::sync_method_for(cfg.sync_method, &file_system);
         if !file_system.survives_power_loss() {
             crate::obs::trace::event!(
                 warn,

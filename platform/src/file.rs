@@ -497,18 +497,6 @@ pub fn file_system(file: &File) -> io::Result<FileSystem> {
     }
 }
 
-/// Whether a write with `RWF_DSYNC` to `file` is durable when it
-/// completes, on the file system `file` lives on: ext4, XFS, btrfs,
-/// tmpfs, ramfs, and an overlay whose upper layer is one of them (see
-/// [`FileSystem::honours_dsync`]); false for everything else (FUSE, NFS,
-/// unknown), where a caller that needs durability must follow each write
-/// with [`sync_data`]. Always false outside Linux, where `write_all_at`
-/// syncs explicitly anyway. Cost: that of [`file_system`]; call it once
-/// per open file, not per write.
-pub fn dsync_honoured(file: &File) -> io::Result<bool> {
-    Ok(file_system(file)?.honours_dsync())
-}
-
 /// Read exactly `buf.len()` bytes at `offset` (`pread`, retried on short
 /// reads). Returns `UnexpectedEof` if the file is shorter.
 pub fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {

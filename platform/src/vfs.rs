@@ -48,15 +48,6 @@ pub trait FileIo: Send + Sync + Debug {
     /// O_DIRECT. See [`file::file_system`] for the cost; simulated files
     /// are [`FileSystem::SIMULATED`].
     fn file_system(&self) -> io::Result<FileSystem>;
-    /// Whether `write_at(.., dsync: true)` (and a `WriteSync::Dsync`
-    /// write through a queue) is on stable storage when it completes on
-    /// this file's file system. Where it is not (FUSE, NFS, any file
-    /// system not known to honour the flag), a caller that needs
-    /// durability syncs explicitly. See [`FileSystem::honours_dsync`] for
-    /// the list; the cost is that of [`file_system`](Self::file_system).
-    fn dsync_honoured(&self) -> io::Result<bool> {
-        Ok(self.file_system()?.honours_dsync())
-    }
 }
 
 /// How a range of a file is about to be read, for [`FileIo::advise`].

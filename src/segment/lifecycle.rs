@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender};
+use ringwal_platform::file::{FileSystem, FsKind};
 use ringwal_platform::{AlignedBuf, FileIo, Op, VFile, Vfs, WriteSync};
 
 use crate::at_rest::crypt::Cipher;
@@ -121,12 +122,12 @@ pub(crate) fn new_header(
 /// How writes to `file` are made durable: `configured`, except that
 /// `Dsync` becomes `WriteThenFdatasync` where the file's file system is
 /// not known to honour `RWF_DSYNC` (FUSE completes such a write without
-/// ever syncing it). A failed check counts as "not honoured": the
-/// explicit sync is correct everywhere, only slower. Cost: one
-/// `fstatfs(2)`.
-pub(crate) fn sync_method_for(configured: SyncMethod, file: &dyn FileIo) -> SyncMethod {
+/// ever syncing it). A file system that could not be looked at is
+/// `FsKind::Other`, which is not trusted: the explicit sync is correct
+/// everywhere, only slower. Cost: none (the caller looked once).
+pub(crate) fn sync_method_for(configured: SyncMethod, fs: &FileSystem) -> SyncMethod {
     match configured {
-        SyncMethod::Dsync if !file.dsync_honoured().unwrap_or(false) => {
+        SyncMethod::Dsync if !fs.honours_dsync() => {
             crate::obs::trace::event!(
                 warn,
                 "RWF_DSYNC not trusted on this file system: write + fdatasync instead"
@@ -256,7 +257,12 @@ pub(crate) fn create_segment(
     )?;
     let header = new_header(cfg, base, new_salt(), log_id, cipher);
     let seg = dir.segment(base);
-    let method = sync_method_for(cfg.sync_method, &*spare.file);
+    // Unknown if the look fails, which trusts nothing.
+    let fs = spare
+        .file
+        .file_system()
+        .unwrap_or(FileSystem::of(FsKind::Other));
+    let method = sync_method_for(cfg.sync_method, &fs);
     install_spare(&*cfg.vfs, &spare, &header, &seg.path, method)?;
     cfg.vfs
         .sync_dir(dir.path())
