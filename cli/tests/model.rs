@@ -638,11 +638,7 @@ fn check_quiet(
     model.floor = floor;
     wal.sync()
         .expect("no fault: everything handed out gets durable");
-    let all: Vec<ringwal::Record> = wal
-        .reader_from(0)
-        .expect("a reader from the oldest")
-        .collect::<Result<_, _>>()
-        .expect("a full read of a quiet log");
+    let all = read_all(wal, "a full read of a quiet log");
     // A drop at the size limit may raise the floor while the read runs:
     // it then starts at most at the floor seen after it.
     let after = wal.oldest_lsn();
@@ -845,11 +841,7 @@ fn check_reopened(model: &mut Model, wal: &Wal) {
     let floor = wal.oldest_lsn();
     assert!(floor >= model.floor, "the floor went back over a reopen");
     model.floor = floor;
-    let all: Vec<ringwal::Record> = wal
-        .reader_from(0)
-        .expect("a reader from the oldest")
-        .collect::<Result<_, _>>()
-        .expect("a full read after reopen");
+    let all = read_all(wal, "a full read after reopen");
     let want: Vec<Lsn> = model.kept(model.high).iter().map(|(l, _)| *l).collect();
     let got: Vec<Lsn> = all.iter().map(|r| r.lsn).collect();
     assert_eq!(got, want, "after reopen the log holds other LSNs");
@@ -1203,14 +1195,19 @@ fn sim_seed(seed: u64) {
     check_cli(&model, tmp.path());
 }
 
+/// Every record from the oldest kept on, failing the test on any error:
+/// for a log that nothing is changing.
+fn read_all(wal: &Wal, what: &str) -> Vec<ringwal::Record> {
+    wal.reader_from(0)
+        .expect("a reader from the oldest")
+        .collect::<Result<_, _>>()
+        .unwrap_or_else(|e| panic!("{what}: {e:?}"))
+}
+
 /// After a crash: every durable acknowledgement is there, nothing is
 /// invented, batches are whole or absent; what was cut is forgotten.
 fn check_after_crash(model: &mut Model, wal: &Wal, after_failure: bool) {
-    let all: Vec<ringwal::Record> = wal
-        .reader_from(0)
-        .expect("a reader from the oldest")
-        .collect::<Result<_, _>>()
-        .expect("a full read after a crash");
+    let all = read_all(wal, "a full read after a crash");
     let floor = wal.oldest_lsn();
     assert!(floor >= model.floor, "the floor went back over a crash");
     model.floor = floor;
