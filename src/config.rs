@@ -685,12 +685,12 @@ impl Config {
                 )));
             }
         }
-        if let WhenFull::Block { timeout } = self.when_full {
-            if timeout > MAX_BLOCK_TIMEOUT {
-                return Err(Error::InvalidConfig(format!(
-                    "max_log_bytes: the Block timeout {timeout:?} exceeds a year"
-                )));
-            }
+        if let WhenFull::Block { timeout } = self.when_full
+            && timeout > MAX_BLOCK_TIMEOUT
+        {
+            return Err(Error::InvalidConfig(format!(
+                "max_log_bytes: the Block timeout {timeout:?} exceeds a year"
+            )));
         }
         Ok(())
     }

@@ -592,7 +592,7 @@ impl Wal {
     /// first; `Closed` if the log closes before.
     ///
     /// Cost: as [`wait_for`](Self::wait_for).
-    pub fn sync_async(&self) -> impl Future<Output = Result<()>> + Send + Unpin + 'static {
+    pub fn sync_async(&self) -> impl Future<Output = Result<()>> + Send + Unpin + 'static + use<> {
         let last = self.next_lsn() - 1;
         self.shared.want(last, Level::Durable);
         TicketFuture::new(self.shared.clone(), last, Level::Durable)
@@ -648,7 +648,7 @@ impl Wal {
         &self,
         lsn: Lsn,
         level: Level,
-    ) -> impl Future<Output = Result<()>> + Send + Unpin + 'static {
+    ) -> impl Future<Output = Result<()>> + Send + Unpin + 'static + use<> {
         let level = if level == Level::Accepted && lsn >= self.next_lsn() {
             Level::Written
         } else {

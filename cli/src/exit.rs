@@ -169,10 +169,10 @@ impl Kind {
     pub const fn row(self) -> &'static Row {
         let mut i = 0;
         while i < TABLE.len() {
-            if let Some(k) = TABLE[i].kind {
-                if k as u8 == self as u8 {
-                    return &TABLE[i];
-                }
+            if let Some(k) = TABLE[i].kind
+                && k as u8 == self as u8
+            {
+                return &TABLE[i];
             }
             i += 1;
         }

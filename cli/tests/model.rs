@@ -435,12 +435,12 @@ fn settle(
         Err(_) => return Event::Failed { lsn: None },
     };
     let want = level(rng);
-    if let Some(l) = want {
-        if ticket.wait(l).is_err() {
-            return Event::Failed {
-                lsn: Some(ticket.lsn()),
-            };
-        }
+    if let Some(l) = want
+        && ticket.wait(l).is_err()
+    {
+        return Event::Failed {
+            lsn: Some(ticket.lsn()),
+        };
     }
     Event::Appended {
         first: ticket.lsn() + 1 - recs.len() as Lsn,
@@ -750,7 +750,7 @@ fn run_life(model: &mut Model, wal: &Arc<Wal>, rng: &mut StdRng, faults: bool) -
         let handles: Vec<_> = (0..threads)
             .map(|_| {
                 let (wal, lists) = (wal.clone(), lists.clone());
-                let (r, ops) = (StdRng::seed_from_u64(rng.gen()), rng.gen_range(5..40));
+                let (r, ops) = (StdRng::seed_from_u64(rng.r#gen()), rng.gen_range(5..40));
                 std::thread::spawn(move || producer(&wal, &lists, r, ops, faults))
             })
             .collect();

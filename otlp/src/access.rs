@@ -89,11 +89,11 @@ pub fn server_config(
 fn read_private_key(path: &Path, allow_readable: bool) -> Result<PrivateKeyDer<'static>, String> {
     let named = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
     let file = std::fs::File::open(path).map_err(|e| named(&e))?;
-    if let Some(mode) = ringwal::crypt::exposed_mode(&file).map_err(|e| named(&e))? {
-        if !allow_readable {
-            let problem = ringwal::KeyProblem::Exposed { mode };
-            return Err(named(&format_args!("{problem} (--allow-readable-key)")));
-        }
+    if let Some(mode) = ringwal::crypt::exposed_mode(&file).map_err(|e| named(&e))?
+        && !allow_readable
+    {
+        let problem = ringwal::KeyProblem::Exposed { mode };
+        return Err(named(&format_args!("{problem} (--allow-readable-key)")));
     }
     let mut pem = Vec::new();
     BufReader::new(file)

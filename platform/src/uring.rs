@@ -272,15 +272,14 @@ impl UringQueue {
         if slot.error.is_none() {
             if res < 0 {
                 slot.error = Some(io::Error::from_raw_os_error(-res));
-            } else if is_main {
-                if let Op::Write { len, .. } = &slot.op {
-                    if res as usize != *len {
-                        slot.error = Some(io::Error::new(
-                            io::ErrorKind::WriteZero,
-                            format!("short write: {res} of {len} bytes"),
-                        ));
-                    }
-                }
+            } else if is_main
+                && let Op::Write { len, .. } = &slot.op
+                && res as usize != *len
+            {
+                slot.error = Some(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    format!("short write: {res} of {len} bytes"),
+                ));
             }
         }
         slot.pending -= 1;

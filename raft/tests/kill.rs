@@ -335,16 +335,15 @@ impl Cluster {
                 if Some(id) == not {
                     continue;
                 }
-                if let Some(m) = self.metrics(id).await {
-                    if m.state == ServerState::Leader
-                        && m.current_term > above
-                        && m.replication.is_some()
-                        && best
-                            .as_ref()
-                            .is_none_or(|(_, b)| m.current_term > b.current_term)
-                    {
-                        best = Some((id, m));
-                    }
+                if let Some(m) = self.metrics(id).await
+                    && m.state == ServerState::Leader
+                    && m.current_term > above
+                    && m.replication.is_some()
+                    && best
+                        .as_ref()
+                        .is_none_or(|(_, b)| m.current_term > b.current_term)
+                {
+                    best = Some((id, m));
                 }
             }
             if let Some(b) = best {
@@ -505,7 +504,7 @@ async fn run(dir: &Path, figures: &mut Figures) -> Result<(), String> {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 
-    let mut rng = rand::thread_rng().gen::<u64>();
+    let mut rng = rand::thread_rng().r#gen::<u64>();
     let mut next = move |lo: u64, hi: u64| {
         // xorshift: the test's own randomness, Send across awaits.
         rng ^= rng << 13;

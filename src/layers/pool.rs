@@ -115,7 +115,10 @@ impl Wal {
     /// # Panics
     ///
     /// When first polled outside a tokio runtime.
-    pub fn read_async(&self, lsn: Lsn) -> impl Future<Output = Result<Record>> + Send + 'static {
+    pub fn read_async(
+        &self,
+        lsn: Lsn,
+    ) -> impl Future<Output = Result<Record>> + Send + 'static + use<> {
         let shared = self.shared().clone();
         on_pool(self.dir().to_path_buf(), move || {
             let rec = wal::read(&shared, lsn)?;
@@ -141,7 +144,7 @@ impl Wal {
     pub fn checkpoint_async(
         &self,
         up_to: Lsn,
-    ) -> impl Future<Output = Result<usize>> + Send + 'static {
+    ) -> impl Future<Output = Result<usize>> + Send + 'static + use<> {
         let shared = self.shared().clone();
         on_pool(self.dir().to_path_buf(), move || {
             retention::checkpoint(&shared, up_to, Recycle::Yes)
@@ -164,7 +167,7 @@ impl Collector {
     pub fn truncate_async(
         &self,
         covered: Lsn,
-    ) -> impl Future<Output = Result<usize>> + Send + 'static {
+    ) -> impl Future<Output = Result<usize>> + Send + 'static + use<> {
         let up_to = self.truncation_point(covered);
         let checkpoint = up_to.map(|lsn| self.wal().checkpoint_async(lsn));
         async move {

@@ -267,10 +267,10 @@ impl Reader {
                 found: seg.base,
             });
         }
-        if let Some(p) = self.seek.take() {
-            if walker.seek(p)? {
-                self.expect = Some(p.lsn);
-            }
+        if let Some(p) = self.seek.take()
+            && walker.seek(p)?
+        {
+            self.expect = Some(p.lsn);
         }
         self.current = Some(walker);
         Ok(true)

@@ -578,10 +578,10 @@ pub(crate) fn analyze(dir: &LogDir, cfg: &Config, policy: Policy) -> Result<Anal
 /// Cost: one header read per file, newest first, up to that segment.
 fn adopt_log_id(cfg: &Config, files: &[SegmentFile]) -> Result<Option<u64>> {
     for f in files.iter().rev() {
-        if let Ok(w) = scan::open(&*cfg.vfs, f, cfg.node, None)? {
-            if w.header().version >= 2 {
-                return Ok(Some(w.header().log_id));
-            }
+        if let Ok(w) = scan::open(&*cfg.vfs, f, cfg.node, None)?
+            && w.header().version >= 2
+        {
+            return Ok(Some(w.header().log_id));
         }
     }
     Ok(None)

@@ -289,10 +289,8 @@ fn check_payloads(
         debug_assert!(frame.lsn > prev, "a segment's records ascend by LSN");
         prev = frame.lsn;
         let transformed = payload::sealed(&header, frame.kind) || frame.codec() != Codec::None;
-        if transformed {
-            if let Err(e) = payload::open(&cfg.keys, &header, &frame) {
-                return Ok((status, Some(e.error(&file.path, &header, at))));
-            }
+        if transformed && let Err(e) = payload::open(&cfg.keys, &header, &frame) {
+            return Ok((status, Some(e.error(&file.path, &header, at))));
         }
     }
 }
@@ -729,14 +727,14 @@ pub fn stat_with(dir: &Path, cfg: &Config) -> Result<NodeStat> {
         newest.last_lsn_from = LastLsnFrom::Walk;
         given_up += w.given_up();
     }
-    if let (Some(first), Some(last)) = (out.segments.first(), out.segments.last()) {
-        if last.last_lsn >= first.base_lsn {
-            out.first_lsn = first.base_lsn;
-            out.last_lsn = last.last_lsn;
-            // The LSNs recovery gave up hold no record, as `verify` and
-            // the readers count them.
-            out.records = last.last_lsn - first.base_lsn + 1 - given_up;
-        }
+    if let (Some(first), Some(last)) = (out.segments.first(), out.segments.last())
+        && last.last_lsn >= first.base_lsn
+    {
+        out.first_lsn = first.base_lsn;
+        out.last_lsn = last.last_lsn;
+        // The LSNs recovery gave up hold no record, as `verify` and
+        // the readers count them.
+        out.records = last.last_lsn - first.base_lsn + 1 - given_up;
     }
     if let Some(m) = &out.manifest {
         let newest = out.segments.last();
@@ -790,10 +788,10 @@ fn stat_segments(
         // it (a skip frame: no record), and whether its records reach
         // this one's base; so every command counts the records `verify`
         // and the readers yield, and calls a cut one damage as they do.
-        if let Some(older) = newest.take() {
-            if let Err(e) = judge_older(cfg, older, &f.path, h.base_lsn, given_up) {
-                problems.push(e);
-            }
+        if let Some(older) = newest.take()
+            && let Err(e) = judge_older(cfg, older, &f.path, h.base_lsn, given_up)
+        {
+            problems.push(e);
         }
         if let Some(prev) = out.segments.last_mut() {
             prev.last_lsn = h.base_lsn - 1;

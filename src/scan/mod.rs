@@ -181,13 +181,13 @@ pub(crate) fn open(
             base: h.base_lsn,
         }));
     }
-    if h.version >= 2 {
-        if let Some(expected) = log_id.filter(|&id| id != h.log_id) {
-            return Ok(Err(HeaderProblem::ForeignLog {
-                found: h.log_id,
-                expected,
-            }));
-        }
+    if h.version >= 2
+        && let Some(expected) = log_id.filter(|&id| id != h.log_id)
+    {
+        return Ok(Err(HeaderProblem::ForeignLog {
+            found: h.log_id,
+            expected,
+        }));
     }
     if scan.file_len > h.segment_bytes {
         return Ok(Err(HeaderProblem::LongerThanDeclared {

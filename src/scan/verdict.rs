@@ -583,10 +583,10 @@ fn later_writes(
             if b >= window_end {
                 return Ok(Some(Damage::FramesFollow { next: b }));
             }
-            if f.kind == Kind::Vouch {
-                if let Some(durable) = f.word().filter(|&d| d >= due) {
-                    return Ok(Some(Damage::Vouched { by: b, durable }));
-                }
+            if f.kind == Kind::Vouch
+                && let Some(durable) = f.word().filter(|&d| d >= due)
+            {
+                return Ok(Some(Damage::Vouched { by: b, durable }));
             }
         }
         b += format::BLOCK as u64;

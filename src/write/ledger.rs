@@ -342,10 +342,11 @@ mod tests {
             let mut all_done = true;
             for (kind, done) in &self.ops {
                 all_done &= done;
-                if let OpKind::Write { last_lsn, .. } = *kind {
-                    if last_lsn > 0 && last_lsn <= w.max(d) {
-                        prop_assert!(all_done, "watermark ({w}, {d}) covers write {last_lsn}");
-                    }
+                if let OpKind::Write { last_lsn, .. } = *kind
+                    && last_lsn > 0
+                    && last_lsn <= w.max(d)
+                {
+                    prop_assert!(all_done, "watermark ({w}, {d}) covers write {last_lsn}");
                 }
             }
             Ok(())

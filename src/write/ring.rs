@@ -322,14 +322,12 @@ impl Ring {
             if submit_first && self.unpublished() {
                 // Only new work needs the extra enter; a lone completion
                 // (one producer waiting) wakes its waiter at once.
-                if started {
-                    if let Err(e) = self.q.run(Wait::NoWait) {
-                        self.fail(Poison::from_error(
-                            "io_uring_enter failed",
-                            Error::io(self.sh.dir.path(), e),
-                        ));
-                        break;
-                    }
+                if started && let Err(e) = self.q.run(Wait::NoWait) {
+                    self.fail(Poison::from_error(
+                        "io_uring_enter failed",
+                        Error::io(self.sh.dir.path(), e),
+                    ));
+                    break;
                 }
                 self.publish();
             }
@@ -728,13 +726,13 @@ impl Ring {
     /// seal it). Returns whether it is done already, with nothing left.
     fn old_segment_done(&mut self, batch: &Batch) -> Result<bool> {
         if !self.ledger.is_empty() {
-            if self.staged.is_none() {
-                if let Some(spare) = self.preparer.try_take()? {
-                    let header = self.header_for(batch);
-                    let op = lifecycle::header_op(&spare, &header, self.sh.sync_method);
-                    self.push(OpKind::Barrier, op);
-                    self.staged = Some((spare, header));
-                }
+            if self.staged.is_none()
+                && let Some(spare) = self.preparer.try_take()?
+            {
+                let header = self.header_for(batch);
+                let op = lifecycle::header_op(&spare, &header, self.sh.sync_method);
+                self.push(OpKind::Barrier, op);
+                self.staged = Some((spare, header));
             }
             return Ok(false);
         }
@@ -809,10 +807,10 @@ impl Ring {
             });
             set.bytes()
         };
-        if let (Some(limit), Some(o)) = (self.sh.cfg.soft_log_bytes, &self.observer) {
-            if log_bytes > limit {
-                o.log_over_soft_limit(log_bytes);
-            }
+        if let (Some(limit), Some(o)) = (self.sh.cfg.soft_log_bytes, &self.observer)
+            && log_bytes > limit
+        {
+            o.log_over_soft_limit(log_bytes);
         }
     }
 

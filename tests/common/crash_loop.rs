@@ -68,7 +68,7 @@ pub fn one_life(mut cmd: Command, format: AckFormat, iteration: usize, rng: &mut
 
     // Writer: unique lines, each written with one write of less than
     // PIPE_BUF bytes, so a line is either wholly in the pipe or not at all.
-    let writer_seed: u64 = rng.gen();
+    let writer_seed: u64 = rng.r#gen();
     let writer = std::thread::spawn(move || {
         let mut stdin = stdin;
         let mut rng = StdRng::seed_from_u64(writer_seed);

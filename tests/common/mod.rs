@@ -380,11 +380,11 @@ pub fn unvouch_from(img: &mut [u8], from: u64, durable: u64) -> usize {
     while at + format::VOUCH_LEN <= img.len() {
         if let Decoded::Frame(f) =
             format::decode_frame(&img[at..], header.salt, format::MAX_PAYLOAD)
+            && f.kind == Kind::Vouch
+            && f.word() > Some(durable)
         {
-            if f.kind == Kind::Vouch && f.word() > Some(durable) {
-                format::encode_vouch(&mut img[at..], header.salt, durable);
-                n += 1;
-            }
+            format::encode_vouch(&mut img[at..], header.salt, durable);
+            n += 1;
         }
         at += format::BLOCK;
     }

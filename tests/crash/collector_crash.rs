@@ -231,15 +231,15 @@ fn one_life(root: &Path, life: u64, mode: Mode, rng: &mut StdRng) -> Life {
         _ if rng.gen_ratio(1, 4) => (None, rng.gen_range(5..=80)),
         _ => (Some("ack"), rng.gen_range(20..=250)),
     };
-    if let Some(what) = event {
-        if !wait_for(what) {
-            let _ = child.kill();
-            let status = child.wait();
-            panic!(
-                "life {life}: no {what} from the collector ({status:?}):\n{}",
-                diagnostics.join().unwrap()
-            );
-        }
+    if let Some(what) = event
+        && !wait_for(what)
+    {
+        let _ = child.kill();
+        let status = child.wait();
+        panic!(
+            "life {life}: no {what} from the collector ({status:?}):\n{}",
+            diagnostics.join().unwrap()
+        );
     }
     std::thread::sleep(Duration::from_millis(delay));
     if let Some(status) = child.try_wait().unwrap() {

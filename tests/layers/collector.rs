@@ -781,7 +781,7 @@ fn concurrent_shards_never_claim_an_unpublished_frame() {
         .map(|_| (0..2).map(|_| Arc::default()).collect())
         .collect();
     let mut rng = common::seeded_rng("concurrent shards");
-    let seeds: Vec<u64> = (0..12).map(|_| rng.gen()).collect();
+    let seeds: Vec<u64> = (0..12).map(|_| rng.r#gen()).collect();
     std::thread::scope(|s| {
         for p in 0..6u64 {
             let (c, handed, shards, producing) = (&c, &handed, &shards, &producing);

@@ -165,10 +165,10 @@ impl std::task::Wake for InlineTask {
         let waker = std::task::Waker::from(self.clone());
         let mut cx = std::task::Context::from_waker(&waker);
         let mut slot = self.fut.lock().unwrap();
-        if let Some(f) = slot.as_mut() {
-            if f.as_mut().poll(&mut cx).is_ready() {
-                *slot = None;
-            }
+        if let Some(f) = slot.as_mut()
+            && f.as_mut().poll(&mut cx).is_ready()
+        {
+            *slot = None;
         }
     }
 }

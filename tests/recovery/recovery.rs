@@ -133,7 +133,7 @@ fn torn_tail_at_every_offset_recovers_the_prefix() {
                 std::iter::once((at, Damage::Zeros)).chain(garbage)
             })
             .collect();
-        let garbage_seed: u64 = rng.gen();
+        let garbage_seed: u64 = rng.r#gen();
         let next = AtomicUsize::new(0);
         std::thread::scope(|s| {
             for _ in 0..TORN_WORKERS {

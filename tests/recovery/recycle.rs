@@ -95,10 +95,10 @@ fn recycles_on_real_files(backend: Backend) {
                 wal.checkpoint(wal.durable_lsn().saturating_sub(30))
                     .unwrap();
                 for (name, ino) in segment_inodes(dir.path()) {
-                    if let Some(old) = seen_inodes.insert(ino, name.clone()) {
-                        if old != name {
-                            reused += 1;
-                        }
+                    if let Some(old) = seen_inodes.insert(ino, name.clone())
+                        && old != name
+                    {
+                        reused += 1;
                     }
                 }
             }

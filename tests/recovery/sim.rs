@@ -468,27 +468,25 @@ fn check_no_retried_sync(seed: u64, fs: &SimFs) {
     if let Some(i) = log
         .iter()
         .position(|l| l.starts_with("dirsync #") && l.ends_with(": EIO"))
+        && let Some(again) = log[i + 1..].iter().find(|l| l.starts_with("dirsync #"))
     {
-        if let Some(again) = log[i + 1..].iter().find(|l| l.starts_with("dirsync #")) {
-            panic!(
+        panic!(
                 "seed {seed}: a failed directory sync was retried: {again}\nrerun: RINGWAL_SIM_SEED={}\naround the failure ({}):\n{}",
                 seed % 1_000_000,
                 log[i],
                 log[i.saturating_sub(30)..log.len().min(i + 40)].join("\n")
             );
-        }
     }
     for (i, line) in log.iter().enumerate() {
-        if let Some(rest) = line.strip_prefix("fdatasync #") {
-            if let Some(path) = rest
+        if let Some(rest) = line.strip_prefix("fdatasync #")
+            && let Some(path) = rest
                 .strip_suffix(": EIO")
                 .and_then(|r| r.split_once(' ').map(|x| x.1))
-            {
-                let retried = log[i + 1..]
-                    .iter()
-                    .any(|l| l.starts_with("fdatasync #") && l.ends_with(path));
-                assert!(!retried, "seed {seed}: a failed sync of {path} was retried");
-            }
+        {
+            let retried = log[i + 1..]
+                .iter()
+                .any(|l| l.starts_with("fdatasync #") && l.ends_with(path));
+            assert!(!retried, "seed {seed}: a failed sync of {path} was retried");
         }
     }
 }

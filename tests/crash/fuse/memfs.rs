@@ -628,12 +628,12 @@ impl Mounted {
 
 impl Drop for Mounted {
     fn drop(&mut self) {
-        if let Some(s) = self.session.take() {
-            if s.umount_and_join().is_err() {
-                // Something still holds a file open (a failing test):
-                // detach the mount so no later test sees it.
-                let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
-            }
+        if let Some(s) = self.session.take()
+            && s.umount_and_join().is_err()
+        {
+            // Something still holds a file open (a failing test):
+            // detach the mount so no later test sees it.
+            let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
         }
     }
 }
