@@ -507,6 +507,9 @@ pub struct SimFile {
     id: u64,
     handle: u64,
     path: PathBuf,
+    /// Opened with [`OpenHow::direct`]: every write must be aligned to
+    /// [`BLOCK`](crate::BLOCK), as O_DIRECT on a real disk demands.
+    direct: bool,
 }
 
 impl fmt::Debug for SimFile {
@@ -526,6 +529,18 @@ impl Drop for SimFile {
 
 impl SimFile {
     fn write_inner(&self, data: &[u8], off: u64, dsync: bool) -> io::Result<()> {
+        // A real disk refuses this with EINVAL; here it is the engine's
+        // bug, so it stops the test where it happened. The length and the
+        // offset only: the address is the caller's memory, which a
+        // simulated device never reads by DMA.
+        assert!(
+            !self.direct
+                || (data.len().is_multiple_of(crate::BLOCK)
+                    && off.is_multiple_of(crate::BLOCK as u64)),
+            "misaligned write to {} (opened direct): {} bytes at offset {off}",
+            self.path.display(),
+            data.len()
+        );
         let seed = self.fs.sh.seed;
         let mut st = self.fs.state();
         SimFs::check_frozen(&st)?;
@@ -703,6 +718,10 @@ impl FileIo for SimFile {
     fn file_system(&self) -> io::Result<crate::file::FileSystem> {
         Ok(crate::file::FileSystem::SIMULATED)
     }
+
+    fn demands_alignment(&self) -> bool {
+        self.direct
+    }
 }
 
 impl Vfs for SimFs {
@@ -765,6 +784,7 @@ impl Vfs for SimFs {
             id,
             handle,
             path: path.to_path_buf(),
+            direct: how.direct,
         }))
     }
 
@@ -781,6 +801,7 @@ impl Vfs for SimFs {
             id: 0,
             handle,
             path: dir.to_path_buf(),
+            direct: false,
         }))
     }
 

@@ -48,6 +48,15 @@ pub trait FileIo: Send + Sync + Debug {
     /// O_DIRECT. See [`file::file_system`] for the cost; simulated files
     /// are [`FileSystem::SIMULATED`].
     fn file_system(&self) -> io::Result<FileSystem>;
+    /// Whether every write to this file must be aligned to [`BLOCK`]
+    /// (address, length and offset), as a file opened O_DIRECT on Linux
+    /// demands: a real disk refuses a misaligned one with EINVAL, the
+    /// simulated disk panics. The queues assert it of every write that
+    /// is not aligned, so it is asked only of those (never, in a correct
+    /// run). See [`file::demands_alignment`] for the cost.
+    ///
+    /// [`BLOCK`]: crate::BLOCK
+    fn demands_alignment(&self) -> bool;
 }
 
 /// How a range of a file is about to be read, for [`FileIo::advise`].
@@ -174,6 +183,9 @@ impl FileIo for File {
     }
     fn file_system(&self) -> io::Result<FileSystem> {
         file::file_system(self)
+    }
+    fn demands_alignment(&self) -> bool {
+        file::demands_alignment(self)
     }
 }
 
