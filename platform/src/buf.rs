@@ -80,6 +80,17 @@ impl AlignedBuf {
         // SAFETY: layout has a non-zero size (cap >= BLOCK).
         let raw = unsafe { alloc::alloc_zeroed(layout) };
         let ptr = NonNull::new(raw).unwrap_or_else(|| alloc::handle_alloc_error(layout));
+        // What O_DIRECT and a registered write rely on, and what every
+        // whole-block prefix write relies on to stay inside the buffer.
+        assert!(
+            ptr.as_ptr().addr().is_multiple_of(BLOCK),
+            "allocator returned {:p}, not aligned to {BLOCK}",
+            ptr.as_ptr()
+        );
+        assert!(
+            cap >= BLOCK && cap.is_multiple_of(BLOCK),
+            "capacity {cap} is not a whole number of blocks"
+        );
         AlignedBuf {
             ptr,
             cap,
@@ -106,6 +117,12 @@ impl AlignedBuf {
     /// Capacity in bytes (a multiple of [`BLOCK`]).
     pub fn capacity(&self) -> usize {
         self.cap
+    }
+
+    /// The address of the first byte, for alignment checks only (never
+    /// dereferenced). Unlike the views, allowed while slots are out.
+    pub(crate) fn addr(&self) -> usize {
+        self.ptr.as_ptr().addr()
     }
 
     /// The whole buffer as a byte slice. Panics while a [`Slot`] of it is
@@ -233,9 +250,17 @@ impl Slot {
         // Sequentially consistent (so at least Release): the bytes written
         // through this slot happen before the owner's next whole-buffer
         // view, whose load is SeqCst too.
-        self.alloc
-            .take()
-            .is_some_and(|a| a.claims.fetch_sub(1, Ordering::SeqCst) == 1)
+        // `take` makes a slot's release happen once, whether by `release`
+        // or by drop; the count must then hold this slot's claim.
+        self.alloc.take().is_some_and(|a| {
+            let before = a.claims.fetch_sub(1, Ordering::SeqCst);
+            assert!(
+                before > 0,
+                "slot of {} bytes released with no claim outstanding",
+                self.len
+            );
+            before == 1
+        })
     }
 }
 
@@ -267,7 +292,7 @@ mod tests {
     fn aligned_zeroed_and_rounded() {
         let mut b = AlignedBuf::new(5000);
         assert_eq!(b.capacity(), 2 * BLOCK);
-        assert_eq!(b.as_ptr() as usize % BLOCK, 0);
+        assert_eq!(b.addr() % BLOCK, 0);
         assert!(b.as_slice().iter().all(|&x| x == 0));
         b.as_mut_slice()[8191] = 7;
         assert_eq!(b.as_slice()[8191], 7);

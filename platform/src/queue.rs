@@ -60,6 +60,75 @@ pub struct Completion {
     pub op: Op,
 }
 
+/// Assert what every queue needs of an op it is handed, at push: a
+/// write reads only its own buffer (the kernel is given the pointer and
+/// the length, and checks neither against the allocation), and a write
+/// to a file that demands alignment (O_DIRECT) is aligned to
+/// [`BLOCK`](crate::BLOCK) in address, length and offset. Cost: a few
+/// compares; the file's flags are read (one `fcntl`) only for a
+/// misaligned write, which the engine never makes.
+pub(crate) fn check_push(id: u64, op: &Op) {
+    if let Op::Write {
+        file,
+        buf,
+        len,
+        offset,
+        ..
+    } = op
+    {
+        assert!(
+            *len <= buf.capacity(),
+            "op {id}: a write of {len} bytes from a buffer of {}",
+            buf.capacity()
+        );
+        assert!(
+            crate::file::block_aligned(buf.addr(), *len, *offset) || !file.demands_alignment(),
+            "op {id}: misaligned write to an O_DIRECT file: {len} bytes from {:#x} at offset {offset}",
+            buf.addr()
+        );
+    }
+}
+
+/// The operations a queue was handed and gave back, for the assertion
+/// each queue makes after every call: an op pushed is, until its
+/// completion is popped, in exactly one of the queue's places (queued,
+/// in the kernel, done), never lost and never in two. Cost: two
+/// counters.
+#[derive(Debug, Default)]
+pub(crate) struct Tally {
+    pushed: u64,
+    popped: u64,
+}
+
+impl Tally {
+    /// One op handed to the queue.
+    pub fn push(&mut self) {
+        self.pushed += 1;
+    }
+
+    /// One completion handed back: there must have been an op for it.
+    pub fn pop(&mut self) {
+        assert!(
+            self.popped < self.pushed,
+            "completion popped with no operation in flight ({} pushed)",
+            self.pushed
+        );
+        self.popped += 1;
+    }
+
+    /// Assert that the queue holds, by its own count (`held`), exactly
+    /// the ops pushed and not yet popped.
+    pub fn check(&self, held: usize) {
+        assert_eq!(
+            self.pushed - self.popped,
+            held as u64,
+            "ops lost or duplicated: {} pushed, {} popped, {held} held by the queue",
+            self.pushed,
+            self.popped
+        );
+    }
+}
+
 /// Perform `op` with blocking calls on this thread: the threaded queue's
 /// every operation, and the io_uring queue's lone ones
 /// ([`IoQueue::set_lone`]). Cost: the write and, for

@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::sync::Arc;
 
-use crate::queue::{Completion, IoQueue, Op, QueueKind, Wait};
+use crate::queue::{check_push, Completion, IoQueue, Op, QueueKind, Tally, Wait};
 use crate::Notifier;
 
 /// Blocking, in-order [`IoQueue`]. See the module docs.
@@ -20,6 +20,7 @@ pub struct ThreadedQueue {
     notifier: Arc<Notifier>,
     queued: VecDeque<(u64, Op)>,
     done: VecDeque<Completion>,
+    tally: Tally,
 }
 
 impl ThreadedQueue {
@@ -29,13 +30,17 @@ impl ThreadedQueue {
             notifier,
             queued: VecDeque::new(),
             done: VecDeque::new(),
+            tally: Tally::default(),
         }
     }
 }
 
 impl IoQueue for ThreadedQueue {
     fn push(&mut self, id: u64, op: Op) {
+        check_push(id, &op);
         self.queued.push_back((id, op));
+        self.tally.push();
+        self.tally.check(self.in_flight());
     }
 
     fn run(&mut self, wait: Wait) -> io::Result<()> {
@@ -60,6 +65,7 @@ impl IoQueue for ThreadedQueue {
             self.done.push_back(Completion { id, result, op });
             did = true;
         }
+        self.tally.check(self.in_flight());
         if did || !self.done.is_empty() {
             return Ok(());
         }
@@ -76,7 +82,10 @@ impl IoQueue for ThreadedQueue {
     }
 
     fn pop(&mut self) -> Option<Completion> {
-        self.done.pop_front()
+        let c = self.done.pop_front()?;
+        self.tally.pop();
+        self.tally.check(self.in_flight());
+        Some(c)
     }
 
     fn in_flight(&self) -> usize {
@@ -95,6 +104,63 @@ mod tests {
     use super::*;
     use crate::sim::{Faults, SimFs};
     use crate::{AlignedBuf, OpenHow, WriteSync};
+
+    fn write(file: &crate::VFile, len: usize, offset: u64) -> Op {
+        Op::Write {
+            file: file.clone(),
+            buf: AlignedBuf::new(4096),
+            len,
+            offset,
+            sync: WriteSync::None,
+        }
+    }
+
+    fn open(fs: &SimFs, direct: bool) -> crate::VFile {
+        let vfs = fs.vfs();
+        vfs.create_dir_all(Path::new("/d"), 0o700).unwrap();
+        let how = OpenHow {
+            write: true,
+            create: true,
+            direct,
+            ..OpenHow::default()
+        };
+        vfs.open(Path::new("/d/seg"), how).unwrap()
+    }
+
+    /// A write to a file opened without O_DIRECT may be of any length
+    /// at any offset.
+    #[test]
+    fn a_buffered_file_takes_a_misaligned_write() {
+        let fs = SimFs::new(1, Faults::default());
+        let file = open(&fs, false);
+        let mut q = ThreadedQueue::new(Arc::new(Notifier::new().unwrap()));
+        q.push(1, write(&file, 100, 7));
+        q.run(Wait::NoWait).unwrap();
+        q.pop().expect("its completion").result.unwrap();
+        assert_eq!(q.in_flight(), 0);
+    }
+
+    /// A misaligned write to an O_DIRECT file, which a real disk would
+    /// refuse, stops at push, before anything is written.
+    #[test]
+    #[should_panic(expected = "misaligned write to an O_DIRECT file")]
+    fn a_misaligned_write_to_a_direct_file_is_refused_at_push() {
+        let fs = SimFs::new(1, Faults::default());
+        let file = open(&fs, true);
+        let mut q = ThreadedQueue::new(Arc::new(Notifier::new().unwrap()));
+        q.push(1, write(&file, 4096, 0));
+        q.push(2, write(&file, 4096, 512));
+    }
+
+    /// A write never reads past its buffer.
+    #[test]
+    #[should_panic(expected = "from a buffer of 4096")]
+    fn a_write_longer_than_its_buffer_is_refused_at_push() {
+        let fs = SimFs::new(1, Faults::default());
+        let file = open(&fs, false);
+        let mut q = ThreadedQueue::new(Arc::new(Notifier::new().unwrap()));
+        q.push(1, write(&file, 8192, 0));
+    }
 
     #[test]
     fn after_a_failed_sync_the_rest_of_the_batch_is_not_attempted() {
