@@ -22,7 +22,8 @@ use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
 use crate::buf::Allocation;
 use crate::queue::{
-    execute_blocking, Completion, IoQueue, Op, QueueKind, Wait, WakeWord, WriteSync,
+    check_push, execute_blocking, Completion, IoQueue, Op, QueueKind, Tally, Wait, WakeWord,
+    WriteSync,
 };
 use crate::{AlignedBuf, Notifier};
 
@@ -38,8 +39,15 @@ const FUTEX2_U32_PRIVATE: u32 = 0x02 | 128;
 /// several `io_uring_enter`s.
 const MIN_ENTRIES: u32 = 128;
 
-/// An operation the kernel may still be touching. `pending` counts the
-/// completion entries still expected (two for a write linked to a sync).
+/// `Slot::pending` bit of the op's own entry (user data `slot << 1`).
+const MAIN: u8 = 1;
+/// `Slot::pending` bit of the fdatasync linked to a write (user data
+/// `slot << 1 | 1`).
+const LINKED: u8 = 2;
+
+/// An operation the kernel may still be touching. `pending` holds a bit
+/// for each completion entry still expected ([`MAIN`], and [`LINKED`]
+/// for a write linked to a sync), so that each is seen exactly once.
 #[derive(Debug)]
 struct Slot {
     id: u64,
@@ -68,6 +76,7 @@ pub struct UringQueue {
     /// Buffers registered with the ring, by index. Declared after `ring`
     /// so they are freed only after the ring (and its registration) is gone.
     registered: Vec<Arc<Allocation>>,
+    tally: Tally,
 }
 
 impl std::fmt::Debug for UringQueue {
@@ -112,6 +121,7 @@ impl UringQueue {
             wake_words: Vec::new(),
             lone: false,
             registered: Vec::new(),
+            tally: Tally::default(),
         })
     }
 
@@ -135,14 +145,21 @@ impl UringQueue {
 
     /// The registration index of `buf`'s memory, if it is registered.
     fn fixed_index(&self, buf: &AlignedBuf) -> Option<u16> {
-        self.registered
+        let i = self
+            .registered
             .iter()
-            .position(|a| Arc::ptr_eq(a, buf.allocation()))
-            .map(|i| i as u16)
+            .position(|a| Arc::ptr_eq(a, buf.allocation()))?;
+        // The kernel reads `buf.capacity()` bytes at most from the index
+        // (`check_push`), which is what was registered there.
+        Some(u16::try_from(i).expect("at most u16::MAX buffers are registered"))
     }
 
     fn build(&self, op: &Op, slot: usize) -> [Option<squeue::Entry>; 2] {
         let main = (slot as u64) << 1;
+        assert!(
+            main | 1 < WAKE_TAG,
+            "slot {slot}'s user data would collide with the queue's tags"
+        );
         let fd = Self::fd(op).expect("ops without a descriptor are refused in push");
         match op {
             Op::Write {
@@ -157,12 +174,20 @@ impl UringQueue {
                 } else {
                     0
                 };
+                let len = u32::try_from(*len).expect("a write of at most 4 GiB");
                 let w = match self.fixed_index(buf) {
-                    Some(index) => opcode::WriteFixed::new(fd, buf.as_ptr(), *len as u32, index)
-                        .offset(*offset)
-                        .rw_flags(flags)
-                        .build(),
-                    None => opcode::Write::new(fd, buf.as_ptr(), *len as u32)
+                    Some(index) => {
+                        assert!(
+                            usize::from(index) < self.registered.len(),
+                            "fixed buffer index {index} past the {} registered",
+                            self.registered.len()
+                        );
+                        opcode::WriteFixed::new(fd, buf.as_ptr(), len, index)
+                            .offset(*offset)
+                            .rw_flags(flags)
+                            .build()
+                    }
+                    None => opcode::Write::new(fd, buf.as_ptr(), len)
                         .offset(*offset)
                         .rw_flags(flags)
                         .build(),
@@ -207,11 +232,17 @@ impl UringQueue {
                 self.slots.push(None);
                 self.slots.len() - 1
             });
+            // A slot on the free list was released by its last completion:
+            // the kernel holds no entry of it, so its user data is unused.
+            assert!(
+                self.slots[slot].is_none(),
+                "slot {slot}, taken for op {id}, still holds an operation in flight"
+            );
             let entries = self.build(&op, slot);
             self.slots[slot] = Some(Slot {
                 id,
                 op,
-                pending: need as u8,
+                pending: if need == 2 { MAIN | LINKED } else { MAIN },
                 error: None,
             });
             let mut sq = self.ring.submission();
@@ -260,32 +291,59 @@ impl UringQueue {
             return self.wake_completed(res);
         }
         if user_data == POLL_TAG {
+            // One-shot: armed once, completes once.
+            assert!(self.poll_armed, "a notifier poll completed with none armed");
             self.poll_armed = false;
             self.notifier.drain();
             return;
         }
         let idx = (user_data >> 1) as usize;
-        let is_main = user_data & 1 == 0;
-        let slot = self.slots[idx]
-            .as_mut()
-            .expect("completion for a live slot");
+        let bit = if user_data & 1 == 0 { MAIN } else { LINKED };
+        assert!(
+            idx < self.slots.len(),
+            "completion (user data {user_data:#x}) for slot {idx}, past the {} ever used: never submitted",
+            self.slots.len()
+        );
+        let Some(slot) = self.slots[idx].as_mut() else {
+            panic!(
+                "completion (user data {user_data:#x}) for slot {idx}, which holds no operation: seen twice, or never submitted"
+            );
+        };
+        assert!(
+            slot.pending & bit != 0,
+            "completion (user data {user_data:#x}) of op {} seen twice, or of an entry never submitted",
+            slot.id
+        );
         if slot.error.is_none() {
             if res < 0 {
                 slot.error = Some(io::Error::from_raw_os_error(-res));
-            } else if is_main
+            } else if bit == MAIN
                 && let Op::Write { len, .. } = &slot.op
                 && res as usize != *len
             {
+                assert!(
+                    (res as usize) < *len,
+                    "the kernel wrote {res} bytes of op {}'s {len}",
+                    slot.id
+                );
                 slot.error = Some(io::Error::new(
                     io::ErrorKind::WriteZero,
                     format!("short write: {res} of {len} bytes"),
                 ));
             }
         }
-        slot.pending -= 1;
+        slot.pending &= !bit;
         if slot.pending == 0 {
+            // Released exactly once: the slot is emptied here, and a
+            // later completion for it fails the check above.
             let slot = self.slots[idx].take().expect("slot checked above");
             self.free.push(idx);
+            assert!(
+                self.free.len() <= self.slots.len(),
+                "{} free slots of {}",
+                self.free.len(),
+                self.slots.len()
+            );
             let result = match slot.error {
                 Some(e) => Err(e),
                 None => Ok(()),
@@ -302,9 +360,9 @@ impl UringQueue {
     /// every word still held is woken by syscall (a wake of a thread not
     /// parked costs it one spurious return).
     fn wake_completed(&mut self, res: i32) {
-        debug_assert!(
+        assert!(
             self.wakes_in_flight > 0,
-            "a wake completion for a wake submitted"
+            "a futex wake completed with none in flight"
         );
         self.wakes_in_flight -= 1;
         if res < 0 {
@@ -350,7 +408,10 @@ impl UringQueue {
     }
 
     fn live(&self) -> usize {
-        self.slots.len() - self.free.len()
+        self.slots
+            .len()
+            .checked_sub(self.free.len())
+            .expect("more slots free than slots")
     }
 
     fn enter(&mut self, wait: Wait) -> io::Result<()> {
@@ -380,15 +441,18 @@ impl UringQueue {
 
 impl IoQueue for UringQueue {
     fn push(&mut self, id: u64, op: Op) {
+        check_push(id, &op);
+        self.tally.push();
         if Self::fd(&op).is_none() {
             let result = Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 "io_uring needs a real file",
             ));
             self.done.push_back(Completion { id, result, op });
-            return;
+        } else {
+            self.queued.push_back((id, op));
         }
-        self.queued.push_back((id, op));
+        self.tally.check(self.in_flight());
     }
 
     fn run(&mut self, wait: Wait) -> io::Result<()> {
@@ -404,6 +468,7 @@ impl IoQueue for UringQueue {
                 self.enter(Wait::NoWait)?;
             }
             self.reap();
+            self.tally.check(self.in_flight());
             return Ok(());
         }
         self.fill_sq()?;
@@ -422,11 +487,15 @@ impl IoQueue for UringQueue {
             self.fill_sq()?;
             self.enter(Wait::NoWait)?;
         }
+        self.tally.check(self.in_flight());
         Ok(())
     }
 
     fn pop(&mut self) -> Option<Completion> {
-        self.done.pop_front()
+        let c = self.done.pop_front()?;
+        self.tally.pop();
+        self.tally.check(self.in_flight());
+        Some(c)
     }
 
     fn in_flight(&self) -> usize {
@@ -737,6 +806,79 @@ mod tests {
         }
         assert!(q.wake_words.is_empty(), "the ring let go of every word");
         assert_eq!(q.in_flight(), 0, "wakes are not operations of the engine");
+    }
+
+    /// A completion whose user data names a slot never handed out is a
+    /// corrupted entry or a stray submission: the queue stops there.
+    #[test]
+    #[should_panic(expected = "never submitted")]
+    fn a_completion_for_a_slot_never_used_panics() {
+        let mut q = UringQueue::new(4, Arc::new(Notifier::new().unwrap())).unwrap();
+        q.complete(5 << 1, 0);
+    }
+
+    /// A slot released by its completion takes no second one.
+    #[test]
+    #[should_panic(expected = "seen twice")]
+    fn a_completion_after_the_slot_was_released_panics() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = open(dir.path());
+        let mut q = UringQueue::new(4, Arc::new(Notifier::new().unwrap())).unwrap();
+        q.push(
+            1,
+            Op::Write {
+                file: f,
+                buf: AlignedBuf::new(4096),
+                len: 4096,
+                offset: 0,
+                sync: WriteSync::None,
+            },
+        );
+        let c = loop {
+            q.run(Wait::Block).unwrap();
+            if let Some(c) = q.pop() {
+                break c;
+            }
+        };
+        c.result.unwrap();
+        q.complete(0, 4096);
+    }
+
+    /// A write linked to its fdatasync expects one completion of each:
+    /// the write's twice is refused, and the pair then completes as usual.
+    #[test]
+    fn each_entry_of_a_linked_pair_completes_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = open(dir.path());
+        let mut q = UringQueue::new(4, Arc::new(Notifier::new().unwrap())).unwrap();
+        q.push(
+            1,
+            Op::Write {
+                file: f,
+                buf: AlignedBuf::new(4096),
+                len: 4096,
+                offset: 0,
+                sync: WriteSync::ThenSync,
+            },
+        );
+        // In the slot, not yet submitted: the kernel has seen nothing.
+        q.fill_sq().unwrap();
+        q.complete(0, 4096);
+        let again = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| q.complete(0, 4096)));
+        let msg = again.expect_err("a second completion of the write");
+        let msg = msg.downcast_ref::<String>().expect("a formatted message");
+        assert!(msg.contains("seen twice"), "{msg}");
+        // Undo the simulated completion; the kernel's own come now.
+        q.slots[0].as_mut().unwrap().pending = MAIN | LINKED;
+        let c = loop {
+            q.run(Wait::Block).unwrap();
+            if let Some(c) = q.pop() {
+                break c;
+            }
+        };
+        assert_eq!(c.id, 1);
+        c.result.unwrap();
+        assert_eq!(q.in_flight(), 0);
     }
 
     #[test]
