@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The OTLP receiver's benchmark (docs/benchmarks.md, "The OTLP receiver"):
+# The OTLP receiver's benchmark (docs/benchmarks-history.md, "The OTLP receiver"):
 # export bodies per second and the p50/p99 of the 200 for ringwal-otlp on
 # the log at `written` and at `durable`, against the same receiver writing
 # each body straight to a file with an fdatasync per body, with 1 KiB,

@@ -11,7 +11,7 @@
 //! (`IoQueue::wake`): at 64 producers the ring spent about half its time
 //! in one futex wake syscall per waiter, and batching them into one
 //! `io_uring_enter` raised 1 KiB x 64 durable appends 1.11x and 1.41x in
-//! two alternating runs (docs/benchmarks.md).
+//! two alternating runs (docs/benchmarks-history.md).
 //!
 //! Every wait, blocking or async, is a [`Waiter`]: it owns at most one
 //! entry in the lists however often it is polled. A poll with a wake that
