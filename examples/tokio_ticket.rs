@@ -10,7 +10,7 @@
 //! `Wal::close_async` do that). `append_async` only copies the record into
 //! a staging buffer; when every buffer is full (device backpressure) it
 //! awaits a free one, woken by the ring thread, so no runtime thread is
-//! ever parked. README.md's async section lists what blocks and what not.
+//! ever parked. docs/async.md lists what blocks and what not.
 //!
 //! ```sh
 //! cargo run --example tokio_ticket

@@ -76,7 +76,7 @@ pub enum SyncMethod {
     /// after its write completed returns. Costs one more submission per
     /// acknowledgement than `Dsync` when writes come one at a time (about
     /// 0.7x the records/s of `Dsync` for one producer on the virtio disk
-    /// measured in docs/benchmarks.md), and wins where each `RWF_DSYNC`
+    /// measured in docs/benchmarks-history.md), and wins where each `RWF_DSYNC`
     /// write is expensive by itself: with io_uring on a device without
     /// FUA such a write is handed to a kernel worker thread, and with the
     /// CPUs busy every such hop waits for a time slice (1.6x the
@@ -838,7 +838,7 @@ impl ConfigBuilder {
         self
     }
     /// How durable writes are made durable. Default `Dsync`, the faster of
-    /// the two on the devices measured (see README).
+    /// the two on the devices measured (see docs/benchmarks.md).
     pub fn sync_method(mut self, method: SyncMethod) -> Self {
         self.cfg.sync_method = method;
         self

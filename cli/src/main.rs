@@ -86,7 +86,7 @@ pub(crate) struct AppendArgs {
     #[arg(long)]
     pub no_create: bool,
     /// Print each LSN as a JSON object, `{"lsn": N}`, and a failure as
-    /// an error object (see README).
+    /// an error object (see docs/cli.md).
     #[arg(long)]
     pub json: bool,
     /// Records are separated by NUL bytes instead of newlines (so a

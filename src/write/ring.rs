@@ -76,7 +76,8 @@ struct Ring {
 /// durable write costs a cache flush and flushes do not overlap, so a second
 /// small write in flight bought nothing but smaller batches; with 64
 /// producers, limits of 1, 2 and 8 gave about 55, 28 and 12 records per
-/// write and the best p99 at 1 (see README, "Measurements").
+/// write and the best p99 at 1 (see docs/benchmarks.md, "What the
+/// measurements showed").
 const PARTIAL_IN_FLIGHT: usize = 1;
 // Zero would never let a partly filled batch out: a lone record would
 // wait forever.
@@ -85,7 +86,7 @@ const _: () = assert!(PARTIAL_IN_FLIGHT >= 1);
 /// With io_uring, the bytes waiting to be written from which the next
 /// write is submitted before the last one's waiters are woken (below
 /// them, the wake-ups go first). Measured on the virtio disk of
-/// docs/benchmarks.md, five alternating rounds: waking first raised
+/// docs/benchmarks-history.md, five alternating rounds: waking first raised
 /// 1 KiB records from 8 producers from 33k to 44k records/s (4.0 to 5.9
 /// records per write) and cut the 64-producer p99 from 915 to 657 µs,
 /// while 64 KiB records from 8 producers (about 256 KiB waiting) lost
