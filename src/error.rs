@@ -186,8 +186,8 @@ pub enum Error {
         /// The file being written or created.
         path: PathBuf,
     },
-    /// The log has used every LSN up to [`MAX_LSN`](crate::at_rest::format::MAX_LSN).
-    /// No real log gets here; a log that does was resumed from a damaged
+    /// The log has used every LSN up to the format's limit, 2^62. No
+    /// real log gets here; a log that does was resumed from a damaged
     /// name or header. Nothing was appended; start a new log.
     #[error(
         "LSN space exhausted: the next LSN {next} is past the limit {}",
@@ -283,7 +283,7 @@ pub enum Corruption {
     Manifest(String),
     /// A checkpoint file ([`files::read_checkpoint`](crate::files::read_checkpoint))
     /// that is torn, damaged or not one.
-    CheckpointFile(crate::at_rest::format::CheckpointError),
+    CheckpointFile(crate::files::CheckpointError),
 }
 
 impl std::fmt::Display for Corruption {

@@ -15,6 +15,7 @@ use std::sync::OnceLock;
 use ringwal_platform::{file as pf, Advice, OpenHow, RealFs, Vfs};
 
 use crate::at_rest::format;
+pub use crate::at_rest::format::CheckpointError;
 pub use crate::at_rest::format::{parse_segment_file_name, segment_file_name};
 use crate::error::{Corruption, Error, Lsn, Result};
 use crate::segment::manifest;

@@ -16,6 +16,25 @@
 //! - [`Collector`] and the [`channel`] module are the layers for telemetry
 //!   collectors; [`verify`] inspects a log without opening it for writing.
 //!
+//! ## Features
+//!
+//! None is in the default build; each item that needs one says so.
+//!
+//! - `tokio`: open, close, read and checkpoint on tokio's blocking pool
+//!   (`Wal::open_async` and its siblings). The rest of the async API
+//!   needs no feature.
+//! - `serde`: [`Config`] and its enums to and from configuration files.
+//! - `metrics`: `Wal::publish_metrics`, [`Stats`] through the `metrics`
+//!   facade.
+//! - `tracing`: events for recovery's repairs, the poison, fallbacks,
+//!   rolls and checkpoints (no item of its own).
+//! - `zstd`: the zstd codec ([`Codec::Zstd`]); LZ4 is always there.
+//! - `sim`: the simulated disk (`ConfigBuilder::sim`), for tests.
+//! - `internals`: the modules `format` (the on-disk format's encoders,
+//!   decoders, file names and limits) and `crypt` (the cipher's tag size,
+//!   the key-file mode rule). Not covered by semver; for the CLI,
+//!   fuzzers and tests.
+//!
 //! The engine: a dedicated ring thread owns an io_uring and turns appends
 //! into few large, block-aligned writes with several in flight (group
 //! commit), each made durable with `RWF_DSYNC` (or write + `fdatasync`)
@@ -43,11 +62,14 @@ mod segment;
 mod wal;
 mod write;
 
-// The public modules, at the paths the CLI, raft, bench and fuzz crates
-// (and users) name them by.
-pub use at_rest::{crypt, format};
+// The public modules, at the paths users name them by.
 pub use layers::{channel, collector};
 pub use recovery::verify;
+
+// The internals the CLI, the fuzzers, the benchmarks and the tests take
+// apart (feature `internals`): not covered by semver.
+#[cfg(feature = "internals")]
+pub use at_rest::{crypt, format};
 
 pub use at_rest::codec::Compression;
 pub use at_rest::crypt::{Key, KeyProblem, KeyProvider, StaticKeys};

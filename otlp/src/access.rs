@@ -89,7 +89,7 @@ pub fn server_config(
 fn read_private_key(path: &Path, allow_readable: bool) -> Result<PrivateKeyDer<'static>, String> {
     let named = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
     let file = std::fs::File::open(path).map_err(|e| named(&e))?;
-    if let Some(mode) = ringwal::crypt::exposed_mode(&file).map_err(|e| named(&e))?
+    if let Some(mode) = exposed_mode(&file).map_err(|e| named(&e))?
         && !allow_readable
     {
         let problem = ringwal::KeyProblem::Exposed { mode };
@@ -100,6 +100,17 @@ fn read_private_key(path: &Path, allow_readable: bool) -> Result<PrivateKeyDer<'
         .read_to_end(&mut pem)
         .map_err(|e| named(&e))?;
     PrivateKeyDer::from_pem_slice(&pem).map_err(|e| named(&format_args!("no PEM private key: {e}")))
+}
+
+/// The mode of `file` when its group or others may read, write or run
+/// it, `None` when only its owner may: the rule the log applies to its
+/// key files (`StaticKeys::from_key_file`), as OpenSSH applies it to a
+/// private key. Checked on the open file, so that what is checked is
+/// what is read. Cost: one `fstat`.
+fn exposed_mode(file: &std::fs::File) -> std::io::Result<Option<u32>> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = file.metadata()?.permissions().mode() & 0o7777;
+    Ok((mode & 0o077 != 0).then_some(mode))
 }
 
 /// How long a client has to finish its TLS handshake.

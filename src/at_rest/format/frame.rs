@@ -183,9 +183,10 @@ pub enum Codec {
     /// Stored as given (flag bits 0).
     #[default]
     None,
-    /// An LZ4 block ([`FLAG_LZ4`]).
+    /// An LZ4 block (flag bit `0x04`).
     Lz4,
-    /// A zstd frame ([`FLAG_ZSTD`]).
+    /// A zstd frame (flag bit `0x08`). Writing and reading it needs the
+    /// `zstd` feature.
     Zstd,
 }
 
