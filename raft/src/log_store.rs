@@ -83,7 +83,135 @@ impl<C: RaftTypeConfig> Index<C> {
     fn cut_from(&mut self, since: u64) {
         self.lsns.split_off(&since);
         let cut = self.cache.split_off(&since);
-        self.cache_bytes -= cut.values().map(Vec::len).sum::<usize>();
+        self.cache_bytes = self
+            .cache_bytes
+            .checked_sub(cut.values().map(Vec::len).sum::<usize>())
+            .expect("the read cache held fewer bytes than its entries");
+    }
+
+    /// The index after the last entry, or after the last purged one when
+    /// no entry is left: where openraft appends next. `None` for a store
+    /// with neither, which takes any first index (openraft's own starts
+    /// at 0; its conformance suite at 1).
+    fn next_index(&self) -> Option<u64> {
+        let last = self.lsns.last_key_value().map(|(&i, _)| i);
+        let purged = self.last_purged.as_ref().map(|p| p.index);
+        last.max(purged).map(|i| i + 1)
+    }
+
+    /// Assert, before anything of it is written, that an append of the
+    /// entries `ids` leaves no hole: their indexes are consecutive, and
+    /// the first is at most [`next_index`](Self::next_index). An append
+    /// over entries the map holds is allowed (it replaces them); openraft
+    /// truncates them first, so its own appends start exactly there.
+    /// Cost: one compare per entry.
+    fn check_append(&self, ids: &[LogId<C::NodeId>]) {
+        let first = ids[0].index;
+        for (n, id) in ids.iter().enumerate() {
+            assert_eq!(
+                Some(id.index),
+                first.checked_add(n as u64),
+                "entry {n} of an append starting at index {first} is at index {}",
+                id.index
+            );
+        }
+        if let Some(next) = self.next_index() {
+            assert!(
+                first <= next,
+                "an append at index {first} leaves a hole after index {}",
+                next - 1
+            );
+        }
+    }
+
+    /// Map the entries `ids`, checked by [`check_append`](Self::check_append),
+    /// to the LSNs from `first_lsn` on, replacing every entry at or above
+    /// the first; keep their `payloads` in the read cache.
+    fn append(&mut self, ids: &[LogId<C::NodeId>], first_lsn: Lsn, payloads: Vec<Vec<u8>>) {
+        let first = ids[0].index;
+        self.cut_from(first);
+        if let Some((&i, &lsn)) = self.lsns.last_key_value() {
+            assert!(
+                lsn < first_lsn,
+                "entry {first} at LSN {first_lsn}, not after entry {i} at LSN {lsn}"
+            );
+        }
+        for (n, (id, payload)) in ids.iter().zip(payloads).enumerate() {
+            self.lsns.insert(id.index, first_lsn + n as u64);
+            self.cache(id.index, payload);
+        }
+        self.last_log_id = ids.last().cloned();
+        self.check();
+    }
+
+    /// Whether the indexes above the last purged are dense (each from
+    /// the lowest to the highest once). Entries at or below it are left
+    /// out: openraft's engine never appends one, but its conformance
+    /// suite does (below a purge its start-up helper made past the end
+    /// of the log), and the store keeps what it is given. Cost: two
+    /// lookups, and one step per such entry.
+    fn dense(&self) -> bool {
+        let (above, stale) = match &self.last_purged {
+            Some(p) => (
+                self.lsns
+                    .range((Bound::Excluded(p.index), Bound::Unbounded)),
+                self.lsns.range(..=p.index).count(),
+            ),
+            None => (self.lsns.range(..), 0),
+        };
+        let mut above = above.map(|(&i, _)| i);
+        match (above.next(), above.next_back()) {
+            (Some(first), Some(last)) => last - first + 1 == (self.lsns.len() - stale) as u64,
+            _ => true,
+        }
+    }
+
+    /// Assert what readers and the next append rely on: dense indexes
+    /// ([`dense`](Self::dense)), the last log id that of the last entry
+    /// (none without one), and the read cache a suffix of the map within
+    /// its bounds. LSNs ascending with the indexes is kept by
+    /// [`append`](Self::append), the only insert after the replay. Cost:
+    /// a few lookups at the ends of the maps (and, in debug builds, a walk
+    /// over the cache).
+    fn check(&self) {
+        assert!(
+            self.dense(),
+            "raft indexes not dense: {} entries from {:?} to {:?}, last purged {:?}",
+            self.lsns.len(),
+            self.lsns.first_key_value(),
+            self.lsns.last_key_value(),
+            self.last_purged.as_ref().map(|p| p.index)
+        );
+        let first = self.lsns.first_key_value().map(|(&i, _)| i);
+        let last = self.lsns.last_key_value().map(|(&i, _)| i);
+        assert_eq!(
+            self.last_log_id.as_ref().map(|l| l.index),
+            last,
+            "the last log id is not the last entry's"
+        );
+        if let (Some((&cf, _)), Some((&cl, _))) =
+            (self.cache.first_key_value(), self.cache.last_key_value())
+        {
+            assert!(
+                first.is_some_and(|f| f <= cf) && last == Some(cl),
+                "the read cache ({cf}..={cl}) is not a suffix of the log ({first:?}..={last:?})"
+            );
+            debug_assert!(
+                self.cache.keys().eq(self.lsns.range(cf..).map(|(i, _)| i)),
+                "the read cache misses an entry of the log after {cf}"
+            );
+        }
+        assert!(
+            self.cache.len() <= CACHE_ENTRIES && self.cache_bytes <= CACHE_BYTES,
+            "the read cache over its bounds: {} entries, {} bytes",
+            self.cache.len(),
+            self.cache_bytes
+        );
+        debug_assert_eq!(
+            self.cache_bytes,
+            self.cache.values().map(Vec::len).sum::<usize>(),
+            "the read cache's byte count"
+        );
     }
 
     /// Keep `payload`, the entry at `index` just appended (the newest), in
@@ -498,12 +626,26 @@ fn replay<C: RaftTypeConfig>(
     if let Some(p) = index.last_purged.as_ref().map(|p| p.index) {
         index.purge_to(p);
     }
+    // Each entry record cut what was at or above it before it went in,
+    // so the LSNs ascend with the indexes. Density is what this store's
+    // appends kept (see `Index::check_append`); a log without it was not
+    // written by them, and is refused rather than served with a hole.
+    if !index.dense() {
+        let msg = format!(
+            "the raft log replays to {} entries from {:?} to {:?}: a hole",
+            index.lsns.len(),
+            index.lsns.first_key_value().map(|(&i, _)| i),
+            index.lsns.last_key_value().map(|(&i, _)| i)
+        );
+        return Err(StorageIOError::read_logs(openraft::AnyError::error(msg)).into());
+    }
     if let Some((&i, &lsn)) = index.lsns.last_key_value() {
         let rec = wal
             .read(lsn)
             .map_err(|e| StorageIOError::read_log_at_index(i, &e))?;
         index.last_log_id = Some(decode_entry::<C>(i, &rec)?.get_log_id().clone());
     }
+    index.check();
     let committed = match last_commit {
         None => None,
         Some(rec) => Some(serde_json::from_slice(&rec.payload).map_err(|e| {
@@ -656,6 +798,12 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for LogStore<C> {
     /// A write error if an entry cannot be encoded, or the batch is
     /// refused (`TooLarge`: more than one segment's worth; the log is
     /// poisoned). Nothing is appended then.
+    ///
+    /// # Panics
+    ///
+    /// If the entries' indexes are not consecutive, or the first is past
+    /// the index after the last entry (or after the last purged one when
+    /// none is left): a hole, which openraft never asks for.
     async fn append<I>(&mut self, entries: I, callback: LogFlushed<C>) -> Result<(), C>
     where
         I: IntoIterator<Item = C::Entry> + OptionalSend,
@@ -667,11 +815,14 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for LogStore<C> {
             payloads.push(encode_entry::<C>(&entry)?);
             ids.push(entry.get_log_id().clone());
         }
-        let (Some(first), Some(last)) = (ids.first(), ids.last()) else {
+        if ids.is_empty() {
             // Nothing to write; still fired after every earlier append.
             self.pending((None, callback));
             return Ok(());
-        };
+        }
+        // Before the batch is written: a replay would rebuild whatever
+        // it holds.
+        self.shared.index().check_append(&ids);
         let commit = self.unwritten_commit()?;
         let records: Vec<(u16, &[u8])> = commit
             .iter()
@@ -686,16 +837,13 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for LogStore<C> {
         self.commit_unwritten = false;
         {
             // The entries are the batch's last records (a commit record,
-            // if any, comes first).
-            let first_lsn = ticket.lsn() + 1 - ids.len() as u64;
+            // if any, comes first); the first record of a log is LSN 1.
+            let first_lsn = (ticket.lsn() + 1)
+                .checked_sub(ids.len() as u64)
+                .filter(|&l| l > u64::from(commit.is_some()))
+                .expect("a batch's last LSN counts all of its records");
             drop(records);
-            let mut index = self.shared.index();
-            index.cut_from(first.index);
-            for (n, (id, payload)) in ids.iter().zip(payloads).enumerate() {
-                index.lsns.insert(id.index, first_lsn + n as u64);
-                index.cache(id.index, payload);
-            }
-            index.last_log_id = Some(last.clone());
+            self.shared.index().append(&ids, first_lsn, payloads);
         }
         self.pending((Some(ticket), callback));
         Ok(())
@@ -708,10 +856,27 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for LogStore<C> {
     ///
     /// Cost: one 8-byte append and a wait for it to be durable; one point
     /// read (the new last entry, for its log id).
+    ///
+    /// # Panics
+    ///
+    /// If `log_id.index` is at or below the last purged index: openraft
+    /// truncates only uncommitted entries, and purges only committed ones.
     async fn truncate(&mut self, log_id: LogId<C::NodeId>) -> Result<(), C> {
         let since = log_id.index;
-        if self.shared.index().lsns.range(since..).next().is_none() {
-            return Ok(());
+        {
+            let index = self.shared.index();
+            // openraft truncates only entries after the committed one,
+            // and purges only committed ones.
+            if let Some(p) = &index.last_purged {
+                assert!(
+                    since > p.index,
+                    "a truncation at index {since} reaches purged entries (last purged {})",
+                    p.index
+                );
+            }
+            if index.lsns.range(since..).next().is_none() {
+                return Ok(());
+            }
         }
         let ticket = self
             .shared
@@ -734,7 +899,13 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for LogStore<C> {
                 entry.first().map(|e| e.get_log_id().clone())
             }
         };
-        self.shared.index().last_log_id = last_log_id;
+        let mut index = self.shared.index();
+        index.last_log_id = last_log_id;
+        assert!(
+            index.lsns.range(since..).next().is_none(),
+            "entries at or above {since} survived their truncation"
+        );
+        index.check();
         Ok(())
     }
 
@@ -753,6 +924,8 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for LogStore<C> {
         }
         let purged = log_id.clone();
         self.save_meta(|m| m.last_purged = Some(purged))?;
+        // The purge may pass the last entry: openraft purges across it
+        // when it installs a snapshot newer than the log.
         let cut = {
             let mut index = self.shared.index();
             let cut = index
@@ -762,6 +935,15 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for LogStore<C> {
                 .map(|(_, &l)| l);
             index.purge_to(log_id.index);
             index.last_purged = Some(log_id);
+            // The checkpoint removes every segment whose records are all
+            // at or below `cut`: no entry kept may be among them.
+            if let (Some(cut), Some((&i, &lsn))) = (cut, index.lsns.first_key_value()) {
+                assert!(
+                    cut < lsn,
+                    "the purge's checkpoint at LSN {cut} would remove entry {i} at LSN {lsn}"
+                );
+            }
+            index.check();
             cut
         };
         if let Some(lsn) = cut {
@@ -771,5 +953,67 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for LogStore<C> {
                 .map_err(|e| StorageIOError::write_logs(&e))?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::KvConfig;
+    use openraft::storage::RaftLogStorageExt;
+    use openraft::{CommittedLeaderId, Entry, EntryPayload};
+
+    fn config() -> Config {
+        Config::builder()
+            .segment_bytes(1 << 20)
+            .max_record_bytes(64 << 10)
+            .write_bytes(64 << 10)
+            .build()
+    }
+
+    fn entry(index: u64) -> Entry<KvConfig> {
+        Entry {
+            log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
+            payload: EntryPayload::Blank,
+        }
+    }
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(f)
+    }
+
+    /// An append past the next index would leave a hole readers and
+    /// openraft take for a log that ends before it: refused before the
+    /// batch reaches the log.
+    #[test]
+    #[should_panic(expected = "leaves a hole after index 2")]
+    fn an_append_past_the_next_index_panics() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = LogStore::<KvConfig>::open(dir.path(), config()).unwrap();
+        block_on(async {
+            store.blocking_append((0..3).map(entry)).await.unwrap();
+            store.blocking_append([entry(4)]).await.unwrap();
+        });
+    }
+
+    /// A log whose entries replay with a hole was not written by this
+    /// store's appends: open refuses it rather than serve the hole.
+    #[test]
+    fn a_log_that_replays_with_a_hole_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let (wal, _) = Wal::open(dir.path().join(LOG_DIR), config()).unwrap();
+            for i in [0, 1, 3] {
+                let payload = encode_entry::<KvConfig>(&entry(i)).unwrap();
+                let ticket = wal.append(ENTRY_STREAM, &payload).unwrap();
+                ticket.wait(Level::Durable).unwrap();
+            }
+        }
+        let err = LogStore::<KvConfig>::open(dir.path(), config()).unwrap_err();
+        assert!(format!("{err:?}").contains("a hole"), "{err:?}");
     }
 }
