@@ -770,14 +770,14 @@ impl ConfigBuilder {
     /// Every segment started while the provider names a current key is
     /// sealed with it, the segment's header naming the key id; segments
     /// sealed with other ids stay readable while the provider has their
-    /// keys. Also what readers ([`verify::records_with`]) decrypt with.
+    /// keys. Also what readers ([`verify::records`]) decrypt with.
     /// An encrypting writer starts a new segment at every open (see
     /// ARCHITECTURE.md, "Encryption"). Default: none, which costs nothing.
     ///
     /// Cost when on: one pass over each payload under the reservation
     /// lock, 16 bytes per record, and a provider call per segment.
     ///
-    /// [`verify::records_with`]: crate::recovery::verify::records_with
+    /// [`verify::records`]: crate::verify::records
     pub fn encryption(mut self, provider: Arc<dyn KeyProvider>) -> Self {
         self.cfg.keys = Keys::new(provider);
         self

@@ -146,7 +146,8 @@ pub(crate) fn refuse_regular_file(dir: &Path, node: u32) -> Result<(), Failure> 
 /// is left to the open. Cost: [`verify::stat`]'s (headers, and a walk of
 /// the newest segment).
 fn refuse_plaintext_into_encrypted(dir: &Path, node: u32) -> Result<(), Failure> {
-    let Ok(s) = ringwal::verify::stat(dir, node) else {
+    let cfg = Config::builder().node(node).build();
+    let Ok(s) = ringwal::verify::stat(dir, &cfg) else {
         return Ok(());
     };
     match s.segments.last() {

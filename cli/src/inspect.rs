@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use base64::Engine as _;
-use ringwal::verify::{self, LastLsnFrom, NodeStat, Payloads, RecordAt, VerifyReport};
+use ringwal::verify::{self, LastLsnFrom, LogReport, Payloads, RecordAt};
 use ringwal::{Config, KeyProblem, Lsn, Record};
 
 use super::exit::DAMAGED;
@@ -77,7 +77,7 @@ fn each_record(
     select: Select,
     print: impl FnMut(&mut dyn Write, &RecordAt) -> io::Result<()>,
 ) -> CmdResult {
-    print_each(verify::records_with(dir, cfg, from)?, false, select, print)
+    print_each(verify::records(dir, cfg, from)?, false, select, print)
 }
 
 /// Print the `select`ed `records` through `print` (see [`each_record`]);
@@ -156,7 +156,7 @@ pub(crate) fn cat(a: CatArgs) -> CmdResult {
     let cfg = a.key.config(a.node)?.build();
     if a.follow {
         let every = Duration::from_millis(a.poll_ms);
-        let records = verify::follow_with(&a.dir, &cfg, a.from, every)?;
+        let records = verify::follow(&a.dir, &cfg, a.from, every)?;
         return print_each(records, true, select, |out, rec: &Record| {
             print(out, rec.lsn, rec.stream, &rec.payload)
         });
@@ -260,7 +260,7 @@ pub(crate) fn verify(a: VerifyArgs, quiet: bool) -> CmdResult {
     let mut reports = Vec::with_capacity(nodes.len());
     for node in nodes {
         progress.message(format!("verifying node {node}"));
-        reports.push(verify::verify_with(&a.dir, &a.key.config(node)?.build())?);
+        reports.push(verify::verify(&a.dir, &a.key.config(node)?.build())?);
         progress.inc(1);
     }
     drop(progress);
@@ -280,7 +280,7 @@ pub(crate) fn verify(a: VerifyArgs, quiet: bool) -> CmdResult {
     for r in reports {
         let node = r.node;
         print_verify(&mut out, &r).map_err(w)?;
-        if !r.is_consistent() {
+        if r.consistent() != Some(true) {
             out.flush().map_err(w)?;
             let n = r.problems.len();
             eprintln!(
@@ -327,7 +327,7 @@ fn warn_exposed(exposed: &[(PathBuf, u32)]) {
     }
 }
 
-fn print_verify(out: &mut impl Write, r: &VerifyReport) -> io::Result<()> {
+fn print_verify(out: &mut impl Write, r: &LogReport) -> io::Result<()> {
     for p in &r.problems {
         writeln!(out, "{}", problem_line(p))?;
     }
@@ -372,7 +372,7 @@ fn print_verify(out: &mut impl Write, r: &VerifyReport) -> io::Result<()> {
     let authenticated = r
         .segments
         .iter()
-        .filter(|s| s.payloads == Payloads::Authenticated)
+        .filter(|s| s.payloads == Payloads::KeyFits)
         .count();
     if authenticated > 0 {
         writeln!(
@@ -396,14 +396,14 @@ fn print_verify(out: &mut impl Write, r: &VerifyReport) -> io::Result<()> {
             f.display()
         )?;
     }
-    if r.is_consistent() {
+    if r.consistent() == Some(true) {
         writeln!(
             out,
             "node {}: ok: {} segment{}, {}, {} spare{}",
             r.node,
             r.segments.len(),
             if r.segments.len() == 1 { "" } else { "s" },
-            lsn_range(r.first_lsn(), r.last_lsn(), r.records()),
+            lsn_range(r.first_lsn, r.last_lsn, r.records),
             r.spares.len(),
             if r.spares.len() == 1 { "" } else { "s" },
         )?;
@@ -449,13 +449,14 @@ pub(crate) fn stat(a: StatArgs) -> CmdResult {
     let exposed = exposed(&a.dir);
     let stats = nodes
         .into_iter()
-        .map(|node| Ok(verify::stat_with(&a.dir, &a.key.config(node)?.build())?))
+        .map(|node| Ok(verify::stat(&a.dir, &a.key.config(node)?.build())?))
         .collect::<Result<Vec<_>, Failure>>()?;
+    let keyed = a.key.key_file.is_some();
     let status = checked_status(stats.iter().map(|s| s.problems.as_slice()));
     if a.json {
         let mut doc = Summary::new("stat", &a.dir);
         for s in &stats {
-            doc.add_stat(s);
+            doc.add_stat(s, keyed);
         }
         doc.add_exposed(&exposed);
         print_json(&doc.finish())?;
@@ -465,7 +466,7 @@ pub(crate) fn stat(a: StatArgs) -> CmdResult {
     let mut out = stdout.lock();
     let w = |e| Failure::io("stdout", e);
     for s in &stats {
-        print_stat(&mut out, s).map_err(w)?;
+        print_stat(&mut out, s, keyed).map_err(w)?;
     }
     writeln!(
         out,
@@ -489,7 +490,9 @@ pub(crate) fn stat(a: StatArgs) -> CmdResult {
     Ok(status)
 }
 
-fn print_stat(out: &mut impl Write, s: &NodeStat) -> io::Result<()> {
+/// `s` as `stat` prints it; `keyed`: a key was given (`--key-file`), so
+/// each encrypted segment's row says whether it fits.
+fn print_stat(out: &mut impl Write, s: &LogReport, keyed: bool) -> io::Result<()> {
     let mut line = format!(
         "node {}: {} segment{}, {}, {} in segment files",
         s.node,
@@ -498,11 +501,11 @@ fn print_stat(out: &mut impl Write, s: &NodeStat) -> io::Result<()> {
         lsn_range(s.first_lsn, s.last_lsn, s.records),
         human_bytes(s.file_bytes)
     );
-    if s.spares > 0 {
-        line += &format!(", {} spare", s.spares);
+    if !s.spares.is_empty() {
+        line += &format!(", {} spare", s.spares.len());
     }
-    if s.incomplete > 0 {
-        line += &format!(", {} incomplete", s.incomplete);
+    if !s.incomplete.is_empty() {
+        line += &format!(", {} incomplete", s.incomplete.len());
     }
     writeln!(out, "{line}")?;
     for seg in &s.segments {
@@ -520,7 +523,7 @@ fn print_stat(out: &mut impl Write, s: &NodeStat) -> io::Result<()> {
             LastLsnFrom::Walk => " (walked)",
             _ => "",
         };
-        let key = match (seg.key_id, seg.key_fits) {
+        let key = match (seg.key_id, key_fits(seg, keyed)) {
             (0, _) => String::new(),
             (id, None) => format!("  encrypted (key id {id})"),
             (id, Some(true)) => format!("  encrypted (key id {id}; the key given fits)"),
@@ -546,12 +549,18 @@ fn print_stat(out: &mut impl Write, s: &NodeStat) -> io::Result<()> {
         writeln!(
             out,
             "  manifest: durable up to LSN {}, oldest LSN kept {}",
-            m.durable_lsn,
-            m.oldest_lsn.max(1)
+            m.durable_lsn, m.oldest_lsn
         )?;
     }
     for p in &s.problems {
         writeln!(out, "{}", problem_line(p))?;
     }
     Ok(())
+}
+
+/// Whether the key given fits an encrypted segment, by its header's key
+/// check: `None` for a plaintext segment, or when no key was given
+/// (`keyed` false).
+pub(crate) fn key_fits(seg: &ringwal::verify::SegmentReport, keyed: bool) -> Option<bool> {
+    (seg.key_id != 0 && keyed).then_some(seg.payloads == Payloads::KeyFits)
 }

@@ -457,10 +457,10 @@ pub(crate) fn checkpoint(a: CheckpointArgs) -> CmdResult {
     }
     // No directory: the open below says so, as "no log".
     let before_open = node_bytes(&a.dir, a.node).unwrap_or_default();
-    let (wal, _) = append::open(&a.dir, cfg)?;
+    let (wal, _) = append::open(&a.dir, cfg.clone())?;
     let last_lsn = wal.next_lsn() - 1;
     let warning = past_the_end(a.up_to, last_lsn);
-    let listed = verify::stat(&a.dir, a.node)?;
+    let listed = verify::stat(&a.dir, &cfg)?;
     let removed = wal.checkpoint(a.up_to)?;
     wal.close()?;
     let after = node_bytes(&a.dir, a.node)?;
@@ -651,7 +651,7 @@ fn read_all(max: usize) -> Result<Vec<Imported>, Failure> {
 /// import never interleaves with other data, and a refused import leaves
 /// the log as it was (no open, so no recovery either).
 fn refuse_nonempty(dir: &Path, node: u32) -> Result<(), Failure> {
-    let last = verify::stat(dir, node).map_or(0, |s| s.last_lsn);
+    let last = verify::stat(dir, &Config::builder().node(node).build()).map_or(0, |s| s.last_lsn);
     if last == 0 {
         return Ok(());
     }

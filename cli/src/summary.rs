@@ -29,7 +29,7 @@
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
-use ringwal::verify::{LastLsnFrom, NodeStat, Payloads, VerifyReport};
+use ringwal::verify::{LastLsnFrom, LogReport, Payloads};
 use ringwal::{Error, Lsn};
 use serde_json::{json, Value};
 
@@ -131,8 +131,8 @@ impl Summary {
         ));
     }
 
-    /// Add one node's `stat`.
-    pub fn add_stat(&mut self, s: &NodeStat) {
+    /// Add one node's `stat`; `keyed`: a key was given (`--key-file`).
+    pub fn add_stat(&mut self, s: &LogReport, keyed: bool) {
         let mut bytes = 0;
         for seg in &s.segments {
             bytes += self.add_segment(Segment {
@@ -144,7 +144,7 @@ impl Summary {
                 version: Some(seg.version),
                 created_unix_ms: seg.created_unix_ms,
                 key_id: seg.key_id,
-                key: KeyColumn::Fits(seg.key_fits),
+                key: KeyColumn::Fits(super::inspect::key_fits(seg, keyed)),
             });
         }
         self.add_problems(s.node, &s.problems);
@@ -159,14 +159,14 @@ impl Summary {
             "durable_lsn": s.manifest.map(|m| m.durable_lsn),
             "bytes": bytes,
             "segments": s.segments.len(),
-            "spares": s.spares,
-            "incomplete": s.incomplete,
+            "spares": s.spares.len(),
+            "incomplete": s.incomplete.len(),
             "torn_tail": null,
         }));
     }
 
     /// Add one node's `verify` report.
-    pub fn add_verify(&mut self, r: &VerifyReport) {
+    pub fn add_verify(&mut self, r: &LogReport) {
         let mut bytes = 0;
         for seg in &r.segments {
             bytes += self.add_segment(Segment {
@@ -182,7 +182,7 @@ impl Summary {
             });
         }
         self.add_problems(r.node, &r.problems);
-        self.records += r.records();
+        self.records += r.records;
         let torn = r.torn_tail.as_ref().map(|t| {
             json!({
                 "file": t.file.display().to_string(),
@@ -194,10 +194,10 @@ impl Summary {
         self.nodes.push(json!({
             "node": r.node,
             "checked": "frames",
-            "consistent": r.is_consistent(),
-            "first_lsn": r.first_lsn(),
-            "last_lsn": r.last_lsn(),
-            "records": r.records(),
+            "consistent": r.consistent(),
+            "first_lsn": r.first_lsn,
+            "last_lsn": r.last_lsn,
+            "records": r.records,
             "durable_lsn": null,
             "bytes": bytes,
             "segments": r.segments.len(),
@@ -252,8 +252,8 @@ impl Summary {
             KeyColumn::Payloads(p) => (
                 "payloads",
                 json!(match p {
-                    Payloads::Checked => "checked".to_string(),
-                    Payloads::Authenticated => "authenticated".to_string(),
+                    Payloads::Plaintext => "checked".to_string(),
+                    Payloads::KeyFits => "authenticated".to_string(),
                     Payloads::Sealed(why) => format!("encrypted, not decrypted: {why}"),
                     _ => "unknown".to_string(),
                 }),

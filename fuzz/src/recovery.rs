@@ -1,5 +1,5 @@
 //! Target `recovery`: a whole log directory built from fuzz input, then
-//! `verify::verify_with`, `Wal::open`, a full read, and a second open.
+//! `verify::verify`, `Wal::open`, a full read, and a second open.
 //!
 //! # Input layout
 //!
@@ -56,8 +56,8 @@
 //!
 //! # Oracles
 //!
-//! For every input: nothing panics or hangs; `verify_with` leaves the
-//! directory byte for byte as it was; in strict mode `verify_with` and
+//! For every input: nothing panics or hangs; `verify` leaves the
+//! directory byte for byte as it was; in strict mode `verify` and
 //! `Wal::open` agree (consistent exactly when open succeeds, the same
 //! first problem, the same record count and torn tail); point-in-time open
 //! never fails. When open succeeds: `reader_from(0)` yields exactly
@@ -66,7 +66,7 @@
 //! one `Gap` naming them, and a reader from the gap's `found` reads on; an
 //! optional append gets the next LSN; after close, a second (strict) open
 //! succeeds, cuts nothing, and reads the same records and gaps; a final
-//! `verify_with` is consistent with no torn tail.
+//! `verify` is consistent with no torn tail.
 //!
 //! Against the model of the document ([`spec::judge`]), where it decides
 //! the outcome: a strict open fails exactly when the document says the log
@@ -1322,11 +1322,8 @@ pub fn run(dir: &Path, sc: &Scenario) -> Outcome {
         .filter(|m| m.node == 1);
 
     let before = snapshot(dir);
-    let verified = ringwal::verify::verify_with(dir, &cfg);
-    assert!(
-        snapshot(dir) == before,
-        "verify_with modified the directory"
-    );
+    let verified = ringwal::verify::verify(dir, &cfg);
+    assert!(snapshot(dir) == before, "verify modified the directory");
 
     let (wal, rep) = match Wal::open(dir, cfg.clone()) {
         Ok(x) => x,
@@ -1357,10 +1354,11 @@ pub fn run(dir: &Path, sc: &Scenario) -> Outcome {
                 ),
                 "open failed with neither Corrupt, Gap nor Lost: {e:?}"
             );
-            let v = verified.expect("verify_with failed where open reported damage");
-            assert!(
-                !v.is_consistent(),
-                "verify_with consistent but open failed: {e}"
+            let v = verified.expect("verify failed where open reported damage");
+            assert_eq!(
+                v.consistent(),
+                Some(false),
+                "verify consistent but open failed: {e}"
             );
             assert_eq!(
                 v.problems[0].to_string(),
@@ -1389,13 +1387,14 @@ pub fn run(dir: &Path, sc: &Scenario) -> Outcome {
         }
     };
     if strict {
-        let v = verified.expect("verify_with failed where open succeeded");
-        assert!(
-            v.is_consistent(),
-            "open succeeded but verify_with found {:?}",
+        let v = verified.expect("verify failed where open succeeded");
+        assert_eq!(
+            v.consistent(),
+            Some(true),
+            "open succeeded but verify found {:?}",
             v.problems
         );
-        assert_eq!(v.records(), rep.records, "verify vs open record count");
+        assert_eq!(v.records, rep.records, "verify vs open record count");
         assert_eq!(
             v.torn_tail.as_ref().map(|t| (&t.file, t.offset)),
             rep.truncated.as_ref().map(|t| (&t.file, t.offset)),
@@ -1557,9 +1556,10 @@ pub fn run(dir: &Path, sc: &Scenario) -> Outcome {
     }
     wal.close().expect("close after the second open");
 
-    let v = ringwal::verify::verify_with(dir, &cfg2).expect("verify after a clean close");
-    assert!(
-        v.is_consistent(),
+    let v = ringwal::verify::verify(dir, &cfg2).expect("verify after a clean close");
+    assert_eq!(
+        v.consistent(),
+        Some(true),
         "verify after a clean close: {:?}",
         v.problems
     );

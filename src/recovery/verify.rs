@@ -11,18 +11,23 @@
 //! that [`verify`] calls consistent opens without error, and the first
 //! problem it names is the one a strict open fails with.
 //!
-//! The functions without a `Config` argument judge the log with
-//! `Config::builder().node(node).build()`: the default torn window
-//! (`Config::torn_window`, every write the default writer can have in
-//! flight), widened to the window each segment's writer recorded in its
-//! header. Pass the writer's configuration to the `_with` variants to
-//! judge by a wider window than both.
+//! Every function takes the directory and the [`Config`] the log is
+//! written with: it names the node (`Config::node`), holds the keys an
+//! encrypted log's payloads need, and sets the torn window
+//! (`Config::torn_window`, widened to the window each segment's writer
+//! recorded in its header). `Config::builder().node(n).build()` judges
+//! node `n`'s log as the default writer would. Only the plans take the
+//! recovery mode from it; the inspections judge strictly.
+//!
+//! [`verify`] and [`stat`] return one report, [`LogReport`]: the same
+//! segments, LSN range, files and problems, looked at to two depths
+//! ([`Checked`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::at_rest::crypt::KeyProblem;
-use crate::at_rest::format::{self, Codec};
+use crate::at_rest::format::{self, Codec, SegmentHeader};
 use crate::at_rest::payload;
 use crate::config::{Config, RecoveryMode};
 use crate::error::{Error, Lsn, Result};
@@ -31,46 +36,95 @@ use crate::read::reader::Reader;
 pub use crate::read::reader::{Located as Records, RecordAt};
 use crate::recovery::{self, CutWhy, Policy, Truncation};
 use crate::scan::{self, Step};
-use crate::segment::set::{Live, LogDir, SegmentSet};
+use crate::segment::set::{Live, LogDir, SegmentFile, SegmentSet};
 
-/// One segment whose header and frames [`verify`] accepted.
+/// How far a [`LogReport`] looked: which of [`verify`] and [`stat`] made
+/// it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Checked {
+    /// [`stat`]: every segment's header; a walk of every segment's frames
+    /// (framing, checksums, LSNs, and whether a sealed segment's records
+    /// reach the next one's base); the manifest's promises held against
+    /// them. Payloads are not opened; an older segment's last LSN is the
+    /// next one's base minus one ([`LastLsnFrom::NextHeader`]); the end of
+    /// the newest segment is not judged (a torn tail is neither named nor
+    /// a problem).
+    Headers,
+    /// [`verify`]: recovery's own analysis of every segment end to end,
+    /// the newest one's end judged as an open judges it, then every
+    /// compressed payload decompressed and every encrypted one
+    /// authenticated (with the key, when the configuration has it).
+    Frames,
+}
+
+/// What a check made of a segment's payloads ([`SegmentReport::payloads`]).
+/// Framing, LSNs and checksums are checked in every case: they need no
+/// key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Payloads {
+    /// Plaintext. [`verify`] decompressed every compressed payload to its
+    /// length; [`stat`] opens none.
+    Plaintext,
+    /// Encrypted, with a key the configuration has: [`verify`]
+    /// authenticated every payload with it; [`stat`] held it to the
+    /// header's key check.
+    KeyFits,
+    /// Encrypted, and not decrypted: the key is missing or wrong.
+    Sealed(KeyProblem),
+}
+
+/// Where a [`SegmentReport::last_lsn`] comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LastLsnFrom {
+    /// A walk of the segment's frames to the end of its valid data
+    /// (every segment's in [`verify`]; the newest one's in [`stat`]).
+    Walk,
+    /// The base LSN in the header of the segment after it, minus one
+    /// ([`stat`]'s older segments): records missing from its end show as
+    /// a problem, not here.
+    NextHeader,
+}
+
+/// One segment of a [`LogReport`]: a file whose header reads, agrees
+/// with its name and belongs to the log. A file under a segment name
+/// that is not one is in [`LogReport::problems`] instead, and so is (in
+/// [`verify`]'s report) a segment whose frames were rejected.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SegmentReport {
     /// The segment file.
     pub path: PathBuf,
-    /// LSN of its first record (from the validated header).
+    /// LSN of its first record, from its header.
     pub base_lsn: Lsn,
-    /// LSN of its last valid record; `base_lsn - 1` when it holds none.
+    /// LSN of its last record (see [`last_lsn_from`](Self::last_lsn_from));
+    /// `base_lsn - 1` when it holds none.
     pub last_lsn: Lsn,
-    /// Records (non-padding frames) in its valid prefix.
+    /// Where `last_lsn` comes from.
+    pub last_lsn_from: LastLsnFrom,
+    /// Records (frames that are neither padding nor given-up LSNs) in its
+    /// valid prefix, as the walk of its frames counted them.
     pub records: u64,
-    /// Bytes of valid frames, padding included, after the header block.
+    /// Bytes of valid frames, padding included, after the header blocks.
     pub valid_bytes: u64,
-    /// Size of the segment as its header declares it.
+    /// Size of the file on disk (preallocated, so usually
+    /// `segment_bytes`); 0 for a file a live writer's checkpoint removed
+    /// while [`verify`] read.
+    pub file_bytes: u64,
+    /// The segment size its header declares: a file shorter than that was
+    /// cut short (harmless only if nothing but unwritten space went).
     pub segment_bytes: u64,
-    /// Format version of the segment (from its header).
+    /// Format version of the segment, from its header.
     pub version: u32,
     /// When the segment was created, in milliseconds since the Unix
     /// epoch, as its header records it; `None` when the header holds 0.
     pub created_unix_ms: Option<u64>,
     /// The key its data payloads are encrypted with (0: none).
     pub key_id: u32,
-    /// How far its payloads were checked.
+    /// What the check made of its payloads.
     pub payloads: Payloads,
-}
-
-/// How far [`verify_with`] checked a segment's payloads. Framing, LSNs
-/// and checksums are checked in every case: they need no key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Payloads {
-    /// Plaintext; every compressed payload decompressed to its length.
-    Checked,
-    /// Encrypted, and every payload authenticated with the key given.
-    Authenticated,
-    /// Encrypted, and not decrypted: the key is missing or wrong.
-    Sealed(KeyProblem),
 }
 
 /// The end of the newest segment as a crash (or a write still in flight)
@@ -93,16 +147,42 @@ pub struct TornTail {
     pub records_behind: u64,
 }
 
-/// What [`verify`] found for one node. Building it never modifies a file.
+/// What a node's manifest promises, which [`LogReport::problems`] holds
+/// the segments to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Promised {
+    /// Every LSN up to this one was acknowledged durable.
+    pub durable_lsn: Lsn,
+    /// The oldest LSN the log keeps: 1 until a checkpoint raises it.
+    pub oldest_lsn: Lsn,
+}
+
+/// What [`verify`] or [`stat`] found in one node's log. Building it never
+/// modifies a file.
 #[derive(Debug)]
 #[non_exhaustive]
-pub struct VerifyReport {
+pub struct LogReport {
     /// The node checked.
     pub node: u32,
-    /// Segments whose header and frames were accepted, in LSN order.
-    /// A segment named in `problems` is not listed.
+    /// How far the check looked: which function made the report.
+    pub checked: Checked,
+    /// The segments accepted, in LSN order (newest files whose header was
+    /// never written and files in `problems` aside).
     pub segments: Vec<SegmentReport>,
-    /// The torn tail of the newest segment, if any (reported, not an error).
+    /// Oldest LSN holding a record; 0 when the log holds none.
+    pub first_lsn: Lsn,
+    /// Newest LSN holding a record; 0 when the log holds none.
+    pub last_lsn: Lsn,
+    /// Records in the accepted segments, as the readers count them (LSNs
+    /// recovery gave up hold none).
+    pub records: u64,
+    /// Bytes of the node's segment files on disk, those named in
+    /// `problems` included (never-written newest files and spares not).
+    pub file_bytes: u64,
+    /// The torn tail of the newest segment, if any (reported, not an
+    /// error). [`verify`] only: [`stat`] does not judge the newest
+    /// segment's end, so its report says `None`.
     pub torn_tail: Option<TornTail>,
     /// Newest files whose header never became valid (a crash while a
     /// segment was being created); recovery deletes them. Not an error.
@@ -112,47 +192,65 @@ pub struct VerifyReport {
     /// Segments whose header block is damaged or blank and whose header
     /// was read from its copy. Not an error, but a sign of a bad sector.
     pub headers_from_copy: Vec<PathBuf>,
-    /// Corruption ([`Error::Corrupt`], naming file and offset) and LSN gaps
-    /// ([`Error::Gap`], naming the file), in file order. Non-empty means a
-    /// strict `Wal::open` would fail.
+    /// What the node's manifest promises, when it has one that decodes
+    /// (one that does not is a problem).
+    pub manifest: Option<Promised>,
+    /// Corruption ([`Error::Corrupt`], naming file and offset), LSN gaps
+    /// ([`Error::Gap`], naming the file) and records the manifest promised
+    /// that are gone ([`Error::Lost`]), in file order. Non-empty means a
+    /// strict `Wal::open` would fail; empty means it would succeed only in
+    /// [`verify`]'s report (see [`consistent`](Self::consistent)).
     pub problems: Vec<Error>,
 }
 
-impl VerifyReport {
-    /// True when there is nothing in `problems`: the log opens in strict
-    /// mode and every record in it reads back.
-    pub fn is_consistent(&self) -> bool {
-        self.problems.is_empty()
-    }
-
-    /// Records in the accepted segments.
-    pub fn records(&self) -> u64 {
-        self.segments.iter().map(|s| s.records).sum()
-    }
-
-    /// Oldest LSN in the accepted segments; 0 when they hold no record.
-    pub fn first_lsn(&self) -> Lsn {
-        match self.segments.iter().find(|s| s.records > 0) {
-            Some(s) => s.base_lsn,
-            None => 0,
-        }
-    }
-
-    /// Newest LSN in the accepted segments; 0 when they hold no record.
-    pub fn last_lsn(&self) -> Lsn {
-        match self.segments.iter().rev().find(|s| s.records > 0) {
-            Some(s) => s.last_lsn,
-            None => 0,
+impl Promised {
+    fn of(m: &format::Manifest) -> Promised {
+        Promised {
+            durable_lsn: m.durable_lsn,
+            oldest_lsn: m.oldest_lsn.max(1),
         }
     }
 }
 
-/// Check every segment of `node` in `dir` with the default configuration
-/// (see the module documentation for what that implies).
-///
-/// Equivalent to [`verify_with`] with `Config::builder().node(node).build()`.
-pub fn verify(dir: &Path, node: u32) -> Result<VerifyReport> {
-    verify_with(dir, &Config::builder().node(node).build())
+impl LogReport {
+    /// Whether the log is consistent: it opens in strict mode and every
+    /// record in it reads back. `Some` for [`verify`]'s report (true when
+    /// there is nothing in `problems`); `None` for [`stat`]'s, which does
+    /// not look far enough to say (payloads are not opened), whatever it
+    /// found. A `stat` report with problems is damage all the same.
+    pub fn consistent(&self) -> Option<bool> {
+        match self.checked {
+            Checked::Frames => Some(self.problems.is_empty()),
+            Checked::Headers => None,
+        }
+    }
+}
+
+/// What a segment's key makes of its payloads, by the header's key check
+/// alone: [`Payloads::KeyFits`] or [`Payloads::Sealed`] for an encrypted
+/// one, [`Payloads::Plaintext`] for the rest. Cost: one AEAD call for an
+/// encrypted segment whose key `cfg` has.
+fn key_status(cfg: &Config, header: &SegmentHeader) -> Payloads {
+    match payload::check_key(&cfg.keys, header) {
+        Ok(()) if header.key_id == 0 => Payloads::Plaintext,
+        Ok(()) => Payloads::KeyFits,
+        Err(problem) => Payloads::Sealed(problem),
+    }
+}
+
+/// The size of `path` on disk; 0 when it is gone (removed by a live
+/// writer's checkpoint since the directory was listed). Cost: an open
+/// and an `fstat`.
+fn size_if_there(cfg: &Config, path: &Path) -> Result<u64> {
+    match cfg
+        .vfs
+        .open(path, ringwal_platform::OpenHow::default())
+        .and_then(|f| f.size())
+    {
+        Ok(n) => Ok(n),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+        Err(e) => Err(Error::io(path, e)),
+    }
 }
 
 /// Check every segment of `cfg.node()` in `dir`, judging the torn window
@@ -165,7 +263,7 @@ pub fn verify(dir: &Path, node: u32) -> Result<VerifyReport> {
 /// continuity with the damaged one cannot be judged). The first problem
 /// reported is the one a strict `Wal::open` fails with.
 ///
-/// Damage is reported in [`VerifyReport::problems`], not as `Err`; `Err`
+/// Damage is reported in [`LogReport::problems`], not as `Err`; `Err`
 /// means the directory or a file could not be read at all. Read-only: no
 /// lock, no write, safe beside a live writer. If a live writer makes the
 /// newest segment look damaged (it wrote far past where the scan saw the
@@ -179,8 +277,9 @@ pub fn verify(dir: &Path, node: u32) -> Result<VerifyReport> {
 /// Cost: reads every segment file once, end to end (the zero-filled
 /// remainder of the newest one included), through the page cache; then
 /// walks each accepted segment's frames a second time (from the page
-/// cache) to decrypt or decompress the payloads that are so stored.
-pub fn verify_with(dir: &Path, cfg: &Config) -> Result<VerifyReport> {
+/// cache) to decrypt or decompress the payloads that are so stored; an
+/// `fstat` per segment file.
+pub fn verify(dir: &Path, cfg: &Config) -> Result<LogReport> {
     let report = verify_once(dir, cfg)?;
     let newest = LogDir::new(dir, cfg.node)
         .list(&*cfg.vfs)?
@@ -197,8 +296,10 @@ pub fn verify_with(dir: &Path, cfg: &Config) -> Result<VerifyReport> {
     Ok(report)
 }
 
-fn verify_once(dir: &Path, cfg: &Config) -> Result<VerifyReport> {
-    let mut a = recovery::analyze(&LogDir::new(dir, cfg.node), cfg, Policy::ReportAll)?;
+fn verify_once(dir: &Path, cfg: &Config) -> Result<LogReport> {
+    let log = LogDir::new(dir, cfg.node);
+    let listed = log.list(&*cfg.vfs)?.segments;
+    let mut a = recovery::analyze(&log, cfg, Policy::ReportAll)?;
     a.incomplete.sort();
     let torn_tail = a
         .segments
@@ -229,14 +330,16 @@ fn verify_once(dir: &Path, cfg: &Config) -> Result<VerifyReport> {
             s.header.base_lsn + s.records <= s.last_lsn + 1,
             "a segment holds no more records than LSNs"
         );
-        let (payloads, damage) = check_payloads(cfg, &s.file, s.last_lsn)?;
+        let (payloads, damage) = check_payloads(cfg, &s.file, &s.header, s.last_lsn)?;
         a.problems.extend(damage);
         segments.push(SegmentReport {
             path: s.file.path.clone(),
             base_lsn: s.header.base_lsn,
             last_lsn: s.last_lsn,
+            last_lsn_from: LastLsnFrom::Walk,
             records: s.records,
             valid_bytes: s.valid_end - s.header.frames_start(),
+            file_bytes: size_if_there(cfg, &s.file.path)?,
             segment_bytes: s.header.segment_bytes,
             version: s.header.version,
             created_unix_ms: (s.header.created_unix_ms > 0).then_some(s.header.created_unix_ms),
@@ -248,37 +351,56 @@ fn verify_once(dir: &Path, cfg: &Config) -> Result<VerifyReport> {
         segments.windows(2).all(|w| w[0].base_lsn < w[1].base_lsn),
         "accepted segments are reported by ascending base"
     );
-    Ok(VerifyReport {
+    let mut file_bytes = 0;
+    for f in listed.iter().filter(|f| !a.incomplete.contains(&f.path)) {
+        file_bytes += size_if_there(cfg, &f.path)?;
+    }
+    let first_lsn = segments
+        .iter()
+        .find(|s| s.records > 0)
+        .map_or(0, |s| s.base_lsn);
+    let last_lsn = segments
+        .iter()
+        .rev()
+        .find(|s| s.records > 0)
+        .map_or(0, |s| s.last_lsn);
+    Ok(LogReport {
         node: cfg.node(),
+        checked: Checked::Frames,
+        first_lsn,
+        last_lsn,
+        records: segments.iter().map(|s| s.records).sum(),
         segments,
+        file_bytes,
         torn_tail,
         incomplete: a.incomplete,
         spares: a.spares,
         headers_from_copy: a.headers_from_copy,
+        manifest: a.manifest.as_ref().map(Promised::of),
         problems: a.problems,
     })
 }
 
-/// Open every data payload of `file` up to `last` that is encrypted (when
-/// `cfg` has the key) or compressed, through the one payload path; the
-/// first that fails is the damage returned. A segment whose key is not
-/// at hand is not walked.
+/// Open every data payload of `file` (whose header the analysis read as
+/// `header`) up to `last` that is encrypted (when `cfg` has the key) or
+/// compressed, through the one payload path; the first that fails is the
+/// damage returned. A segment whose key is not at hand is not walked.
 fn check_payloads(
     cfg: &Config,
-    file: &crate::segment::set::SegmentFile,
+    file: &SegmentFile,
+    header: &SegmentHeader,
     last: Lsn,
 ) -> Result<(Payloads, Option<Error>)> {
+    let status = key_status(cfg, header);
+    if let Payloads::Sealed(_) = status {
+        return Ok((status, None));
+    }
     let Ok(mut w) = scan::open(&*cfg.vfs, file, cfg.node, None)? else {
         // Accepted by the analysis a moment ago: replaced since (a live
         // writer's checkpoint). Nothing more to say about it.
-        return Ok((Payloads::Checked, None));
+        return Ok((status, None));
     };
     let header = *w.header();
-    let status = match payload::check_key(&cfg.keys, &header) {
-        Ok(()) if header.key_id == 0 => Payloads::Checked,
-        Ok(()) => Payloads::Authenticated,
-        Err(problem) => return Ok((Payloads::Sealed(problem), None)),
-    };
     let mut prev = header.base_lsn - 1;
     loop {
         let (at, frame) = match w.next()? {
@@ -382,7 +504,7 @@ impl RecoveryPlan {
 /// The plan comes from recovery's own analysis and decision (the same
 /// functions `Wal::open` runs before it acts), so an open that follows
 /// with nothing changed in between does exactly this. `cfg`'s recovery
-/// mode and torn window count, as in [`verify_with`]. `Err(NoLog)` when
+/// mode and torn window count, as in [`verify`]. `Err(NoLog)` when
 /// `dir` has no segment of the node (as an open with
 /// `create_if_missing(false)` would fail); `Err(Locked)` when a writer
 /// holds the log (its plan would be of a moving log, and an open could
@@ -469,7 +591,9 @@ pub struct CheckpointPlan {
     pub last_lsn: Lsn,
 }
 
-/// A segment a checkpoint would remove.
+/// A segment a checkpoint removes: one [`checkpoint_plan`] says it
+/// would, or one [`files::truncate_segments`](crate::files::truncate_segments)
+/// did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Released {
@@ -580,117 +704,30 @@ pub fn nodes(dir: &Path) -> Result<Vec<u32>> {
     Ok(out)
 }
 
-/// Where a [`SegmentStat::last_lsn`] comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum LastLsnFrom {
-    /// A walk of the segment's frames to the end of its valid data (the
-    /// newest segment's).
-    Walk,
-    /// The base LSN in the header of the segment after it, minus one: its
-    /// frames were not read, so records missing from its end would not
-    /// show ([`verify`] reads them).
-    NextHeader,
-}
-
-/// One segment as [`stat`] sees it: a file whose header reads and agrees
-/// with its name. Files under a segment name whose header does not are
-/// in [`NodeStat::problems`] instead.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct SegmentStat {
-    /// The segment file.
-    pub path: PathBuf,
-    /// LSN of its first record, from its header (which agrees with its
-    /// name).
-    pub base_lsn: Lsn,
-    /// LSN of its last record (see [`last_lsn_from`](Self::last_lsn_from));
-    /// `base_lsn - 1` when it holds none.
-    pub last_lsn: Lsn,
-    /// Where `last_lsn` comes from.
-    pub last_lsn_from: LastLsnFrom,
-    /// Size of the file on disk (preallocated, so usually the segment size).
-    pub file_bytes: u64,
-    /// The segment size its header declares: a file shorter than that was
-    /// cut short (harmless only if nothing but unwritten space went).
-    pub segment_bytes: u64,
-    /// Format version, from the header.
-    pub version: u32,
-    /// Creation time in milliseconds since the Unix epoch, as the header
-    /// records it; `None` when it records none.
-    pub created_unix_ms: Option<u64>,
-    /// The key its data payloads are encrypted with (0: none).
-    pub key_id: u32,
-    /// For an encrypted segment read with keys ([`stat_with`]): whether
-    /// the key given for `key_id` is the one it was written with (its
-    /// header's key check); `None` without keys or for plaintext.
-    pub key_fits: Option<bool>,
-}
-
-/// A summary of one node's log, from [`stat`].
-#[derive(Debug)]
-#[non_exhaustive]
-pub struct NodeStat {
-    /// The node.
-    pub node: u32,
-    /// Its segments whose headers read, in LSN order (incomplete newest
-    /// files and files in `problems` excluded).
-    pub segments: Vec<SegmentStat>,
-    /// Oldest LSN on disk; 0 when the log holds no record.
-    pub first_lsn: Lsn,
-    /// Newest LSN on disk (from the walk of the newest segment); 0 when
-    /// the log holds no record.
-    pub last_lsn: Lsn,
-    /// Records between them, counted from the headers' base LSNs and the
-    /// newest segment's walk, less the LSNs the walks of every segment
-    /// found given up (a skip frame: no record has them), as `verify` and
-    /// the readers count them.
-    pub records: u64,
-    /// Bytes of all segment files together, those in `problems` included.
-    pub file_bytes: u64,
-    /// Spare files (preallocated, no log data).
-    pub spares: usize,
-    /// Newest files whose header never became valid.
-    pub incomplete: usize,
-    /// The node's manifest, when it has one that decodes: what the log
-    /// promises (its durable LSN, the oldest LSN kept).
-    pub manifest: Option<format::Manifest>,
-    /// What the headers and the manifest show wrong, in file order: a file
-    /// under a segment name whose header does not read or does not agree
-    /// with its name (`Corrupt`, not counted in the numbers above), a
-    /// manifest that does not decode, frame damage the walks met (a
-    /// sealed segment cut short where frames were: `Corrupt`, as `verify`
-    /// finds it), and the first promise of the manifest the segments
-    /// break (`Lost`, `Gap`), as recovery judges it.
-    /// Empty does not mean consistent: payloads are not checked
-    /// ([`verify`] checks them).
-    pub problems: Vec<Error>,
-}
-
-/// Summarise `node`'s log in `dir`: segment headers and sizes, a walk of
-/// each segment's frames (the newest one's for the last LSN, every one's
-/// for the LSNs given up), and the manifest's promises held against them.
+/// Summarise `cfg.node()`'s log in `dir`: segment headers and sizes, a
+/// walk of each segment's frames (the newest one's for the last LSN,
+/// every one's for the LSNs given up and for where it ends), and the
+/// manifest's promises held against them ([`Checked::Headers`]). With
+/// `cfg`'s keys, each encrypted segment's key is held to its header's key
+/// check ([`SegmentReport::payloads`]).
 ///
 /// An older segment's last LSN is the next segment's base minus one
 /// ([`LastLsnFrom::NextHeader`]). A header that does not read, or
-/// contradicts its file name, is reported in [`NodeStat::problems`] and
+/// contradicts its file name, is reported in [`LogReport::problems`] and
 /// its file counted in nothing but `file_bytes`; so is a manifest that
 /// does not decode, damage a walk meets (frames cut off a sealed segment
 /// among them), and an end of the log short of the LSN the manifest says
-/// was durable: the problems `verify` reports, but for payloads.
-/// Read-only. Cost: one `readdir`, one `stat` and one 8 KiB header read
-/// per segment, one 64-byte manifest read, and one read of every
-/// segment's frames (through the page cache), for the last LSN and for
-/// the LSNs recovery gave up, which hold no record; payloads are not
-/// decrypted or decompressed ([`verify`] checks them).
-pub fn stat(dir: &Path, node: u32) -> Result<NodeStat> {
-    stat_with(dir, &Config::builder().node(node).build())
-}
-
-/// [`stat`] `cfg.node()`'s log, and with `cfg`'s keys say of each
-/// encrypted segment whether the key fits ([`SegmentStat::key_fits`]).
-/// Cost: [`stat`]'s, plus one AEAD call per encrypted segment.
-pub fn stat_with(dir: &Path, cfg: &Config) -> Result<NodeStat> {
+/// was durable: the problems [`verify`] reports, but for payloads and
+/// the newest segment's end. A directory without the node's log gives an
+/// empty report. Read-only.
+///
+/// Cost: one `readdir`, one `fstat` and one 8 KiB header read per
+/// segment, one 64-byte manifest read, and one read of every segment's
+/// frames (through the page cache), for the last LSN and for the LSNs
+/// recovery gave up, which hold no record; one AEAD call per encrypted
+/// segment whose key `cfg` has. Payloads are not decrypted or
+/// decompressed ([`verify`] checks them).
+pub fn stat(dir: &Path, cfg: &Config) -> Result<LogReport> {
     let node = cfg.node;
     let log = LogDir::new(dir, node);
     let listing = log.list(&*cfg.vfs)?;
@@ -705,18 +742,20 @@ pub fn stat_with(dir: &Path, cfg: &Config) -> Result<NodeStat> {
     };
     let log_id = manifest.map(|m| m.log_id);
     let mut files = listing.segments;
-    let incomplete =
-        usize::from(scan::pop_never_written(&*cfg.vfs, &mut files, node, log_id)?.is_some());
-    let mut out = NodeStat {
+    let incomplete = scan::pop_never_written(&*cfg.vfs, &mut files, node, log_id)?;
+    let mut out = LogReport {
         node,
+        checked: Checked::Headers,
         segments: Vec::with_capacity(files.len()),
         first_lsn: 0,
         last_lsn: 0,
         records: 0,
         file_bytes: 0,
-        spares: listing.spares.len(),
-        incomplete,
-        manifest,
+        torn_tail: None,
+        incomplete: incomplete.into_iter().map(|f| f.path).collect(),
+        spares: listing.spares,
+        headers_from_copy: Vec::new(),
+        manifest: manifest.as_ref().map(Promised::of),
         problems: Vec::new(),
     };
     let mut given_up = 0;
@@ -725,6 +764,7 @@ pub fn stat_with(dir: &Path, cfg: &Config) -> Result<NodeStat> {
         w.walk_to_end()?;
         newest.last_lsn = w.last_lsn();
         newest.last_lsn_from = LastLsnFrom::Walk;
+        walked(newest, &w);
         given_up += w.given_up();
     }
     if let (Some(first), Some(last)) = (out.segments.first(), out.segments.last())
@@ -736,7 +776,7 @@ pub fn stat_with(dir: &Path, cfg: &Config) -> Result<NodeStat> {
         // the readers count them.
         out.records = last.last_lsn - first.base_lsn + 1 - given_up;
     }
-    if let Some(m) = &out.manifest {
+    if let Some(m) = &manifest {
         let newest = out.segments.last();
         let disk = crate::segment::manifest::OnDisk {
             oldest: files.first().map(|f| f.base),
@@ -756,9 +796,9 @@ pub fn stat_with(dir: &Path, cfg: &Config) -> Result<NodeStat> {
 /// segment, not yet walked.
 fn stat_segments(
     cfg: &Config,
-    files: &[crate::segment::set::SegmentFile],
+    files: &[SegmentFile],
     log_id: Option<u64>,
-    out: &mut NodeStat,
+    out: &mut LogReport,
     problems: &mut Vec<Error>,
     given_up: &mut Lsn,
 ) -> Result<Option<scan::Walker>> {
@@ -783,49 +823,62 @@ fn stat_segments(
             out.segments.last().is_none_or(|p| p.base_lsn < h.base_lsn),
             "segments are read by ascending base"
         );
+        if w.header_from_copy() {
+            out.headers_from_copy.push(f.path.clone());
+        }
         // The segment before this one is older now: its frames are walked
         // for what its header cannot give, the LSNs recovery gave up in
         // it (a skip frame: no record), and whether its records reach
         // this one's base; so every command counts the records `verify`
         // and the readers yield, and calls a cut one damage as they do.
-        if let Some(older) = newest.take()
-            && let Err(e) = judge_older(cfg, older, &f.path, h.base_lsn, given_up)
+        if let (Some(older), Some(prev)) = (newest.take(), out.segments.last_mut())
+            && let Err(e) = judge_older(cfg, older, prev, &f.path, h.base_lsn, given_up)
         {
             problems.push(e);
         }
         if let Some(prev) = out.segments.last_mut() {
             prev.last_lsn = h.base_lsn - 1;
         }
-        out.segments.push(SegmentStat {
+        out.segments.push(SegmentReport {
             path: f.path.clone(),
             base_lsn: h.base_lsn,
             last_lsn: h.base_lsn - 1,
             last_lsn_from: LastLsnFrom::NextHeader,
+            records: 0,
+            valid_bytes: 0,
             file_bytes,
             segment_bytes: h.segment_bytes,
             version: h.version,
             created_unix_ms: (h.created_unix_ms > 0).then_some(h.created_unix_ms),
             key_id: h.key_id,
-            key_fits: (h.key_id != 0 && cfg.has_keys())
-                .then(|| payload::check_key(&cfg.keys, &h).is_ok()),
+            payloads: key_status(cfg, &h),
         });
         newest = Some(w);
     }
     Ok(newest)
 }
 
-/// Walk an older segment to its end and judge that end as every reader
-/// does (the one table), given the next segment's base: damage is the
-/// error `verify` reports for it. Adds the LSNs given up in it.
+/// Note in `seg` what the walk `w` of its frames, now at their end,
+/// counted.
+fn walked(seg: &mut SegmentReport, w: &scan::Walker) {
+    seg.records = w.records();
+    seg.valid_bytes = w.valid_end() - w.header().frames_start();
+}
+
+/// Walk an older segment (`seg`) to its end and judge that end as every
+/// reader does (the one table), given the next segment's base: damage is
+/// the error `verify` reports for it. Adds the LSNs given up in it.
 fn judge_older(
     cfg: &Config,
     mut w: scan::Walker,
+    seg: &mut SegmentReport,
     next: &Path,
     next_base: Lsn,
     given_up: &mut Lsn,
 ) -> Result<()> {
     let end = w.walk_to_end()?;
     *given_up += w.given_up();
+    walked(seg, &w);
     let last = w.last_lsn();
     let pos = scan::Position::of(false, cfg.torn_window(), w.header()).followed_by(Some(next_base));
     if let scan::Verdict::Corrupt(damage) = w.judge(end, pos)? {
@@ -843,15 +896,11 @@ fn judge_older(
     Ok(())
 }
 
-/// Iterate over `node`'s records from `from` with the default
-/// configuration. See [`records_with`].
-pub fn records(dir: &Path, node: u32, from: Lsn) -> Result<Records> {
-    records_with(dir, &Config::builder().node(node).build(), from)
-}
-
 /// Iterate over `cfg.node()`'s records in `dir` in LSN order, starting at
 /// `from` (0: the oldest on disk), across segments, each with its segment
-/// and offset: a [`Reader`] over the directory as it is now.
+/// and offset: a [`Reader`] over the directory as it is now, with `cfg`'s
+/// torn window and keys (an encrypted log's records need
+/// [`ConfigBuilder::encryption`]).
 ///
 /// `from` below the oldest LSN on disk is `Err(Gap)` (those records were
 /// checkpointed away). `from` past the newest yields nothing. A path that
@@ -872,24 +921,19 @@ pub fn records(dir: &Path, node: u32, from: Lsn) -> Result<Records> {
 /// page cache in 1 MiB chunks, two allocations per record (payload and
 /// segment name); reaching the end of a segment early reads the rest of
 /// it to tell a clean end from lost data.
-pub fn records_with(dir: &Path, cfg: &Config, from: Lsn) -> Result<Records> {
+///
+/// [`ConfigBuilder::encryption`]: crate::ConfigBuilder::encryption
+pub fn records(dir: &Path, cfg: &Config, from: Lsn) -> Result<Records> {
     let dir = LogDir::new(dir, cfg.node);
     Ok(Reader::open_dir(cfg, dir, from)?.located())
 }
 
-/// Follow `node`'s records in `dir` from `from` (0: the oldest on disk) as
-/// another process writes them, polling every `every` at the end of the
-/// data (see [`DirFollower`]). `Gap` at once if `from` is below the
-/// oldest record on disk. Read-only, like [`records`].
-pub fn follow(dir: &Path, node: u32, from: Lsn, every: Duration) -> Result<DirFollower> {
-    follow_with(dir, &Config::builder().node(node).build(), from, every)
-}
-
-/// [`follow`] `cfg.node()`'s records with `cfg`'s torn window and keys
-/// (an encrypted log's records need [`ConfigBuilder::encryption`]).
-///
-/// [`ConfigBuilder::encryption`]: crate::ConfigBuilder::encryption
-pub fn follow_with(dir: &Path, cfg: &Config, from: Lsn, every: Duration) -> Result<DirFollower> {
+/// Follow `cfg.node()`'s records in `dir` from `from` (0: the oldest on
+/// disk) as another process writes them, polling every `every` at the
+/// end of the data (see [`DirFollower`]), with `cfg`'s torn window and
+/// keys. `Gap` at once if `from` is below the oldest record on disk.
+/// Read-only, like [`records`].
+pub fn follow(dir: &Path, cfg: &Config, from: Lsn, every: Duration) -> Result<DirFollower> {
     DirFollower::new(cfg, LogDir::new(dir, cfg.node), from, every)
 }
 
@@ -902,6 +946,11 @@ mod tests {
     use std::os::unix::fs::FileExt;
 
     const SEG: u64 = 64 << 10;
+
+    /// The default writer's configuration of `node`.
+    fn node(n: u32) -> Config {
+        Config::builder().node(n).build()
+    }
 
     fn small(node: u32) -> Config {
         Config::builder()
@@ -955,17 +1004,17 @@ mod tests {
     fn good_log_is_consistent_and_reads_back_in_order() {
         let dir = tempfile::tempdir().unwrap();
         make_log(dir.path(), 1, 1500);
-        let r = verify(dir.path(), 1).unwrap();
-        assert!(r.is_consistent(), "{:?}", r.problems);
+        let r = verify(dir.path(), &node(1)).unwrap();
+        assert_eq!(r.consistent(), Some(true), "{:?}", r.problems);
         assert!(r.segments.len() > 2, "{r:?}");
-        assert_eq!(r.records(), 1500);
-        assert_eq!((r.first_lsn(), r.last_lsn()), (1, 1500));
+        assert_eq!(r.records, 1500);
+        assert_eq!((r.first_lsn, r.last_lsn), (1, 1500));
         assert!(r.torn_tail.is_none());
         for w in r.segments.windows(2) {
             assert_eq!(w[0].last_lsn + 1, w[1].base_lsn);
         }
 
-        let recs: Vec<RecordAt> = records(dir.path(), 1, 0)
+        let recs: Vec<RecordAt> = records(dir.path(), &node(1), 0)
             .unwrap()
             .map(|r| r.unwrap())
             .collect();
@@ -992,12 +1041,12 @@ mod tests {
     fn from_seeks_and_below_oldest_is_a_gap() {
         let dir = tempfile::tempdir().unwrap();
         make_log(dir.path(), 1, 1200);
-        let got: Vec<Lsn> = records(dir.path(), 1, 777)
+        let got: Vec<Lsn> = records(dir.path(), &node(1), 777)
             .unwrap()
             .map(|r| r.unwrap().lsn)
             .collect();
         assert_eq!(got, (777..=1200).collect::<Vec<_>>());
-        assert_eq!(records(dir.path(), 1, 5000).unwrap().count(), 0);
+        assert_eq!(records(dir.path(), &node(1), 5000).unwrap().count(), 0);
 
         // Drop the oldest segment with a checkpoint.
         let second = segment_paths(dir.path(), 1)[1].clone();
@@ -1007,18 +1056,21 @@ mod tests {
         let (wal, _) = Wal::open(dir.path(), small(1)).unwrap();
         assert_eq!(wal.checkpoint(oldest - 1).unwrap(), 1);
         wal.close().unwrap();
-        match records(dir.path(), 1, 1) {
+        match records(dir.path(), &node(1), 1) {
             Err(Error::Gap {
                 expected, found, ..
             }) => assert_eq!((expected, found), (1, oldest)),
             other => panic!("expected a gap, got {other:?}"),
         }
         // A log that starts later is still consistent.
-        assert!(verify(dir.path(), 1).unwrap().is_consistent());
+        assert_eq!(
+            verify(dir.path(), &node(1)).unwrap().consistent(),
+            Some(true)
+        );
         // One whose oldest segment went missing without a checkpoint is not.
         let first = segment_paths(dir.path(), 1).remove(0);
         std::fs::remove_file(&first).unwrap();
-        let r = verify(dir.path(), 1).unwrap();
+        let r = verify(dir.path(), &node(1)).unwrap();
         assert!(
             matches!(r.problems.as_slice(), [Error::Gap { expected, .. }] if *expected == oldest),
             "{:?}",
@@ -1034,7 +1086,7 @@ mod tests {
         let at = format::HEADER_BYTES as u64 + 4000;
         flip(&segs[1], at);
 
-        let r = verify(dir.path(), 1).unwrap();
+        let r = verify(dir.path(), &node(1)).unwrap();
         assert_eq!(r.problems.len(), 1, "{:?}", r.problems);
         match &r.problems[0] {
             Error::Corrupt { file, offset, .. } => {
@@ -1044,7 +1096,7 @@ mod tests {
             other => panic!("expected Corrupt, got {other:?}"),
         }
 
-        let items: Vec<Result<RecordAt>> = records(dir.path(), 1, 0).unwrap().collect();
+        let items: Vec<Result<RecordAt>> = records(dir.path(), &node(1), 0).unwrap().collect();
         let (ok, bad): (Vec<_>, Vec<_>) = items.into_iter().partition(|r| r.is_ok());
         assert_eq!(bad.len(), 1);
         assert!(matches!(&bad[0], Err(Error::Corrupt { file, .. }) if file == &segs[1]));
@@ -1063,7 +1115,7 @@ mod tests {
             &segs[4],
             format::HEADER_BYTES as u64 + format::BLOCK as u64 + 64,
         );
-        let r = verify(dir.path(), 1).unwrap();
+        let r = verify(dir.path(), &node(1)).unwrap();
         let named: Vec<(&Path, bool)> = r
             .problems
             .iter()
@@ -1119,7 +1171,7 @@ mod tests {
             let block = format::BLOCK as u64;
             match case {
                 Case::NeverWritten => {
-                    let next = stat(dir.path(), 1).unwrap().last_lsn + 1;
+                    let next = stat(dir.path(), &node(1)).unwrap().last_lsn + 1;
                     let name = format::segment_file_name(1, next);
                     std::fs::write(dir.path().join(name), vec![0u8; SEG as usize]).unwrap();
                 }
@@ -1140,8 +1192,13 @@ mod tests {
                 case,
                 Case::NeverWritten | Case::HeaderZeroed | Case::HeaderDamaged
             );
-            let r = verify(dir.path(), 1).unwrap();
-            assert_eq!(r.is_consistent(), consistent, "{case:?}: {:?}", r.problems);
+            let r = verify(dir.path(), &node(1)).unwrap();
+            assert_eq!(
+                r.consistent(),
+                Some(consistent),
+                "{case:?}: {:?}",
+                r.problems
+            );
             assert_eq!(r.incomplete.len(), incomplete);
             let from_copy = matches!(case, Case::HeaderZeroed | Case::HeaderDamaged);
             assert_eq!(
@@ -1152,13 +1209,13 @@ mod tests {
                     vec![]
                 }
             );
-            let items: Vec<Result<RecordAt>> = records(dir.path(), 1, 0).unwrap().collect();
+            let items: Vec<Result<RecordAt>> = records(dir.path(), &node(1), 0).unwrap().collect();
             assert_eq!(items.iter().all(|r| r.is_ok()), consistent, "{case:?}");
             if consistent {
                 assert_eq!(items.len(), 1200);
             }
-            let s = stat(dir.path(), 1).unwrap();
-            assert_eq!(s.incomplete, incomplete);
+            let s = stat(dir.path(), &node(1)).unwrap();
+            assert_eq!(s.incomplete.len(), incomplete);
             match Wal::open(dir.path(), small(1)) {
                 Ok((wal, rep)) => {
                     assert!(consistent, "{case:?}");
@@ -1179,13 +1236,13 @@ mod tests {
         make_log(dir.path(), 1, 1500);
         let segs = segment_paths(dir.path(), 1);
         std::fs::remove_file(&segs[1]).unwrap();
-        let r = verify(dir.path(), 1).unwrap();
+        let r = verify(dir.path(), &node(1)).unwrap();
         assert!(
             matches!(r.problems.as_slice(), [Error::Gap { file, .. }] if file == &segs[2]),
             "{:?}",
             r.problems
         );
-        let last = records(dir.path(), 1, 0).unwrap().last().unwrap();
+        let last = records(dir.path(), &node(1), 0).unwrap().last().unwrap();
         assert!(matches!(last, Err(Error::Gap { .. })), "{last:?}");
     }
 
@@ -1194,7 +1251,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         make_log(dir.path(), 1, 1000);
         let newest = segment_paths(dir.path(), 1).pop().unwrap();
-        let end = verify(dir.path(), 1)
+        let end = verify(dir.path(), &node(1))
             .unwrap()
             .segments
             .last()
@@ -1207,11 +1264,11 @@ mod tests {
             .unwrap();
         f.write_all_at(&[0x5a; 12], end).unwrap();
 
-        let r = verify(dir.path(), 1).unwrap();
-        assert!(r.is_consistent(), "{:?}", r.problems);
+        let r = verify(dir.path(), &node(1)).unwrap();
+        assert_eq!(r.consistent(), Some(true), "{:?}", r.problems);
         let torn = r.torn_tail.expect("a torn tail");
         assert_eq!((torn.file, torn.offset), (newest, end));
-        let lsns: Vec<Lsn> = records(dir.path(), 1, 0)
+        let lsns: Vec<Lsn> = records(dir.path(), &node(1), 0)
             .unwrap()
             .map(|r| r.unwrap().lsn)
             .collect();
@@ -1231,19 +1288,19 @@ mod tests {
         std::fs::write(dir.path().join("notes.txt"), b"not a segment").unwrap();
         assert_eq!(nodes(dir.path()).unwrap(), vec![1, 7]);
 
-        let s = stat(dir.path(), 1).unwrap();
+        let s = stat(dir.path(), &node(1)).unwrap();
         assert_eq!((s.first_lsn, s.last_lsn, s.records), (1, 1500, 1500));
         assert!(s.segments.len() > 2);
         assert_eq!(s.file_bytes, s.segments.len() as u64 * SEG);
         for w in s.segments.windows(2) {
             assert_eq!(w[0].last_lsn + 1, w[1].base_lsn);
         }
-        let s7 = stat(dir.path(), 7).unwrap();
+        let s7 = stat(dir.path(), &node(7)).unwrap();
         assert_eq!((s7.first_lsn, s7.last_lsn, s7.segments.len()), (1, 10, 1));
-        let none = stat(dir.path(), 3).unwrap();
+        let none = stat(dir.path(), &node(3)).unwrap();
         assert_eq!((none.records, none.segments.len()), (0, 0));
         assert!(matches!(
-            records(dir.path(), 3, 0),
+            records(dir.path(), &node(3), 0),
             Err(Error::NoLog { node: 3, .. })
         ));
     }
@@ -1252,11 +1309,11 @@ mod tests {
     fn empty_log_has_no_records() {
         let dir = tempfile::tempdir().unwrap();
         make_log(dir.path(), 1, 0);
-        let r = verify(dir.path(), 1).unwrap();
-        assert!(r.is_consistent());
-        assert_eq!((r.segments.len(), r.records(), r.last_lsn()), (1, 0, 0));
-        assert_eq!(records(dir.path(), 1, 0).unwrap().count(), 0);
-        let s = stat(dir.path(), 1).unwrap();
+        let r = verify(dir.path(), &node(1)).unwrap();
+        assert_eq!(r.consistent(), Some(true));
+        assert_eq!((r.segments.len(), r.records, r.last_lsn), (1, 0, 0));
+        assert_eq!(records(dir.path(), &node(1), 0).unwrap().count(), 0);
+        let s = stat(dir.path(), &node(1)).unwrap();
         assert_eq!((s.first_lsn, s.last_lsn, s.records), (0, 0, 0));
     }
 
@@ -1268,9 +1325,12 @@ mod tests {
         flip(&segs[0], format::HEADER_BYTES as u64 + 100);
         let before: Vec<Vec<u8>> = segs.iter().map(|p| std::fs::read(p).unwrap()).collect();
         let names_before = std::fs::read_dir(dir.path()).unwrap().count();
-        assert!(!verify(dir.path(), 1).unwrap().is_consistent());
-        let _ = records(dir.path(), 1, 0).unwrap().count();
-        let _ = stat(dir.path(), 1).unwrap();
+        assert_eq!(
+            verify(dir.path(), &node(1)).unwrap().consistent(),
+            Some(false)
+        );
+        let _ = records(dir.path(), &node(1), 0).unwrap().count();
+        let _ = stat(dir.path(), &node(1)).unwrap();
         let after: Vec<Vec<u8>> = segs.iter().map(|p| std::fs::read(p).unwrap()).collect();
         assert!(before == after);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), names_before);
@@ -1284,11 +1344,11 @@ mod tests {
             let _ = wal.append(0, &payload(i)).unwrap();
         }
         wal.sync().unwrap();
-        let r = verify(dir.path(), 1).unwrap();
-        assert!(r.is_consistent(), "{:?}", r.problems);
-        assert!(r.records() >= 300);
+        let r = verify(dir.path(), &node(1)).unwrap();
+        assert_eq!(r.consistent(), Some(true), "{:?}", r.problems);
+        assert!(r.records >= 300);
         let mut n = 0;
-        for rec in records(dir.path(), 1, 0).unwrap() {
+        for rec in records(dir.path(), &node(1), 0).unwrap() {
             assert_eq!(rec.unwrap().lsn, n + 1);
             n += 1;
         }
@@ -1309,7 +1369,7 @@ mod tests {
         assert_eq!((clean.next_lsn, clean.records), (1001, 1000));
 
         let newest = segment_paths(dir.path(), 1).pop().unwrap();
-        let end = verify(dir.path(), 1)
+        let end = verify(dir.path(), &node(1))
             .unwrap()
             .segments
             .last()
@@ -1344,7 +1404,7 @@ mod tests {
     fn stat_reads_headers_and_holds_the_log_to_its_manifest() {
         let dir = tempfile::tempdir().unwrap();
         make_log(dir.path(), 1, 1500);
-        let clean = stat(dir.path(), 1).unwrap();
+        let clean = stat(dir.path(), &node(1)).unwrap();
         assert!(clean.problems.is_empty(), "{:?}", clean.problems);
         assert_eq!(clean.manifest.map(|m| m.durable_lsn), Some(1500));
         let n = clean.segments.len();
@@ -1359,7 +1419,7 @@ mod tests {
         let junk = dir.path().join(format::segment_file_name(1, 9999));
         let noise: Vec<u8> = (0..SEG).map(|i| (i * 7 + 3) as u8).collect();
         std::fs::write(&junk, &noise).unwrap();
-        let s = stat(dir.path(), 1).unwrap();
+        let s = stat(dir.path(), &node(1)).unwrap();
         assert_eq!((s.last_lsn, s.records, s.segments.len()), (1500, 1500, n));
         assert!(
             matches!(s.problems.as_slice(), [Error::Corrupt { file, .. }] if file == &junk),
@@ -1375,7 +1435,7 @@ mod tests {
             .open(&newest)
             .unwrap();
         f.set_len(format::BLOCK as u64 * 2).unwrap();
-        let s = stat(dir.path(), 1).unwrap();
+        let s = stat(dir.path(), &node(1)).unwrap();
         assert!(
             matches!(s.problems.as_slice(), [Error::Lost { durable: 1500, .. }]),
             "{:?}",

@@ -407,7 +407,8 @@ pub fn assert_whole_groups(
         new.is_multiple_of(n),
         "iteration {iteration}: {new} records recovered from LSN {first} in groups of {n}: a group was cut"
     );
-    for rec in ringwal::verify::records(dir, 1, first).unwrap() {
+    let node1 = ringwal::Config::builder().node(1).build();
+    for rec in ringwal::verify::records(dir, &node1, first).unwrap() {
         let rec = rec.unwrap();
         let start = first + (rec.lsn - first) / n * n;
         assert_eq!(

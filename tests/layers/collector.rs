@@ -367,7 +367,7 @@ fn damage_in_a_sealed_segment_fails_the_replay() {
     f.write_all_at(&[!frame.payload[0]], frame.start + 24)
         .unwrap();
     drop(f);
-    let read = ringwal::verify::records_with(dir.path(), &cfg(1), 0)
+    let read = ringwal::verify::records(dir.path(), &cfg(1), 0)
         .unwrap()
         .find_map(Result::err)
         .expect("the reader reports the damage");

@@ -67,7 +67,7 @@ fn dir_holds(dir: &Path, needle: &[u8]) -> bool {
 }
 
 fn read_payloads(dir: &Path, cfg: &Config) -> ringwal::Result<Vec<Vec<u8>>> {
-    verify::records_with(dir, cfg, 0)?
+    verify::records(dir, cfg, 0)?
         .filter(|r| r.as_ref().map_or(true, |r| r.kind == Kind::Data))
         .map(|r| r.map(|r| r.payload))
         .collect()
@@ -107,15 +107,15 @@ fn encrypted_records_read_back_and_no_plaintext_reaches_the_directory() {
         assert_eq!(got, sent);
         wal.close().unwrap();
 
-        let checked = verify::verify_with(&dir, &cfg).unwrap();
-        assert!(checked.is_consistent(), "{:?}", checked.problems);
+        let checked = verify::verify(&dir, &cfg).unwrap();
+        assert_eq!(checked.consistent(), Some(true), "{:?}", checked.problems);
         assert!(checked
             .segments
             .iter()
-            .all(|s| s.key_id == 1 && s.payloads == Payloads::Authenticated));
-        let keyless = verify::verify_with(&dir, &small(backend).build()).unwrap();
-        assert!(keyless.is_consistent(), "{:?}", keyless.problems);
-        assert_eq!(keyless.records(), checked.records());
+            .all(|s| s.key_id == 1 && s.payloads == Payloads::KeyFits));
+        let keyless = verify::verify(&dir, &small(backend).build()).unwrap();
+        assert_eq!(keyless.consistent(), Some(true), "{:?}", keyless.problems);
+        assert_eq!(keyless.records, checked.records);
         assert!(keyless
             .segments
             .iter()
@@ -202,8 +202,8 @@ fn keys_rotate_at_a_roll_and_old_segments_stay_readable_while_their_key_is() {
         sent.extend(write(&wal, 2000, 2000));
         wal.close().unwrap();
 
-        let report = verify::verify_with(&dir, &cfg).unwrap();
-        assert!(report.is_consistent(), "{:?}", report.problems);
+        let report = verify::verify(&dir, &cfg).unwrap();
+        assert_eq!(report.consistent(), Some(true), "{:?}", report.problems);
         let ids: Vec<u32> = report.segments.iter().map(|s| s.key_id).collect();
         assert!(ids.windows(2).all(|w| w[0] <= w[1]), "{ids:?}");
         assert!(ids.contains(&1) && ids.contains(&2), "{ids:?}");
@@ -250,8 +250,8 @@ fn mixed_logs_of_plaintext_encrypted_and_compressed_segments_read_back() {
         }
         let cfg = with_keys(small(backend), &k);
         assert_eq!(read_payloads(&dir, &cfg).unwrap(), sent);
-        let report = verify::verify_with(&dir, &cfg).unwrap();
-        assert!(report.is_consistent(), "{:?}", report.problems);
+        let report = verify::verify(&dir, &cfg).unwrap();
+        assert_eq!(report.consistent(), Some(true), "{:?}", report.problems);
         let keyed = report.segments.iter().filter(|s| s.key_id == 1).count();
         assert!(keyed >= 2 && keyed < report.segments.len(), "{keyed}");
     });
@@ -287,7 +287,7 @@ fn compression_stores_telemetry_smaller_and_reads_it_back() {
         wal.sync().unwrap();
         wal.close().unwrap();
         assert_eq!(read_payloads(&dir, &cfg).unwrap(), records);
-        let stored: u64 = verify::verify_with(&dir, &cfg)
+        let stored: u64 = verify::verify(&dir, &cfg)
             .unwrap()
             .segments
             .iter()
@@ -357,7 +357,7 @@ fn an_altered_ciphertext_is_damage_never_a_cut_and_never_garbage() {
         other => panic!("expected Corrupt(Unauthentic), got {other:?}"),
     }
     wal.close().unwrap();
-    let report = verify::verify_with(&dir, &cfg).unwrap();
+    let report = verify::verify(&dir, &cfg).unwrap();
     assert!(
         matches!(
             report.problems.first(),

@@ -118,7 +118,13 @@ fn followers_waiting_in_a_replaced_empty_segment_see_what_follows() {
         });
         let (dtx, drx) = std::sync::mpsc::channel();
         let every = std::time::Duration::from_millis(5);
-        let outside = ringwal::verify::follow(dir.path(), 1, 1, every).unwrap();
+        let outside = ringwal::verify::follow(
+            dir.path(),
+            &ringwal::Config::builder().node(1).build(),
+            1,
+            every,
+        )
+        .unwrap();
         std::thread::spawn(move || {
             for r in outside {
                 if dtx.send(r.unwrap().payload).is_err() {

@@ -126,8 +126,12 @@ fn a_blank_file_named_out_of_lsn_range_is_corruption_not_a_place_to_resume() {
         Err(Error::Corrupt { file, .. }) => assert_eq!(file, path),
         other => panic!("expected Corrupt, got {other:?}"),
     }
-    let v = ringwal::verify::verify_with(dir.path(), &cfg()).unwrap();
-    assert!(!v.is_consistent(), "verify must agree with open: {v:?}");
+    let v = ringwal::verify::verify(dir.path(), &cfg()).unwrap();
+    assert_eq!(
+        v.consistent(),
+        Some(false),
+        "verify must agree with open: {v:?}"
+    );
 
     // Point-in-time discards it and starts the log at 1.
     let (wal, rep) = open_checked(dir.path(), pit_cfg()).unwrap();
@@ -174,7 +178,7 @@ fn a_blank_file_past_the_end_is_a_gap_and_never_where_the_log_resumes() {
         }) => assert_eq!((file, expected, found), (far.clone(), 3, 1000)),
         other => panic!("expected Gap, got {other:?}"),
     }
-    let v = ringwal::verify::verify_with(dir.path(), &cfg()).unwrap();
+    let v = ringwal::verify::verify(dir.path(), &cfg()).unwrap();
     assert!(
         matches!(v.problems.as_slice(), [Error::Gap { found: 1000, .. }]),
         "verify must report the same gap: {:?}",
@@ -354,8 +358,8 @@ fn the_record_limit_never_hides_written_frames() {
         let (wal, rep) = open_checked(dir.path(), with_max(max)).unwrap();
         assert!(rep.truncated.is_none(), "max {max}: {rep:?}");
         assert_eq!(payloads_of(&wal), want, "max {max}");
-        let v = ringwal::verify::verify_with(dir.path(), &with_max(max)).unwrap();
-        assert!(v.is_consistent(), "max {max}: {:?}", v.problems);
+        let v = ringwal::verify::verify(dir.path(), &with_max(max)).unwrap();
+        assert_eq!(v.consistent(), Some(true), "max {max}: {:?}", v.problems);
         wal.close().unwrap();
     }
 }
@@ -602,7 +606,9 @@ fn readers_of_a_directory_end_with_the_loss_an_open_reports() {
 
     let open = Wal::open(&dir, cfg()).map(|_| ()).unwrap_err();
     assert!(matches!(open, Error::Lost { durable: 300, .. }), "{open}");
-    let read: Vec<_> = ringwal::verify::records(&dir, 1, 0).unwrap().collect();
+    // Read as a tool with the default configuration reads it.
+    let node1 = ringwal::Config::builder().node(1).build();
+    let read: Vec<_> = ringwal::verify::records(&dir, &node1, 0).unwrap().collect();
     let (last, ok) = read.split_last().unwrap();
     assert!(ok.iter().all(|r| r.is_ok()));
     match last {
@@ -611,7 +617,9 @@ fn readers_of_a_directory_end_with_the_loss_an_open_reports() {
         }
         other => panic!("the read ended without the loss: {other:?}"),
     }
-    let from_late: Vec<_> = ringwal::verify::records(&dir, 1, 290).unwrap().collect();
+    let from_late: Vec<_> = ringwal::verify::records(&dir, &node1, 290)
+        .unwrap()
+        .collect();
     assert!(
         matches!(from_late.last(), Some(Err(Error::Lost { .. }))),
         "{from_late:?}"
@@ -620,7 +628,7 @@ fn readers_of_a_directory_end_with_the_loss_an_open_reports() {
     let empty = tmp.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
     for no_log in [&empty, &tmp.path().join("missing"), &newest] {
-        let e = ringwal::verify::records(no_log, 1, 0)
+        let e = ringwal::verify::records(no_log, &node1, 0)
             .map(|_| ())
             .unwrap_err();
         assert!(matches!(e, Error::NoLog { node: 1, .. }), "{e}");

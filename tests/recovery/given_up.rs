@@ -88,17 +88,18 @@ fn every_reader_steps_over_the_lsns_a_repair_gave_up() {
 
         // The read-only tools of a directory count and yield the same.
         let want: Vec<u64> = (1..N).chain([N + 1, N + 2]).collect();
-        let located = verify::records(&dir, NODE, 0).unwrap();
+        let node = ringwal::Config::builder().node(NODE).build();
+        let located = verify::records(&dir, &node, 0).unwrap();
         assert_eq!(lsns(located.map(|r| r.map(|r| r.lsn))), want);
-        let mut dir_follower = verify::follow(&dir, NODE, 0, Duration::from_millis(5)).unwrap();
+        let mut dir_follower = verify::follow(&dir, &node, 0, Duration::from_millis(5)).unwrap();
         let followed: Vec<u64> = (0..want.len())
             .map(|_| dir_follower.next().unwrap().unwrap().lsn)
             .collect();
         assert_eq!(followed, want);
-        let v = verify::verify(&dir, NODE).unwrap();
-        assert!(v.is_consistent(), "{:?}", v.problems);
-        assert_eq!(v.records(), want.len() as u64);
-        let s = verify::stat(&dir, NODE).unwrap();
+        let v = verify::verify(&dir, &node).unwrap();
+        assert_eq!(v.consistent(), Some(true), "{:?}", v.problems);
+        assert_eq!(v.records, want.len() as u64);
+        let s = verify::stat(&dir, &node).unwrap();
         assert!(s.problems.is_empty(), "{:?}", s.problems);
         assert_eq!((s.records, s.last_lsn), (want.len() as u64, N + 2));
         let mut replayed = Vec::new();

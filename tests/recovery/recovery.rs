@@ -751,10 +751,10 @@ fn a_lost_block_at_a_sealed_segments_end_is_corruption_there() {
             Ok((_, rep)) => panic!("open succeeded: {rep:?}"),
         }
         assert_eq!(dir_snapshot(&log), before, "a failed open modified the log");
-        let v = ringwal::verify::verify_with(&log, &cfg(backend)).unwrap();
+        let v = ringwal::verify::verify(&log, &cfg(backend)).unwrap();
         assert_eq!(v.problems.len(), 1, "{:?}", v.problems);
         named(&v.problems[0], "verify");
-        let read: Vec<_> = ringwal::verify::records_with(&log, &cfg(backend), 0)
+        let read: Vec<_> = ringwal::verify::records(&log, &cfg(backend), 0)
             .unwrap()
             .collect();
         let (last, good) = read.split_last().expect("something read");
@@ -797,10 +797,10 @@ fn a_missing_segment_after_a_full_one_is_a_gap() {
             Err(e) => gap(&e, "open"),
             Ok((_, rep)) => panic!("open succeeded: {rep:?}"),
         }
-        let v = ringwal::verify::verify_with(&log, &cfg(backend)).unwrap();
+        let v = ringwal::verify::verify(&log, &cfg(backend)).unwrap();
         assert_eq!(v.problems.len(), 1, "{:?}", v.problems);
         gap(&v.problems[0], "verify");
-        let last = ringwal::verify::records_with(&log, &cfg(backend), 0)
+        let last = ringwal::verify::records(&log, &cfg(backend), 0)
             .unwrap()
             .last()
             .expect("something read");
