@@ -1,9 +1,9 @@
 //! The file toolkit a layer above the log builds its snapshots on: files
 //! replaced atomically, directories swapped atomically, directory syncs,
 //! CRC-framed checkpoint files that are never taken for good when torn or
-//! foreign; and the log's segment files as a directory shows them: their
-//! names, discovery, and whole-segment truncation. The log's own manifest
-//! is written the same way.
+//! foreign; and whole-segment truncation of a log no writer has open. The
+//! log's own manifest is written the same way. (A log's segments, as its
+//! headers describe them: [`verify::stat`](crate::verify::stat).)
 //!
 //! Every function blocks the calling thread on the file system and syncs
 //! before it returns: nothing here is durable "later".
@@ -16,8 +16,9 @@ use ringwal_platform::{file as pf, Advice, OpenHow, RealFs, Vfs};
 
 use crate::at_rest::format;
 pub use crate::at_rest::format::CheckpointError;
-pub use crate::at_rest::format::{parse_segment_file_name, segment_file_name};
+use crate::config::Config;
 use crate::error::{Corruption, Error, Lsn, Result};
+use crate::recovery::verify::Released;
 use crate::segment::manifest;
 use crate::segment::set::{self as segments, LogDir};
 
@@ -278,127 +279,84 @@ pub fn swap_dirs(a: &Path, b: &Path) -> Result<()> {
     Ok(())
 }
 
-/// A segment file of a log, as the directory shows it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct SegmentMeta {
-    /// Where it is.
-    pub path: PathBuf,
-    /// The node it belongs to (from its name).
-    pub node: u32,
-    /// The LSN of its first record (from its name).
-    pub base_lsn: Lsn,
-    /// Its size: every segment is preallocated, so this is its segment
-    /// size, not how much of it holds records.
-    pub bytes: u64,
-}
-
-/// The path of `node`'s segment whose first record is `base_lsn` in
-/// `dir`: `dir` joined with [`segment_file_name`]. Cost: one allocation.
-pub fn segment_path(dir: &Path, node: u32, base_lsn: Lsn) -> PathBuf {
-    LogDir::new(dir, node).segment(base_lsn).path
-}
-
-/// `node`'s segment files in `dir`, oldest first (names sort in LSN
-/// order), with their sizes. Files of other nodes, spares and anything
-/// else are left out; nothing is read but the directory and each file's
-/// size, so a damaged segment is listed like any other (`verify` judges
-/// them).
-///
-/// # Errors
-///
-/// `NoLog` if `dir` does not exist, is not a directory or holds no
-/// segment of `node`; `Io` naming a file that cannot be opened.
-///
-/// Cost: one `readdir`, and an open and an `fstat` per segment.
-pub fn discover_segments(dir: &Path, node: u32) -> Result<Vec<SegmentMeta>> {
-    let log = LogDir::new(dir, node);
-    log.list_log(&RealFs, false)?
-        .segments
-        .into_iter()
-        .map(|f| {
-            let bytes = RealFs
-                .open(&f.path, OpenHow::default())
-                .and_then(|file| file.size())
-                .map_err(|e| Error::io(&f.path, e))?;
-            Ok(SegmentMeta {
-                path: f.path,
-                node,
-                base_lsn: f.base,
-                bytes,
-            })
-        })
-        .collect()
-}
-
 /// What [`truncate_segments`] removed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Truncated {
-    /// The segments removed, oldest first.
-    pub removed: Vec<SegmentMeta>,
+    /// The segments removed, oldest first: what
+    /// [`checkpoint_plan`](crate::verify::checkpoint_plan) at `below - 1`
+    /// lists.
+    pub removed: Vec<Released>,
     /// The base LSN of the oldest segment left: every LSN below it is
     /// gone.
     pub oldest_kept: Lsn,
 }
 
-/// Remove `node`'s whole segments in `dir` whose every record is below
-/// `below`, oldest first, never the newest (the one a writer appends to):
-/// what `Wal::checkpoint(below - 1)` does, for a directory no writer has
-/// open. The manifest is raised first, so that the next open holds the
-/// log to what is left and a crash part way leaves more segments than it
-/// promises, never fewer; then each file is unlinked, then the directory
-/// is synced.
+/// Remove `cfg.node()`'s whole segments in `dir` whose every record is
+/// below `below`, oldest first, never the newest (the one a writer
+/// appends to): what `Wal::checkpoint(below - 1)` does, for a directory
+/// no writer has open. The manifest is raised first, so that the next
+/// open holds the log to what is left and a crash part way leaves more
+/// segments than it promises, never fewer; then each file is unlinked,
+/// then the directory is synced. Segments are judged by their names, not
+/// read.
 ///
 /// # Errors
 ///
 /// `Locked` while a writer holds the node (use `Wal::checkpoint` there);
-/// `NoLog` when there is no log of `node` in `dir`; `Io` naming the file
-/// or directory that failed, with the segments removed before it gone
-/// (and listed by a later call as not there). Never retry a failed
+/// `NoLog` when there is no log of the node in `dir`; `Io` naming the
+/// file or directory that failed, with the segments removed before it
+/// gone (and listed by a later call as not there). Never retry a failed
 /// directory sync and assume the removals durable.
 ///
-/// Cost: the node's lock, one `readdir`, an `fstat` per segment, one
-/// manifest write when anything goes (a create, a write, two fsyncs and
-/// a rename), an unlink per segment removed, and one directory fsync.
-pub fn truncate_segments(dir: &Path, node: u32, below: Lsn) -> Result<Truncated> {
-    let log = LogDir::new(dir, node);
-    let _lock = segments::lock_writer(&RealFs, &log)?;
-    let listed = discover_segments(dir, node)?;
+/// Cost: the node's lock, one `readdir`, an `fstat` per segment removed,
+/// one manifest write when anything goes (a create, a write, two fsyncs
+/// and a rename), an unlink per segment removed, and one directory fsync.
+pub fn truncate_segments(dir: &Path, cfg: &Config, below: Lsn) -> Result<Truncated> {
+    let vfs = &*cfg.vfs;
+    let log = LogDir::new(dir, cfg.node());
+    let _lock = segments::lock_writer(vfs, &log)?;
+    let listed = log.list_log(vfs, false)?.segments;
     assert!(
-        !listed.is_empty() && listed.windows(2).all(|w| w[0].base_lsn < w[1].base_lsn),
+        !listed.is_empty() && listed.windows(2).all(|w| w[0].base < w[1].base),
         "a log lists its segments, in LSN order (NoLog otherwise)"
     );
-    let going = listed
-        .windows(2)
-        .take_while(|w| w[1].base_lsn <= below)
-        .count();
-    let oldest_kept = listed[going].base_lsn;
+    let going = listed.windows(2).take_while(|w| w[1].base <= below).count();
+    let oldest_kept = listed[going].base;
     if going == 0 {
         return Ok(Truncated {
             removed: Vec::new(),
             oldest_kept,
         });
     }
-    if let Some(m) = manifest::read(&RealFs, &log)? {
+    if let Some(m) = manifest::read(vfs, &log)? {
         let raised = format::Manifest {
             oldest_lsn: m.oldest_lsn.max(oldest_kept),
             ..m
         };
-        manifest::write(&RealFs, &log, &raised)?;
+        manifest::write(vfs, &log, &raised)?;
     }
     assert!(
         going < listed.len() && oldest_kept <= below,
         "truncation keeps the newest segment and the one holding `below`"
     );
     let mut removed = Vec::with_capacity(going);
-    for seg in &listed[..going] {
-        RealFs
-            .remove_file(&seg.path)
-            .map_err(|e| Error::io(&seg.path, e))?;
-        removed.push(seg.clone());
+    for pair in listed[..=going].windows(2) {
+        let (seg, next) = (&pair[0], &pair[1]);
+        let io = |e| Error::io(&seg.path, e);
+        let bytes = vfs
+            .open(&seg.path, OpenHow::default())
+            .and_then(|f| f.size())
+            .map_err(io)?;
+        vfs.remove_file(&seg.path).map_err(io)?;
+        removed.push(Released {
+            file: seg.path.clone(),
+            base_lsn: seg.base,
+            last_lsn: next.base - 1,
+            bytes,
+        });
     }
-    fsync_dir(dir)?;
+    vfs.sync_dir(dir).map_err(|e| Error::io(dir, e))?;
     Ok(Truncated {
         removed,
         oldest_kept,

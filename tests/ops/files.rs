@@ -2,8 +2,9 @@
 //! files: atomic replacement, and checkpoint files that are never taken
 //! for good when torn, damaged or foreign.
 
+use ringwal::files::CheckpointError;
 use ringwal::files::{atomic_write, fsync_dir, read_checkpoint, write_checkpoint};
-use ringwal::format::{self, CheckpointError};
+use ringwal::format;
 use ringwal::{Corruption, Error};
 
 #[test]
@@ -161,60 +162,56 @@ fn small_log(dir: &std::path::Path, n: u32) -> ringwal::Lsn {
     for i in 0..n {
         let _ = wal.append(1, &[i as u8; 1024]).unwrap();
     }
-    let last = wal.last_lsn();
+    let last = wal.next_lsn() - 1;
     wal.close().unwrap();
     last
 }
 
 #[test]
-fn segments_are_named_discovered_and_truncated_whole() {
-    use ringwal::files::{
-        discover_segments, parse_segment_file_name, segment_file_name, segment_path,
-        truncate_segments,
-    };
+fn segments_are_truncated_whole_as_a_checkpoint_plan_says() {
+    use ringwal::files::truncate_segments;
+    use ringwal::verify::{checkpoint_plan, stat};
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("log");
     let last = small_log(&dir, 300);
+    let cfg = ringwal::Config::default();
 
-    let name = segment_file_name(3, 42);
-    assert_eq!(parse_segment_file_name(&name), Some((3, 42)));
-    assert_eq!(segment_path(&dir, 3, 42), dir.join(&name));
-    assert_eq!(parse_segment_file_name("notes.txt"), None);
-
-    let found = discover_segments(&dir, 1).unwrap();
+    let found = stat(&dir, &cfg).unwrap().segments;
     assert!(found.len() >= 4, "{found:?}");
     assert_eq!(found[0].base_lsn, 1);
-    for w in found.windows(2) {
-        assert!(w[0].base_lsn < w[1].base_lsn);
-    }
-    assert!(found.iter().all(|s| s.bytes == 64 << 10 && s.node == 1));
+    assert!(found.iter().all(|s| s.file_bytes == 64 << 10));
+    let node2 = ringwal::Config::builder().node(2).build();
     assert!(matches!(
-        discover_segments(&dir, 2),
+        truncate_segments(&dir, &node2, u64::MAX),
         Err(Error::NoLog { node: 2, .. })
     ));
 
-    // Below the third segment's base: exactly the first two go.
+    // Below the third segment's base: exactly the first two go, as the
+    // plan of a checkpoint up to the LSN before it says.
     let below = found[2].base_lsn;
-    let t = truncate_segments(&dir, 1, below).unwrap();
-    assert_eq!(t.removed, found[..2].to_vec());
+    let plan = checkpoint_plan(&dir, &cfg, below - 1).unwrap();
+    let t = truncate_segments(&dir, &cfg, below).unwrap();
+    assert_eq!(t.removed, plan.remove);
+    let gone: Vec<_> = t.removed.iter().map(|r| &r.file).collect();
+    assert_eq!(gone, [&found[0].path, &found[1].path]);
     assert_eq!(t.oldest_kept, below);
-    assert!(t.removed.iter().all(|s| !s.path.exists()));
+    assert!(t.removed.iter().all(|s| !s.file.exists()));
     // Nothing more is below it; the newest is never removed.
-    assert!(truncate_segments(&dir, 1, below)
+    assert!(truncate_segments(&dir, &cfg, below)
         .unwrap()
         .removed
         .is_empty());
-    let everything = truncate_segments(&dir, 1, u64::MAX).unwrap();
-    assert_eq!(discover_segments(&dir, 1).unwrap().len(), 1);
+    let everything = truncate_segments(&dir, &cfg, u64::MAX).unwrap();
+    assert_eq!(stat(&dir, &cfg).unwrap().segments.len(), 1);
     assert_eq!(everything.oldest_kept, found.last().unwrap().base_lsn);
 
     // The log opens on what is left, with the manifest raised: no gap.
     let (wal, _) = ringwal::Wal::open(&dir, ringwal::Config::default()).unwrap();
     assert_eq!(wal.oldest_lsn(), everything.oldest_kept);
-    assert_eq!(wal.last_lsn(), last);
+    assert_eq!(wal.next_lsn() - 1, last);
     // A writer holds the node: truncation is refused, nothing removed.
     assert!(matches!(
-        truncate_segments(&dir, 1, u64::MAX),
+        truncate_segments(&dir, &cfg, u64::MAX),
         Err(Error::Locked { .. })
     ));
     wal.close().unwrap();
