@@ -207,9 +207,12 @@ pub struct Replayed {
     pub ended_early: Vec<(PathBuf, u64)>,
 }
 
-/// Replay `node`'s log in `dir`: every data frame whose LSN is at or above
-/// its own stream's watermark, oldest first, handed to `f(stream, lsn,
-/// payload)` with its original LSN.
+/// Replay `cfg.node()`'s log in `dir`: every data frame whose LSN is at or
+/// above its own stream's watermark, oldest first, handed to `f(stream,
+/// lsn, payload)` with its original LSN. Pass the writer's configuration:
+/// its keys decrypt an encrypted log, its torn window judges the newest
+/// segment's end (`Config::builder().node(n).build()` judges as the
+/// default writer would).
 ///
 /// The original LSN is what makes replay converge: a block that stores the
 /// replayed frame under its old LSN covers it, and the next replay skips
@@ -240,17 +243,16 @@ pub struct Replayed {
 /// for damage that is no torn tail of the newest segment (recovery refuses
 /// to open such a log), [`Error::Gap`] for a segment missing between two
 /// others (or checkpointed away by a live writer while the replay ran),
-/// [`Error::Key`] for an encrypted segment (the replay has no keys), and
+/// [`Error::Key`] for an encrypted segment whose key `cfg` does not have,
+/// and
 /// [`Error::Io`] if the directory or a segment cannot be read.
 pub fn replay(
     dir: &Path,
-    node: u32,
+    cfg: &Config,
     watermarks: &Watermarks,
     mut f: impl FnMut(u16, Lsn, &[u8]) -> Result<()>,
 ) -> Result<Replayed> {
-    // The default writer's window, widened by each segment's own record.
-    let cfg = Config::builder().node(node).build();
-    let records = match Reader::open_dir(&cfg, LogDir::new(dir, node), 0) {
+    let records = match Reader::open_dir(cfg, LogDir::new(dir, cfg.node()), 0) {
         Ok(records) => records,
         // No log yet (a crash before the first open finished): nothing to replay.
         Err(Error::NoLog { .. }) => return Ok(Replayed::default()),

@@ -305,7 +305,7 @@ fn check(root: &Path, world: &mut World, what: &str) -> Check {
     let mut replayable = HashMap::new();
     let r = collector::replay(
         &example::wal_dir(root),
-        example::NODE,
+        &ringwal::Config::builder().node(example::NODE).build(),
         &marks,
         |_, lsn, b| {
             replayable.insert(body_id(b), lsn);

@@ -225,7 +225,7 @@ fn replay_hands_original_lsns_and_converges() {
         .collect();
     // The read-only replay, beside nothing.
     let mut got = Vec::new();
-    let r = collector::replay(dir.path(), 1, &marks, |s, l, p| {
+    let r = collector::replay(dir.path(), &cfg(1), &marks, |s, l, p| {
         got.push((s, l, p.to_vec()));
         Ok(())
     })
@@ -256,7 +256,7 @@ fn replay_hands_original_lsns_and_converges() {
         marks2.observe(s, w);
     }
     c.close().unwrap();
-    let again = collector::replay(dir.path(), 1, &marks2, |_, _, _| Ok(())).unwrap();
+    let again = collector::replay(dir.path(), &cfg(1), &marks2, |_, _, _| Ok(())).unwrap();
     assert_eq!(again.replayed, 0, "replay must converge: {again:?}");
 }
 
@@ -283,7 +283,7 @@ fn a_torn_tail_ends_the_segment_not_the_replay() {
     f.write_all_at(&[0x5a; 40], end).unwrap();
     drop(f);
     let mut n = 0;
-    let r = collector::replay(dir.path(), 1, &Watermarks::new(), |_, l, _| {
+    let r = collector::replay(dir.path(), &cfg(1), &Watermarks::new(), |_, l, _| {
         n += 1;
         assert_eq!(l, n);
         Ok(())
@@ -321,7 +321,7 @@ fn a_never_written_newest_file_is_dropped_as_recovery_drops_it() {
     std::fs::write(&blank, vec![0u8; 64 << 10]).unwrap();
 
     let mut got = Vec::new();
-    let r = collector::replay(dir.path(), 1, &Watermarks::new(), |_, l, _| {
+    let r = collector::replay(dir.path(), &cfg(1), &Watermarks::new(), |_, l, _| {
         got.push(l);
         Ok(())
     })
@@ -372,7 +372,7 @@ fn damage_in_a_sealed_segment_fails_the_replay() {
         .find_map(Result::err)
         .expect("the reader reports the damage");
     let mut n = 0;
-    let r = collector::replay(dir.path(), 1, &Watermarks::new(), |_, _, _| {
+    let r = collector::replay(dir.path(), &cfg(1), &Watermarks::new(), |_, _, _| {
         n += 1;
         Ok(())
     });
@@ -405,7 +405,7 @@ fn a_missing_segment_fails_the_replay_with_a_gap() {
     let files = common::segment_files(dir.path(), 1);
     assert!(files.len() > 3);
     std::fs::remove_file(&files[1].1).unwrap();
-    let r = collector::replay(dir.path(), 1, &Watermarks::new(), |_, _, _| Ok(()));
+    let r = collector::replay(dir.path(), &cfg(1), &Watermarks::new(), |_, _, _| Ok(()));
     match r {
         Err(ringwal::Error::Gap {
             file,
@@ -459,7 +459,7 @@ fn replays_read_on_past_skipped_lsns() {
     want.extend(later.iter().map(|r| r.1));
     assert!(later[0].1 > last);
     got.clear();
-    collector::replay(dir.path(), 1, &Watermarks::new(), |_, l, _| {
+    collector::replay(dir.path(), &cfg(1), &Watermarks::new(), |_, l, _| {
         got.push(l);
         Ok(())
     })
@@ -473,7 +473,7 @@ fn a_missing_directory_replays_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let r = collector::replay(
         &dir.path().join("none"),
-        1,
+        &cfg(1),
         &Watermarks::new(),
         |_, _, _| panic!("nothing to replay"),
     )
@@ -562,12 +562,54 @@ fn lsns_never_run_below_a_published_watermark() {
     .unwrap();
     assert!(!filler_seen);
     c.close().unwrap();
-    let r = collector::replay(dir.path(), 1, &Watermarks::new(), |s, _, _| {
+    let r = collector::replay(dir.path(), &cfg(1), &Watermarks::new(), |s, _, _| {
         assert_ne!(s, FILLER_STREAM);
         Ok(())
     })
     .unwrap();
     assert!(r.skipped >= 25);
+}
+
+/// The writer's configuration replays an encrypted log; one without its
+/// key is refused with the key error, never garbage.
+#[test]
+fn an_encrypted_log_replays_with_the_writers_keys() {
+    let _logs = common::opening_logs();
+    let dir = tempfile::tempdir().unwrap();
+    let keys = Arc::new(ringwal::StaticKeys::new());
+    keys.insert(1, ringwal::Key::new([7; 32]), true);
+    let sealed = Config::builder()
+        .node(1)
+        .segment_bytes(64 << 10)
+        .max_record_bytes(8 << 10)
+        .encryption(keys)
+        .build();
+    let (wal, _) = Wal::open(dir.path(), sealed.clone()).unwrap();
+    let mut last = None;
+    for i in 0..50u32 {
+        last = Some(wal.append((i % 3) as u16, &i.to_le_bytes()).unwrap());
+    }
+    last.unwrap().wait(Level::Durable).unwrap();
+    wal.close().unwrap();
+
+    let mut seen = Vec::new();
+    let r = collector::replay(dir.path(), &sealed, &Watermarks::new(), |s, l, p| {
+        seen.push((s, l, p.to_vec()));
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(r.replayed, 50);
+    for (i, (s, l, p)) in seen.iter().enumerate() {
+        assert_eq!(
+            (*s, *l, p.as_slice()),
+            ((i % 3) as u16, i as Lsn + 1, &(i as u32).to_le_bytes()[..])
+        );
+    }
+    let keyless = collector::replay(dir.path(), &cfg(1), &Watermarks::new(), |_, _, _| Ok(()));
+    assert!(
+        matches!(keyless, Err(ringwal::Error::Key { key_id: 1, .. })),
+        "{keyless:?}"
+    );
 }
 
 #[test]

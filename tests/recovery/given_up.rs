@@ -103,7 +103,7 @@ fn every_reader_steps_over_the_lsns_a_repair_gave_up() {
         assert!(s.problems.is_empty(), "{:?}", s.problems);
         assert_eq!((s.records, s.last_lsn), (want.len() as u64, N + 2));
         let mut replayed = Vec::new();
-        let r = replay(&dir, NODE, &Watermarks::new(), |_, lsn, _| {
+        let r = replay(&dir, &node, &Watermarks::new(), |_, lsn, _| {
             replayed.push(lsn);
             Ok(())
         })
