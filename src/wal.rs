@@ -685,28 +685,20 @@ impl Wal {
         self.shared.acks.written()
     }
 
-    /// The LSN the next append will get.
+    /// The LSN the next append will get; the last one handed out is
+    /// `next_lsn() - 1` (0 before the first append of a new log). Handed
+    /// out is not written: wait for it with [`wait_for`](Self::wait_for).
+    /// Cost: one atomic load.
     pub fn next_lsn(&self) -> Lsn {
         self.shared.next_lsn()
     }
 
-    /// The last LSN handed out (0 before the first append of a new log):
-    /// `next_lsn() - 1`. Handed out is not written: wait for it with
-    /// [`wait_for`](Self::wait_for). Cost: one atomic load.
-    pub fn last_lsn(&self) -> Lsn {
-        self.next_lsn() - 1
-    }
-
-    /// The oldest LSN still on disk (after checkpoints).
+    /// The oldest LSN still on disk: the base LSN of the oldest segment
+    /// kept (the LSN of its first record, as its file name says), which
+    /// is also that segment's id. Checkpoints move it forward. Cost: one
+    /// uncontended lock.
     pub fn oldest_lsn(&self) -> Lsn {
         self.shared.segment_set().oldest_base().unwrap_or(1)
-    }
-
-    /// The oldest segment kept, by its id: its base LSN (the LSN of its
-    /// first record, as its file name says). Checkpoints move it forward.
-    /// Cost: one uncontended lock.
-    pub fn oldest_segment(&self) -> Lsn {
-        self.oldest_lsn()
     }
 
     /// The segment new records go to, by its id: its base LSN. A roll
@@ -983,12 +975,12 @@ impl Wal {
     ///
     /// # Errors
     ///
-    /// [`Error::PastEnd`] if `snapshot_lsn` is past
-    /// [`last_lsn`](Self::last_lsn) (no snapshot can cover a record not
-    /// handed out yet); otherwise as [`append`](Self::append). Nothing is
-    /// appended on error.
+    /// [`Error::PastEnd`] if `snapshot_lsn` is past the last LSN handed
+    /// out, [`next_lsn`](Self::next_lsn)` - 1` (no snapshot can cover a
+    /// record not handed out yet); otherwise as [`append`](Self::append).
+    /// Nothing is appended on error.
     pub fn checkpoint_marker(&self, snapshot_lsn: Lsn) -> Result<Ticket> {
-        let last = self.last_lsn();
+        let last = self.next_lsn() - 1;
         if snapshot_lsn > last {
             return Err(Error::PastEnd {
                 what: "snapshot_lsn",

@@ -601,7 +601,8 @@ impl Collector {
 
     /// The watermark a block of `stream` holding `lsns` may claim: the
     /// oldest pending LSN of `stream` not in `lsns`, or, when `lsns` holds
-    /// every pending one, one past everything handed out.
+    /// every pending one, one past everything handed out. With `lsns`
+    /// empty: what `stream` covers right now.
     ///
     /// Call it before the publish (the answer goes in the block's name);
     /// the block's LSNs stay pending until [`published`](Self::published),
@@ -633,20 +634,16 @@ impl Collector {
         everything
     }
 
-    /// What `stream` covers right now: the oldest pending LSN, or one past
-    /// everything handed out. Same as `watermark_for(stream, &[])`.
-    pub fn low_watermark(&self, stream: u16) -> Lsn {
-        self.watermark_for(stream, &[])
-    }
-
-    /// The smallest [`low_watermark`](Self::low_watermark) over the
-    /// tracked streams: every tracked frame below it is in a published
-    /// block. Unlike the block names, it follows idle streams forward.
-    /// 0 with no tracked stream.
+    /// The smallest watermark over the tracked streams, each stream's
+    /// [`watermark_for`](Self::watermark_for)`(stream, &[])` (what it
+    /// covers right now: its oldest pending LSN, or one past everything
+    /// handed out): every tracked frame below it is in a published block.
+    /// Unlike the block names, it follows idle streams forward. 0 with no
+    /// tracked stream.
     pub fn covered(&self) -> Lsn {
         self.streams
             .iter()
-            .map(|&s| self.low_watermark(s))
+            .map(|&s| self.watermark_for(s, &[]))
             .min()
             .unwrap_or(0)
     }

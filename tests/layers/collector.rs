@@ -77,8 +77,8 @@ fn one_shard_claims_one_past_everything() {
     assert_eq!(c.watermark_for(0, &lsns[1..]), lsns[0]);
     c.published(0, &lsns);
     assert_eq!(c.pending(0), 0);
-    assert_eq!(c.low_watermark(0), other + 1);
-    assert_eq!(c.low_watermark(1), other);
+    assert_eq!(c.watermark_for(0, &[]), other + 1);
+    assert_eq!(c.watermark_for(1, &[]), other);
     assert_eq!(c.covered(), other);
     c.close().unwrap();
 }
@@ -127,7 +127,7 @@ fn two_shards_sealing_at_once_never_claim_each_other() {
     // Both publish; a later block then covers everything.
     c.published(0, &shard[1]);
     c.published(0, &shard[0]);
-    assert_eq!(c.low_watermark(0), c.wal().next_lsn());
+    assert_eq!(c.watermark_for(0, &[]), c.wal().next_lsn());
     c.close().unwrap();
 }
 
