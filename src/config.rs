@@ -14,6 +14,8 @@ use crate::obs::observer::{DurabilityObserver, ObserverSlot};
 use crate::write::packing::{Cursor, CLOSE_ROOM};
 
 /// Which I/O queue the ring thread drives.
+///
+/// `Serialize` and `Deserialize` with the `serde` feature.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[non_exhaustive]
 #[cfg_attr(
@@ -41,6 +43,8 @@ pub enum Backend {
 }
 
 /// How far a record has travelled; what a [`Ticket`](crate::Ticket) waits for.
+///
+/// `Serialize` and `Deserialize` with the `serde` feature.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[cfg_attr(
     feature = "serde",
@@ -57,6 +61,8 @@ pub enum Level {
 }
 
 /// How writes are made durable when the log is in durable mode.
+///
+/// `Serialize` and `Deserialize` with the `serde` feature.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 #[cfg_attr(
@@ -98,6 +104,8 @@ impl SyncMethod {
 }
 
 /// Whether segments are opened with O_DIRECT (F_NOCACHE on macOS).
+///
+/// `Serialize` and `Deserialize` with the `serde` feature.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 #[cfg_attr(
@@ -164,6 +172,8 @@ named!(RecoveryMode, "recovery mode", Strict => "strict", PointInTime => "point-
 named!(Codec, "codec", None => "none", Lz4 => "lz4", Zstd => "zstd");
 
 /// When appended records become durable: the log's mode.
+///
+/// `Serialize` and `Deserialize` with the `serde` feature.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 #[cfg_attr(
@@ -191,6 +201,8 @@ pub enum Durability {
 }
 
 /// What recovery does with a damaged log.
+///
+/// `Serialize` and `Deserialize` with the `serde` feature.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 #[cfg_attr(
@@ -212,6 +224,8 @@ pub enum RecoveryMode {
 
 /// What an append does when starting a new segment would take the log
 /// over [`ConfigBuilder::max_log_bytes`].
+///
+/// `Serialize` and `Deserialize` with the `serde` feature.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 #[cfg_attr(
@@ -909,10 +923,12 @@ impl ConfigBuilder {
         self.cfg.observer = ObserverSlot(Some(observer));
         self
     }
-    #[cfg(feature = "sim")]
     /// Run on the simulated disk `disk` instead of the real file system
     /// (the sim backend: the threaded queue over an in-memory disk that
-    /// can crash, tear writes and inject EIO or ENOSPC). For tests.
+    /// can crash, tear writes and inject EIO or ENOSPC). For tests; needs
+    /// the `sim` feature.
+    #[cfg(feature = "sim")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sim")))]
     pub fn sim(mut self, disk: &ringwal_platform::sim::SimFs) -> Self {
         self.cfg.vfs = disk.vfs();
         self.cfg.backend = Backend::Threaded;
@@ -1055,12 +1071,14 @@ mod serde_impl {
         }
     }
 
+    #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
     impl Serialize for Config {
         fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
             Settings::of(self).serialize(s)
         }
     }
 
+    #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
     impl<'de> Deserialize<'de> for Config {
         /// Limits are checked when the log opens, as for the builder.
         fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Config, D::Error> {

@@ -44,6 +44,8 @@
 //! invariants; `docs/format.md` describes the on-disk format.
 
 #![warn(missing_docs)]
+// docs.rs (`--cfg docsrs`): each item that needs a feature says which.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 // Every `unsafe` block lives in `ringwal-platform`, behind its safe API.
 #![forbid(unsafe_code)]
 
@@ -69,6 +71,7 @@ pub use recovery::verify;
 // The internals the CLI, the fuzzers, the benchmarks and the tests take
 // apart (feature `internals`): not covered by semver.
 #[cfg(feature = "internals")]
+#[cfg_attr(docsrs, doc(cfg(feature = "internals")))]
 pub use at_rest::{crypt, format};
 
 pub use at_rest::codec::Compression;

@@ -175,6 +175,9 @@ impl Wal {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ///
+    /// Async callers: `Wal::open_async` runs this on tokio's blocking pool
+    /// (needs the `tokio` feature).
+    ///
     /// # Errors
     ///
     /// A failed open never touches an acknowledged record; the damage
@@ -794,6 +797,9 @@ impl Wal {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ///
+    /// Async callers: `read_async` runs this on tokio's blocking pool
+    /// (needs the `tokio` feature).
+    ///
     /// # Errors
     ///
     /// - [`Error::NotWritten`]: `lsn` is 0 or above the written watermark.
@@ -914,6 +920,9 @@ impl Wal {
     /// assert!(matches!(wal.read(1), Err(ringwal::Error::Gap { .. })));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    ///
+    /// Async callers: `checkpoint_async` runs this on tokio's blocking pool
+    /// (needs the `tokio` feature).
     ///
     /// # Errors
     ///
@@ -1116,6 +1125,9 @@ impl Wal {
     /// then not report the drain's outcome. Either way every record is
     /// written and every waiter answered, and the lock is held until the
     /// last write is done.
+    ///
+    /// Async callers: `close_async` runs this on tokio's blocking pool
+    /// (needs the `tokio` feature).
     ///
     /// # Errors
     ///

@@ -26,6 +26,8 @@ const ZSTD_LEVEL: i32 = 1;
 
 /// Which codec a writer compresses data payloads with, and from which
 /// size. `Copy`; part of [`Config`](crate::Config).
+///
+/// `Serialize` and `Deserialize` with the `serde` feature.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]

@@ -742,6 +742,9 @@ impl Collector {
     /// Deletion is per segment because an append-only log never rewrites
     /// its middle. Cost: one unlink per segment plus one directory sync.
     ///
+    /// Async callers: `truncate_async` runs this on tokio's blocking pool
+    /// (needs the `tokio` feature).
+    ///
     /// # Errors
     ///
     /// As [`Wal::checkpoint`].
@@ -764,6 +767,9 @@ impl Collector {
     }
 
     /// Close the log underneath ([`Wal::close`]): drain, sync, join.
+    ///
+    /// Async callers: `close_async` runs this on tokio's blocking pool
+    /// (needs the `tokio` feature).
     ///
     /// # Errors
     ///

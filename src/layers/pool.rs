@@ -48,6 +48,8 @@ impl Wal {
     /// segment and may write and sync files, which must not hold up an
     /// executor's thread. Same guarantees and errors as `open`.
     ///
+    /// Needs the `tokio` feature.
+    ///
     /// Cost: as `open`, on one blocking-pool thread (tokio starts one if
     /// none is idle), plus one task hand-off each way. The call runs when
     /// the future is first polled; dropping the future after that does not
@@ -73,6 +75,7 @@ impl Wal {
     /// # Panics
     ///
     /// When first polled outside a tokio runtime.
+    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
     pub fn open_async(
         dir: impl AsRef<Path>,
         cfg: Config,
@@ -85,6 +88,8 @@ impl Wal {
     /// last sync and the join of the ring thread wait for the disk. Same
     /// guarantees and errors as `close`.
     ///
+    /// Needs the `tokio` feature.
+    ///
     /// Dropping a `Wal` closes it too, blocking the dropping thread: in
     /// async code, close it with this instead. Cost: as `close`, on one
     /// blocking-pool thread. Dropping the future does not stop the close.
@@ -96,12 +101,15 @@ impl Wal {
     /// # Panics
     ///
     /// When first polled outside a tokio runtime.
+    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
     pub fn close_async(self) -> impl Future<Output = Result<()>> + Send + 'static {
         on_pool(self.dir().to_path_buf(), move || self.close())
     }
 
     /// [`read`](Self::read) on tokio's blocking pool: the read may miss
     /// the page cache and wait for the disk. Same errors as `read`.
+    ///
+    /// Needs the `tokio` feature.
     ///
     /// Cost: as `read` (one read of up to 1 MiB, one allocation), on one
     /// blocking-pool thread, plus one `Arc` clone. For many records in
@@ -115,6 +123,7 @@ impl Wal {
     /// # Panics
     ///
     /// When first polled outside a tokio runtime.
+    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
     pub fn read_async(
         &self,
         lsn: Lsn,
@@ -131,6 +140,8 @@ impl Wal {
     /// unlinks, renames and directory fsync wait for the disk. Same
     /// guarantees and errors as `checkpoint`.
     ///
+    /// Needs the `tokio` feature.
+    ///
     /// Cost: as `checkpoint`, on one blocking-pool thread, plus one `Arc`
     /// clone. Dropping the future does not stop the checkpoint.
     ///
@@ -141,6 +152,7 @@ impl Wal {
     /// # Panics
     ///
     /// When first polled outside a tokio runtime.
+    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
     pub fn checkpoint_async(
         &self,
         up_to: Lsn,
@@ -157,6 +169,8 @@ impl Collector {
     /// [`Wal::checkpoint_async`]. The clamp to what the collector covers
     /// is taken when this is called.
     ///
+    /// Needs the `tokio` feature.
+    ///
     /// # Errors
     ///
     /// As [`truncate`](Self::truncate).
@@ -164,6 +178,7 @@ impl Collector {
     /// # Panics
     ///
     /// When first polled outside a tokio runtime.
+    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
     pub fn truncate_async(
         &self,
         covered: Lsn,
@@ -181,6 +196,8 @@ impl Collector {
     /// [`close`](Self::close) on tokio's blocking pool, as
     /// [`Wal::close_async`].
     ///
+    /// Needs the `tokio` feature.
+    ///
     /// # Errors
     ///
     /// As [`close`](Self::close).
@@ -188,6 +205,7 @@ impl Collector {
     /// # Panics
     ///
     /// When first polled outside a tokio runtime.
+    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
     pub fn close_async(self) -> impl Future<Output = Result<()>> + Send + 'static {
         on_pool(self.wal().dir().to_path_buf(), move || self.close())
     }

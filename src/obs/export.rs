@@ -20,6 +20,9 @@ impl Wal {
     ///
     /// Cost: one `stats()` call and a few dozen recorder updates. Call it
     /// on the application's reporting interval.
+    ///
+    /// Needs the `metrics` feature.
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn publish_metrics(&self) {
         let node = self.config().node().to_string();
         publish(&self.stats(), &node);

@@ -173,6 +173,8 @@ const _: () = assert!(
 /// the frame's flags byte (docs/format.md §3.4). A compressed payload is
 /// the original length as a `u32` followed by the codec's block. Only
 /// [`Kind::Data`] frames may be compressed.
+///
+/// `Serialize` and `Deserialize` with the `serde` feature.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[cfg_attr(
     feature = "serde",
