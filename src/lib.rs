@@ -46,6 +46,9 @@
 #![warn(missing_docs)]
 // docs.rs (`--cfg docsrs`): each item that needs a feature says which.
 #![cfg_attr(docsrs, feature(doc_cfg))]
+// A type the public API hands out can be named by its user: nothing in
+// a signature may live only in a module the `internals` feature hides.
+#![warn(unnameable_types)]
 // Every `unsafe` block lives in `ringwal-platform`, behind its safe API.
 #![forbid(unsafe_code)]
 
