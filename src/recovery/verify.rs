@@ -198,8 +198,9 @@ pub struct LogReport {
     /// Corruption ([`Error::Corrupt`], naming file and offset), LSN gaps
     /// ([`Error::Gap`], naming the file) and records the manifest promised
     /// that are gone ([`Error::Lost`]), in file order. Non-empty means a
-    /// strict `Wal::open` would fail; empty means it would succeed only in
-    /// [`verify`]'s report (see [`consistent`](Self::consistent)).
+    /// strict `Wal::open` would fail. Empty in [`verify`]'s report means
+    /// it would succeed; [`stat`] does not look far enough to say (see
+    /// [`consistent`](Self::consistent)).
     pub problems: Vec<Error>,
 }
 
@@ -718,8 +719,9 @@ pub fn nodes(dir: &Path) -> Result<Vec<u32>> {
 /// does not decode, damage a walk meets (frames cut off a sealed segment
 /// among them), and an end of the log short of the LSN the manifest says
 /// was durable: the problems [`verify`] reports, but for payloads and
-/// the newest segment's end. A directory without the node's log gives an
-/// empty report. Read-only.
+/// the newest segment's end. A directory that holds no log of the node
+/// gives an empty report; one that cannot be listed is `Err(Io)`.
+/// Read-only.
 ///
 /// Cost: one `readdir`, one `fstat` and one 8 KiB header read per
 /// segment, one 64-byte manifest read, and one read of every segment's
