@@ -216,7 +216,7 @@ fn verify_passes_a_good_log_and_names_damage_by_file_and_offset() {
     // Flip a payload byte of a record in the middle of the first (sealed)
     // segment.
     let first_name = segs[0].file_name().unwrap().to_str().unwrap();
-    let in_first: Vec<_> = ringwal::verify::records(dir.path(), 1, 0)
+    let in_first: Vec<_> = ringwal::verify::records(dir.path(), &Config::default(), 0)
         .unwrap()
         .map(|r| r.unwrap())
         .filter(|r| r.segment == first_name)
@@ -495,7 +495,7 @@ fn verify_notes_a_torn_tail_and_still_passes() {
     let dir = tempfile::tempdir().unwrap();
     let o = run(&["append", p(dir.path())], b"one\ntwo\nthree\n");
     assert!(o.status.success(), "{o:?}");
-    let report = ringwal::verify::verify(dir.path(), 1).unwrap();
+    let report = ringwal::verify::verify(dir.path(), &Config::default()).unwrap();
     let seg = &report.segments[0];
     let end = ringwal::format::HEADER_BYTES as u64 + seg.valid_bytes;
     // Half a frame header where the next write would have gone: what a
@@ -589,7 +589,7 @@ fn bench_runs_the_claim_api_and_writes_the_payload() {
     assert!(records > 0, "{v}");
     let want: Vec<u8> = (0..300).map(|i| (i % 251) as u8).collect();
     let mut seen = 0;
-    for r in ringwal::verify::records(log.path(), 1, 0).unwrap() {
+    for r in ringwal::verify::records(log.path(), &Config::default(), 0).unwrap() {
         let r = r.unwrap();
         assert_eq!(r.payload, want, "record {}", r.lsn);
         seen += 1;
@@ -625,7 +625,9 @@ fn bench_runs_the_batch_api_and_counts_every_member() {
     );
     let records = v["records"].as_u64().unwrap();
     assert!(records > 0 && records.is_multiple_of(5), "{v}");
-    let seen = ringwal::verify::records(log.path(), 1, 0).unwrap().count() as u64;
+    let seen = ringwal::verify::records(log.path(), &Config::default(), 0)
+        .unwrap()
+        .count() as u64;
     assert!(
         seen >= records && seen.is_multiple_of(5),
         "{seen} records in the log, {records} acknowledged, in batches of 5"
@@ -655,7 +657,7 @@ fn a_flipped_bit_in_the_newest_segment_is_damage_not_a_torn_tail() {
         let o = run(&["append", p(dir.path())], lines);
         assert!(o.status.success(), "{o:?}");
     }
-    let first = ringwal::verify::records(dir.path(), 1, 0)
+    let first = ringwal::verify::records(dir.path(), &Config::default(), 0)
         .unwrap()
         .next()
         .unwrap()
@@ -919,7 +921,7 @@ fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
 fn tear_the_tail(dir: &Path) -> (PathBuf, u64) {
     let o = run(&["append", p(dir)], b"one\ntwo\nthree\n");
     assert!(o.status.success(), "{o:?}");
-    let report = ringwal::verify::verify(dir, 1).unwrap();
+    let report = ringwal::verify::verify(dir, &Config::default()).unwrap();
     let seg = &report.segments[0];
     let end = ringwal::format::HEADER_BYTES as u64 + seg.valid_bytes;
     let mut bytes = std::fs::read(&seg.path).unwrap();
@@ -994,7 +996,7 @@ fn recover_refuses_damage_a_missing_log_and_a_missing_mode() {
     assert!(o.status.success(), "{o:?}");
     let o = run(&["append", p(dir.path())], b"three\n");
     assert!(o.status.success(), "{o:?}");
-    let first = ringwal::verify::records(dir.path(), 1, 0)
+    let first = ringwal::verify::records(dir.path(), &Config::default(), 0)
         .unwrap()
         .next()
         .unwrap()
@@ -1113,7 +1115,7 @@ fn stat_and_verify_json_describe_nodes_segments_problems_and_totals() {
     assert!(stdout(&o).contains("node 42:") && !stdout(&o).contains("node 1:"));
 
     // Damage: verify --json names it by file, offset and reason; status 1.
-    let victim = ringwal::verify::records(dir.path(), 1, 0)
+    let victim = ringwal::verify::records(dir.path(), &Config::default(), 0)
         .unwrap()
         .nth(5)
         .unwrap()

@@ -719,7 +719,7 @@ fn recover_dry_run_beside_a_running_writer_names_its_process() {
 /// Flip one bit in the payload of the record at `lsn`; returns its
 /// segment and the offset of its frame.
 fn damage_record(dir: &Path, lsn: u64) -> (PathBuf, u64) {
-    let rec = ringwal::verify::records(dir, 1, lsn)
+    let rec = ringwal::verify::records(dir, &Config::default(), lsn)
         .unwrap()
         .next()
         .unwrap()

@@ -413,7 +413,7 @@ fn scan(wal: &Wal, rng: &mut StdRng) -> Event {
 
 /// A checkpoint marker for a snapshot covering a random LSN handed out.
 fn marker(wal: &Wal, rng: &mut StdRng) -> Event {
-    let snapshot = rng.gen_range(0..=wal.last_lsn());
+    let snapshot = rng.gen_range(0..wal.next_lsn());
     let rec = Rec {
         stream: 0,
         payload: snapshot.to_le_bytes().to_vec(),
@@ -610,7 +610,7 @@ fn check_quiet(
         );
     }
     // With no fault, every LSN of this life was handed to an append.
-    let last = wal.last_lsn();
+    let last = wal.next_lsn() - 1;
     for l in life_start..=last {
         assert!(
             model.handed.contains_key(&l),

@@ -223,10 +223,15 @@ pub fn files(out: &Path, signal: &str) -> Vec<String> {
 /// with no block would hand out, per stream.
 pub fn frames(wal: &Path) -> Vec<(u16, Vec<u8>)> {
     let mut out = Vec::new();
-    ringwal::collector::replay(wal, 1, &ringwal::Watermarks::new(), |stream, _, body| {
-        out.push((stream, body.to_vec()));
-        Ok(())
-    })
+    ringwal::collector::replay(
+        wal,
+        &ringwal::Config::default(),
+        &ringwal::Watermarks::new(),
+        |stream, _, body| {
+            out.push((stream, body.to_vec()));
+            Ok(())
+        },
+    )
     .expect("replaying the log");
     out
 }
