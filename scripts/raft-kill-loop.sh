@@ -20,8 +20,8 @@ mkdir -p "$out"
 profile=()
 [[ ${PROFILE:-} == release ]] && profile=(--release)
 
-# Build once: the test and the node binary it runs.
-cargo build "${profile[@]}" -p ringwal-raft --example ringwal-kv
+# Build once: the test and the node binary it runs (cargo builds the
+# binary for the test).
 cargo test "${profile[@]}" -p ringwal-raft --test kill --no-run
 
 total_kills=0

@@ -41,8 +41,8 @@ done
 bin=${BIN:-}
 if [[ -z $bin ]]; then
     echo "raft-wrk: building ringwal-kv (release)" >&2
-    cargo build --release --quiet -p ringwal-raft --example ringwal-kv
-    bin=${CARGO_TARGET_DIR:-target}/release/examples/ringwal-kv
+    cargo build --release --quiet -p ringwal-raft --features kv --bin ringwal-kv
+    bin=${CARGO_TARGET_DIR:-target}/release/ringwal-kv
 fi
 
 base=${DIR:-$(mktemp -d /var/tmp/raft-wrk.XXXXXX)}

@@ -5,7 +5,7 @@
 //! listens on loopback unless told otherwise.
 
 mod common;
-#[path = "../examples/ringwal-kv/node.rs"]
+#[path = "../src/bin/ringwal-kv/node.rs"]
 mod node;
 
 use std::collections::BTreeMap;

@@ -8,12 +8,8 @@
 //!
 //! `RINGWAL_RAFT_KILLS` sets the number of kills (10 by default; half of
 //! them leaders); `scripts/raft-kill-loop.sh` runs this test in a loop.
-//! `RINGWAL_KV_BIN` names a prebuilt `ringwal-kv` binary; otherwise the
-//! test runs `cargo build -p ringwal-raft --example ringwal-kv` first: a
-//! no-op under `cargo test -p ringwal-raft`, which has just built it;
-//! under `cargo test --workspace` (whose feature set differs: ringwal with
-//! `zstd`) it compiles ringwal, this crate and the example once more, the
-//! first time in a target directory.
+//! The nodes run the `ringwal-kv` binary cargo built for this test run,
+//! or the one `RINGWAL_KV_BIN` names.
 //!
 //! How a double apply shows: every write is `KvRequest::Append` of a token
 //! `w{writer}.{attempt};` that is sent once and never again (a retry is a
@@ -24,7 +20,7 @@
 //! must appear in the order they were acknowledged.
 
 mod common;
-#[path = "../examples/ringwal-kv/node.rs"]
+#[path = "../src/bin/ringwal-kv/node.rs"]
 mod node;
 
 use std::collections::HashSet;

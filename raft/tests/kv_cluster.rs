@@ -2,7 +2,7 @@
 //! store under real openraft use (appends with callbacks, replication
 //! reads, snapshots and purges, a leader change, a restart from the log).
 
-#[path = "../examples/ringwal-kv/node.rs"]
+#[path = "../src/bin/ringwal-kv/node.rs"]
 mod node;
 
 use std::time::Duration;

@@ -4,36 +4,14 @@
 
 use std::io::BufRead;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
 
-/// The `ringwal-kv` binary: `RINGWAL_KV_BIN`, or the example as cargo
-/// builds it (with the profile of this test).
+/// The `ringwal-kv` binary: `RINGWAL_KV_BIN`, or the one cargo built
+/// beside this test (with the same profile).
 pub fn node_binary() -> PathBuf {
-    if let Some(bin) = std::env::var_os("RINGWAL_KV_BIN") {
-        return bin.into();
-    }
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.args(["build", "-p", "ringwal-raft", "--example", "ringwal-kv"])
-        .args(["--message-format", "json-render-diagnostics"])
-        .arg("--manifest-path")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
-        .stderr(Stdio::inherit());
-    if !cfg!(debug_assertions) {
-        cmd.arg("--release");
-    }
-    let out = cmd.output().expect("run cargo build --example ringwal-kv");
-    assert!(
-        out.status.success(),
-        "cargo build --example ringwal-kv failed"
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "ringwal-kv")
-        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-        .expect("cargo named the ringwal-kv executable")
+    std::env::var_os("RINGWAL_KV_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_ringwal-kv").into())
 }
 
 /// What a node prints before it serves: the index its log store

@@ -1,9 +1,9 @@
 //! One ringwal-kv node: an openraft `Raft` on a ringwal `LogStore` (or,
 //! to measure against, the in-memory `MemLogStore`) and the in-memory
 //! `KvStateMachine`, its HTTP API (axum), the HTTP network to the other
-//! nodes (reqwest), and the client calls. Shared by the example
-//! binary (one node per process) and `tests/kv_cluster.rs` (three nodes
-//! in one process).
+//! nodes (reqwest), and the client calls. Shared by the `ringwal-kv`
+//! binary (one node per process) and the tests (`tests/kv_cluster.rs`
+//! runs three nodes in one process).
 //!
 //! Every endpoint is open unless a token is set ([`Tokens`]): the raft
 //! RPCs (`/raft/append`, `/raft/vote`, `/raft/snapshot`) then need the
