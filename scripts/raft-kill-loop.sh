@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The ringwal-raft kill test (raft/tests/kill.rs) in a loop: three
+# The ringwal-raft kill test (raft/tests/raft/kill.rs) in a loop: three
 # ringwal-kv node processes, SIGKILL of leaders then followers, and after
 # every restart a check that each node holds every acknowledged write
 # exactly once.
@@ -22,14 +22,14 @@ profile=()
 
 # Build once: the test and the node binary it runs (cargo builds the
 # binary for the test).
-cargo test "${profile[@]}" -p ringwal-raft --test kill --no-run
+cargo test "${profile[@]}" -p ringwal-raft --test raft --no-run
 
 total_kills=0
 total_acked=0
 for ((i = 1; i <= runs; i++)); do
     log="$out/run-$i.log"
     start=$(date +%s)
-    if ! cargo test "${profile[@]}" -p ringwal-raft --test kill -- --nocapture >"$log" 2>&1; then
+    if ! cargo test "${profile[@]}" -p ringwal-raft --test raft -- kill:: --nocapture >"$log" 2>&1; then
         echo "run $i/$runs FAILED after $(($(date +%s) - start)) s; see $log" >&2
         grep -E "panicked|lost|applied twice|misplaced" "$log" | head -20 >&2 || true
         exit 1

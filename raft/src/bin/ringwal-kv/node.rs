@@ -2,7 +2,7 @@
 //! to measure against, the in-memory `MemLogStore`) and the in-memory
 //! `KvStateMachine`, its HTTP API (axum), the HTTP network to the other
 //! nodes (reqwest), and the client calls. Shared by the `ringwal-kv`
-//! binary (one node per process) and the tests (`tests/kv_cluster.rs`
+//! binary (one node per process) and the tests (`tests/raft/kv_cluster.rs`
 //! runs three nodes in one process).
 //!
 //! Every endpoint is open unless a token is set ([`Tokens`]): the raft

@@ -2,12 +2,9 @@
 //! store under real openraft use (appends with callbacks, replication
 //! reads, snapshots and purges, a leader change, a restart from the log).
 
-#[path = "../src/bin/ringwal-kv/node.rs"]
-mod node;
-
 use std::time::Duration;
 
-use node::{Client, Members, Node};
+use crate::node::{self, Client, Members, Node};
 use openraft::BasicNode;
 
 async fn start(id: u64, dir: &std::path::Path, addr: Option<std::net::SocketAddr>) -> Node {

@@ -8,6 +8,8 @@ use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
 use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, LogState, RaftLogReader, Vote};
 use ringwal_raft::{KvConfig, KvRequest, LogStore};
 
+use crate::common::reopening_logs;
+
 /// Small segments (64 KiB) so that a few hundred 1 KiB entries fill
 /// several, and a purge has whole segments to remove.
 fn config() -> ringwal::Config {
@@ -68,6 +70,14 @@ fn open(dir: &Path) -> LogStore<KvConfig> {
     LogStore::open(dir, config()).unwrap()
 }
 
+/// Close `store` and open its log again, with no process spawned by
+/// another test in between (see `common::reopening_logs`).
+fn reopen(store: LogStore<KvConfig>, dir: &Path) -> LogStore<KvConfig> {
+    let _reopening = reopening_logs();
+    drop(store);
+    open(dir)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reopen_brings_back_the_same_state() {
     let tmp = tempfile::tempdir().unwrap();
@@ -115,8 +125,7 @@ async fn reopen_brings_back_the_same_state() {
     store.truncate(log_id(2, 265)).await.unwrap();
     let before = seen(&mut store).await;
     assert_eq!(before.state.last_log_id, Some(log_id(2, 264)));
-    drop(store);
-    let mut store = open(dir);
+    let mut store = reopen(store, dir);
     assert_eq!(seen(&mut store).await, before);
 
     // Appending goes on from there after the reopen, and survives another.
@@ -127,8 +136,7 @@ async fn reopen_brings_back_the_same_state() {
     store.save_vote(&Vote::new(3, 1)).await.unwrap();
     let before = seen(&mut store).await;
     assert_eq!(before.state.last_log_id, Some(log_id(3, 280)));
-    drop(store);
-    let mut store = open(dir);
+    let mut store = reopen(store, dir);
     assert_eq!(seen(&mut store).await, before);
 
     // Purge past the end of the log: nothing left, the last log id is the
@@ -137,12 +145,10 @@ async fn reopen_brings_back_the_same_state() {
     let before = seen(&mut store).await;
     assert!(before.ids.is_empty());
     assert_eq!(before.state.last_log_id, Some(log_id(3, 300)));
-    drop(store);
-    let mut store = open(dir);
+    let mut store = reopen(store, dir);
     assert_eq!(seen(&mut store).await, before);
     store.blocking_append([entry(3, 301)]).await.unwrap();
-    drop(store);
-    let mut store = open(dir);
+    let mut store = reopen(store, dir);
     assert_eq!(seen(&mut store).await.ids, vec![log_id(3, 301)]);
 }
 
@@ -164,8 +170,7 @@ async fn overwrite_without_truncate_replays_the_same() {
     let before = seen(&mut store).await;
     assert_eq!(before.ids.len(), 7);
     assert_eq!(before.state.last_log_id, Some(log_id(2, 7)));
-    drop(store);
-    let mut store = open(tmp.path());
+    let mut store = reopen(store, tmp.path());
     assert_eq!(seen(&mut store).await, before);
 }
 
@@ -174,6 +179,7 @@ async fn overwrite_without_truncate_replays_the_same() {
 /// holder is gone; `open` reports the same failure as a `StorageError`.
 #[test]
 fn a_held_store_is_refused_as_locked_and_opens_once_released() {
+    let _reopening = reopening_logs();
     let tmp = tempfile::tempdir().unwrap();
     let holder = LogStore::<KvConfig>::open(tmp.path(), config()).unwrap();
     match LogStore::<KvConfig>::try_open(tmp.path(), config()) {

@@ -19,10 +19,6 @@
 //! is an invented one. Within a key, a writer's acknowledged tokens
 //! must appear in the order they were acknowledged.
 
-mod common;
-#[path = "../src/bin/ringwal-kv/node.rs"]
-mod node;
-
 use std::collections::HashSet;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
@@ -31,8 +27,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{node_binary, read_banner};
-use node::{Client, LocalState, Members, PutResult};
+use crate::common::{node_binary, read_banner, spawn};
+use crate::node::{Client, LocalState, Members, PutResult};
 use openraft::{BasicNode, RaftMetrics, ServerState};
 use rand::Rng;
 use ringwal_raft::KvRequest;
@@ -123,15 +119,16 @@ impl Proc {
             .append(true)
             .open(self.dir.with_extension("stderr"))
             .map_err(|e| e.to_string())?;
-        let mut child = Command::new(bin)
-            .args(["node", "--id", &self.id.to_string(), "--addr", &self.addr])
-            .args(["--snapshot-every", SNAPSHOT_EVERY, "--keep", SNAPSHOT_KEEP])
-            .arg("--dir")
-            .arg(&self.dir)
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .map_err(|e| e.to_string())?;
+        let mut child = spawn(
+            Command::new(bin)
+                .args(["node", "--id", &self.id.to_string(), "--addr", &self.addr])
+                .args(["--snapshot-every", SNAPSHOT_EVERY, "--keep", SNAPSHOT_KEEP])
+                .arg("--dir")
+                .arg(&self.dir)
+                .stdout(Stdio::piped())
+                .stderr(log),
+        )
+        .map_err(|e| e.to_string())?;
         let mut out = BufReader::new(child.stdout.take().expect("piped"));
         match read_banner(&mut out) {
             Ok(banner) => {

@@ -4,10 +4,6 @@
 //! reaches raft (the same request with the token does land); and a node
 //! listens on loopback unless told otherwise.
 
-mod common;
-#[path = "../src/bin/ringwal-kv/node.rs"]
-mod node;
-
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream, UdpSocket};
@@ -16,8 +12,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{node_binary, read_banner};
-use node::{Client, Members, Token};
+use crate::common::{node_binary, read_banner, spawn};
+use crate::node::{self, Client, Members, Token};
 use openraft::raft::{AppendEntriesRequest, VoteRequest};
 use openraft::{BasicNode, CommittedLeaderId, Entry, EntryPayload, LogId, RaftMetrics, Vote};
 use ringwal_raft::{KvConfig, KvRequest};
@@ -35,11 +31,12 @@ struct NodeProc {
 
 impl NodeProc {
     fn spawn<S: Into<OsString>>(bin: &Path, args: impl IntoIterator<Item = S>) -> NodeProc {
-        let mut child = Command::new(bin)
-            .args(args.into_iter().map(Into::into))
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("spawning ringwal-kv");
+        let mut child = spawn(
+            Command::new(bin)
+                .args(args.into_iter().map(Into::into))
+                .stdout(Stdio::piped()),
+        )
+        .expect("spawning ringwal-kv");
         let mut out = std::io::BufReader::new(child.stdout.take().expect("piped"));
         match read_banner(&mut out) {
             Ok(banner) => NodeProc {
@@ -240,10 +237,13 @@ fn outward_ip() -> Option<IpAddr> {
 #[test]
 fn a_node_listens_on_loopback_unless_told_otherwise() {
     let bin = node_binary();
-    let help = Command::new(&bin)
-        .args(["node", "--help"])
-        .output()
-        .unwrap();
+    let help = spawn(
+        Command::new(&bin)
+            .args(["node", "--help"])
+            .stdout(Stdio::piped()),
+    )
+    .and_then(Child::wait_with_output)
+    .unwrap();
     let help = String::from_utf8_lossy(&help.stdout);
     assert!(help.contains("[default: 127.0.0.1:21001]"), "{help}");
     assert!(
