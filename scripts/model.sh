@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The model-based contract test (cli/tests/model.rs) with many seeds: every
+# The model-based contract test (cli/tests/cli/model.rs) with many seeds: every
 # answer of the library and of `ringwal verify/stat/cat/dump` checked
 # against one model of the API, on a real disk and through power losses
 # and failed writes on the simulated disk. CI runs 200 seeds of each; run
@@ -12,5 +12,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seeds="${1:-3000}"
 echo "model: $seeds seeds per family"
-RINGWAL_MODEL_SEEDS="$seeds" cargo test --release -p ringwal-cli --test model -- --nocapture 2>&1 \
+RINGWAL_MODEL_SEEDS="$seeds" cargo test --release -p ringwal-cli --test cli -- model:: --nocapture 2>&1 \
     | grep -E "model \(|panicked|test result|left|right"

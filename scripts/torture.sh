@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Kill torture: the SIGKILL crash loops of the `crash` test binaries, the
-# library's (tests/crash/: the library writer and the collector) and the
-# CLI's (cli/tests/crash.rs, `ringwal append`), for as long as asked. Every kill is followed by a full recovery check (every record
+# Kill torture: the SIGKILL crash loops of the library's `crash` test
+# binary (tests/crash/: the library writer and the collector) and of the
+# CLI's `crash` tests (cli/tests/cli/crash.rs, `ringwal append`, in the
+# CLI's one test binary), for as long as asked. Every kill is followed by a full recovery check (every record
 # acknowledged durable is present byte for byte, LSNs dense, nothing
 # invented). A failing run prints its seed; rerun it with
 # RINGWAL_TEST_SEED=<seed>.
@@ -12,5 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 kills="${1:-2000}"
 echo "torture: $kills kills per loop (CLI writer, library writer on both backends, written mode, collector)"
-RINGWAL_KILLS="$kills" cargo test --release --workspace --test crash -- --nocapture --test-threads=1 2>&1 \
+RINGWAL_KILLS="$kills" cargo test --release -p ringwal-cli --test cli -- crash:: --nocapture --test-threads=1 2>&1 \
+    | grep -E "kills,|seed|panicked|test result|skipped"
+RINGWAL_KILLS="$kills" cargo test --release -p ringwal --test crash -- --nocapture --test-threads=1 2>&1 \
     | grep -E "kills,|seed|panicked|test result|skipped"

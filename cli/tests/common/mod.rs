@@ -1,24 +1,33 @@
-//! What both test binaries of the CLI need: running the real binary.
+//! What the CLI's tests share: running the real binary, and the
+//! library's own test helpers (its SIGKILL crash loop among them).
 #![allow(dead_code)]
 
 use std::io::Write;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 
+/// The library's test helpers (`tests/common`), once for this binary, so
+/// that every test here shares their lock between spawning processes and
+/// opening logs.
+#[path = "../../../tests/common/mod.rs"]
+pub mod library;
+
 /// The `ringwal` binary under test.
 pub fn ringwal() -> Command {
     Command::new(env!("CARGO_BIN_EXE_ringwal"))
 }
 
-/// Spawn `cmd` with every other spawn of this test process held off.
-/// A forked child holds copies of the parent's descriptors until it
-/// execs, a log's `flock` among them: a test that closes a log and runs
-/// the binary on it at once could find it still locked by another
-/// test's child in that window. Serialising spawns (which return once
-/// the child has exec'd) closes it.
+/// Spawn `cmd` with every other spawn of this test process, and every
+/// open of a log through [`library::opening_logs`], held off. A forked
+/// child holds copies of the parent's descriptors until it execs, a
+/// log's `flock` among them: a test that closes a log and runs the
+/// binary on it (or opens it again) at once could find it still locked
+/// by another test's child in that window. Serialising spawns (which
+/// return once the child has exec'd) closes it. The lock is the
+/// library's (`library::spawning_processes`), which its crash loop holds
+/// too.
 pub fn spawn(cmd: &mut Command) -> Child {
-    static SPAWNING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _one = SPAWNING.lock().unwrap_or_else(|p| p.into_inner());
+    let _spawning = library::spawning_processes();
     cmd.spawn().expect("spawn")
 }
 

@@ -2,16 +2,14 @@
 //! directories. These pin the command-line contract (output formats and
 //! exit statuses) that scripts rely on.
 
-mod common;
-
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use crate::common::{exit_statuses, json_lsns, p, ringwal, run, segments, spawn};
 use base64::Engine as _;
-use common::{exit_statuses, json_lsns, p, ringwal, run, segments, spawn};
 use ringwal::{Config, Level, Wal};
 
 fn stdout(o: &Output) -> String {

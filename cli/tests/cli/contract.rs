@@ -7,12 +7,10 @@
 //! strict open refuses. The damaged logs are built once and copied per
 //! run.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::{exit_statuses, p, run, segments};
+use crate::common::{exit_statuses, p, run, segments};
 
 use ringwal::{Config, Level, Wal};
 

@@ -3,14 +3,12 @@
 //! loop-mounted XFS image. The loop is the library's
 //! (`tests/common/crash_loop.rs`), with the CLI as the child.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
-
 use std::cell::Cell;
 use std::path::Path;
 use std::process::Command;
 
-use common::crash_loop::{
+use crate::common::library;
+use crate::common::library::crash_loop::{
     assert_whole_groups, crash_loop, crash_loop_checked, kills, temp_root, AckFormat,
 };
 use rand::Rng;
@@ -49,7 +47,7 @@ fn cli_append_survives_sigkill() {
 #[test]
 fn cli_append_survives_sigkill_on_xfs() {
     let root = tempfile::tempdir().unwrap();
-    let mount = match common::mount_image(root.path(), "xfs", 512) {
+    let mount = match library::mount_image(root.path(), "xfs", 512) {
         Ok(m) => m,
         Err(why) => {
             eprintln!("xfs crash loop: skipped: {why}");
@@ -68,7 +66,7 @@ fn cli_append_batch_survives_sigkill() {
     let what = "cli batch crash loop";
     let root = temp_root();
     let dir = root.path().join("log");
-    let mut rng = common::seeded_rng(what);
+    let mut rng = library::seeded_rng(what);
     let sizes: Vec<u64> = (0..kills(CLI_KILLS / 3))
         .map(|_| rng.gen_range(2..=8))
         .collect();

@@ -1,7 +1,7 @@
 //! The model-based contract test: random sequences of operations from
 //! several threads against a real log, every answer checked against a
-//! small reference model of what the public API promises (README.md's
-//! guarantees and the method docs), not of how the engine works.
+//! small reference model of what the public API promises (the guarantees
+//! in docs/guarantees.md and the method docs), not of how the engine works.
 //!
 //! The model keeps: every LSN ever handed out and its record, the level
 //! each one was acknowledged at, the atomic batches, the kept floor (the
@@ -49,6 +49,8 @@ use ringwal::{Config, Durability, Error, Level, Lsn, RecoveryMode, Wal, WhenFull
 use ringwal_platform::sim::{Faults, SimFs};
 use ringwal_platform::Vfs;
 
+use crate::common::library::{opening_logs, spawning_processes};
+
 const SEGMENT: u64 = 64 << 10;
 const MAX_RECORD: usize = 3 << 10;
 const STREAMS: u16 = 4;
@@ -71,7 +73,7 @@ impl Drop for SeedGuard {
     fn drop(&mut self) {
         if std::thread::panicking() {
             eprintln!(
-                "model ({}): failed at seed {}; replay with RINGWAL_MODEL_SEED={} cargo test -p ringwal-cli --test model {}",
+                "model ({}): failed at seed {}; replay with RINGWAL_MODEL_SEED={} cargo test -p ringwal-cli --test cli model::{}",
                 self.0, self.1, self.1, self.0
             );
         }
@@ -939,17 +941,16 @@ fn key_file(dir: &Path) -> PathBuf {
 /// A writer's lock is an `flock` on an open file description, close-on-
 /// exec: a child that another test thread forks shares it until its
 /// `exec`, so a log closed meanwhile can still be locked for a moment.
-/// Spawns hold this exclusively; opens hold it shared, so the two
-/// families running side by side never meet in that window.
-static SPAWNING: std::sync::RwLock<()> = std::sync::RwLock::new(());
-
+/// Spawns hold the tests' shared lock exclusively; opens hold it shared,
+/// so the two families running side by side, and the other tests of
+/// this binary, never meet in that window.
 fn open_wal(dir: &Path, cfg: Config) -> Result<(Wal, ringwal::RecoveryReport), Error> {
-    let _opening = SPAWNING.read().unwrap_or_else(|p| p.into_inner());
+    let _opening = opening_logs();
     Wal::open(dir, cfg)
 }
 
 fn cli(args: &[&str]) -> (i32, String) {
-    let _spawning = SPAWNING.write().unwrap_or_else(|p| p.into_inner());
+    let _spawning = spawning_processes();
     let out = Command::new(env!("CARGO_BIN_EXE_ringwal"))
         .args(args)
         .output()

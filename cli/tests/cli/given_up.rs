@@ -2,11 +2,9 @@
 //! reading command steps over the LSN given up, exits 0 and counts the
 //! same records.
 
-mod common;
-
 use std::process::Output;
 
-use common::{json_lsns, p, run, segments};
+use crate::common::{json_lsns, p, run, segments};
 
 fn ok(o: &Output, what: &str) -> String {
     assert!(
