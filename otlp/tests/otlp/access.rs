@@ -2,8 +2,6 @@
 //! test (a CA of its own, never a key in the tree), and the refusal of a
 //! TLS private key that others may read.
 
-mod common;
-
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -11,7 +9,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{exchange, frames, parse_response, post, start, Response, BIN};
+use crate::common::{exchange, frames, parse_response, post, start, Response, BIN};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use prost::Message;

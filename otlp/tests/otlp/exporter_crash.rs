@@ -1,24 +1,23 @@
 //! The receiver under SIGKILL, driven by a client nobody here wrote: the
-//! OpenTelemetry Python SDK's own OTLP/HTTP exporters (`exporter/export.py`)
-//! export spans, metrics and logs while the receiver is killed and
-//! restarted on the same directories and port. At the end every item of
-//! every export the exporter reported as a success must be in the blocks,
-//! nothing the exporter did not send may be, and duplicates are counted.
+//! OpenTelemetry Python SDK's own OTLP/HTTP exporters
+//! (`tests/exporter/export.py`) export spans, metrics and logs while the
+//! receiver is killed and restarted on the same directories and port. At
+//! the end every item of every export the exporter reported as a success
+//! must be in the blocks, nothing the exporter did not send may be, and
+//! duplicates are counted.
 //!
 //! The SDK comes from the Python package registry, into a virtual
-//! environment made by `exporter/setup.sh` (which `.ci/run` runs first):
-//! `$RINGWAL_OTLP_VENV`, else `<target>/tmp/otlp-venv`. The test skips,
-//! saying so, only when python3 or its venv module is missing, and not
-//! even then with `RINGWAL_OTLP_REQUIRE_EXPORTER=1` (CI sets it).
-
-mod common;
+//! environment made by `tests/exporter/setup.sh` (which `.ci/run` runs
+//! first): `$RINGWAL_OTLP_VENV`, else `<target>/tmp/otlp-venv`. The test
+//! skips, saying so, only when python3 or its venv module is missing, and
+//! not even then with `RINGWAL_OTLP_REQUIRE_EXPORTER=1` (CI sets it).
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{blocks, start, Server};
+use crate::common::{blocks, start, Server};
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;

@@ -2,12 +2,10 @@
 //! what it stores, malformed, oversized and compressed bodies, a full
 //! log, and a restart after SIGKILL.
 
-mod common;
-
 use std::io::Write;
 use std::path::Path;
 
-use common::{blocks, files, frames, post, request, start};
+use crate::common::{self, blocks, files, frames, post, request, start};
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};

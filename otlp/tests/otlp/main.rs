@@ -1,0 +1,12 @@
+//! The receiver, run as its users run it: its HTTP contract (`http`),
+//! who may export (`access`), and SIGKILL under the OpenTelemetry Python
+//! SDK's own exporter (`exporter_crash`). One binary, so that the
+//! dependencies are linked once. Every log is written by a receiver
+//! running as a child process; this process only reads them back.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod access;
+mod exporter_crash;
+mod http;
