@@ -8,10 +8,10 @@ use ringwal_platform::{RealFs, Vfs};
 use crate::at_rest::codec::Compression;
 use crate::at_rest::crypt::{KeyProvider, Keys, TAG_BYTES};
 use crate::at_rest::format::{self, Codec, Kind};
+use crate::at_rest::packing::{Cursor, CLOSE_ROOM};
 use crate::at_rest::payload;
 use crate::error::{Error, Result};
 use crate::obs::observer::{DurabilityObserver, ObserverSlot};
-use crate::write::packing::{Cursor, CLOSE_ROOM};
 
 /// Which I/O queue the ring thread drives.
 ///

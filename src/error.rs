@@ -1,11 +1,20 @@
 //! The one error type of ringwal.
 
+use std::fmt;
 use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 /// A log sequence number: dense, starting at 1, never reused.
 pub type Lsn = u64;
+
+/// Largest LSN a log may use.
+///
+/// LSNs are dense from 1, so a real log never gets near this (2^62 records
+/// at a billion per second is over a century). Any larger LSN in a file
+/// name or header is therefore damage, and stopping here keeps every
+/// `lsn + 1` in the engine far from overflow.
+pub const MAX_LSN: u64 = 1 << 62;
 
 /// Everything that can go wrong, as variants a caller can act on.
 ///
@@ -63,7 +72,7 @@ pub enum Error {
         /// The key id the segment's header names.
         key_id: u32,
         /// What is wrong with the key.
-        problem: crate::at_rest::crypt::KeyProblem,
+        problem: KeyProblem,
     },
     /// A new segment would take the log over its hard limit
     /// ([`ConfigBuilder::max_log_bytes`](crate::ConfigBuilder::max_log_bytes)
@@ -83,18 +92,17 @@ pub enum Error {
         /// How long the append waited.
         waited: std::time::Duration,
     },
-    /// The configured I/O backend cannot run here: the kernel refused
+    /// The io_uring backend (`Backend::Uring`, configured explicitly) cannot
+    /// run here: the kernel refused
     /// `io_uring_setup` (a container's seccomp profile, the
     /// `kernel.io_uring_disabled` sysctl, an old kernel); the OS error is
     /// the `source()`. `Backend::Auto` (the default) runs the threaded
     /// backend instead. Nothing was modified but recovery's repairs.
     #[error(
-        "the {backend} backend is unavailable here: the kernel refused io_uring_setup; \
+        "the uring backend is unavailable here: the kernel refused io_uring_setup; \
          Backend::Auto (the default) falls back to the threaded backend"
     )]
     BackendUnavailable {
-        /// The backend configured.
-        backend: crate::Backend,
         /// The kernel's refusal.
         #[source]
         source: io::Error,
@@ -191,7 +199,7 @@ pub enum Error {
     /// name or header. Nothing was appended; start a new log.
     #[error(
         "LSN space exhausted: the next LSN {next} is past the limit {}",
-        crate::at_rest::format::MAX_LSN
+        MAX_LSN
     )]
     LsnExhausted {
         /// The LSN that would have been assigned.
@@ -283,7 +291,7 @@ pub enum Corruption {
     Manifest(String),
     /// A checkpoint file ([`files::read_checkpoint`](crate::files::read_checkpoint))
     /// that is torn, damaged or not one.
-    CheckpointFile(crate::files::CheckpointError),
+    CheckpointFile(CheckpointError),
 }
 
 impl std::fmt::Display for Corruption {
@@ -462,6 +470,86 @@ impl Error {
             file,
             offset,
             reason,
+        }
+    }
+}
+
+/// Why a segment's payloads cannot be decrypted, or a key file used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeyProblem {
+    /// No key with the segment's key id was given.
+    Missing,
+    /// A key with that id was given, but not the one the segment was
+    /// written with (the header's key check does not match).
+    Wrong,
+    /// A key file that holds neither 32 bytes nor 64 hex digits.
+    Unusable,
+    /// A key file that group or others may read or write (its mode):
+    /// refused unless explicitly allowed.
+    Exposed {
+        /// The file's permission bits.
+        mode: u32,
+    },
+}
+
+impl fmt::Display for KeyProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            KeyProblem::Missing => "no key with that id was given",
+            KeyProblem::Wrong => "the key given is not the one it was written with",
+            KeyProblem::Unusable => "a key file holds 32 bytes or 64 hex digits",
+            KeyProblem::Exposed { mode } => {
+                return write!(
+                    f,
+                    "the key file's mode {mode:04o} lets others read or change the key: \
+                     make it 0600, or allow it explicitly"
+                )
+            }
+        })
+    }
+}
+
+/// Why bytes are not a checkpoint file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CheckpointError {
+    /// Shorter than its header, or than the length the header declares
+    /// (`have` of `want` bytes): cut short.
+    Torn {
+        /// Bytes present.
+        have: u64,
+        /// Bytes the header declares (header included).
+        want: u64,
+    },
+    /// Not a checkpoint file (another file under the name).
+    Magic,
+    /// A later version than this reader knows.
+    Version(u32),
+    /// The CRC does not match: damaged.
+    Crc,
+    /// Longer than its header declares: something was appended.
+    Trailing {
+        /// Bytes present.
+        have: u64,
+        /// Bytes the header declares (header included).
+        want: u64,
+    },
+}
+
+impl std::fmt::Display for CheckpointError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CheckpointError::Torn { have, want } => {
+                write!(f, "torn checkpoint file: {have} of {want} bytes")
+            }
+            CheckpointError::Magic => f.write_str("not a ringwal checkpoint file"),
+            CheckpointError::Version(v) => write!(f, "checkpoint file version {v} is unknown"),
+            CheckpointError::Crc => f.write_str("checkpoint file CRC mismatch"),
+            CheckpointError::Trailing { have, want } => write!(
+                f,
+                "checkpoint file is {have} bytes, longer than the {want} it declares"
+            ),
         }
     }
 }

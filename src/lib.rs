@@ -64,6 +64,7 @@ mod read;
 mod recovery;
 mod scan;
 mod segment;
+mod sync;
 mod wal;
 mod write;
 

@@ -15,6 +15,7 @@
 //! [`StaticKeys::from_key_file`], and nothing here knows frames or
 //! segments beyond the three numbers a nonce is made of.
 
+pub use crate::error::KeyProblem;
 use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
@@ -226,42 +227,6 @@ pub fn exposed_mode(file: &std::fs::File) -> std::io::Result<Option<u32>> {
     use std::os::unix::fs::PermissionsExt;
     let mode = file.metadata()?.permissions().mode() & 0o7777;
     Ok((mode & 0o077 != 0).then_some(mode))
-}
-
-/// Why a segment's payloads cannot be decrypted, or a key file used.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum KeyProblem {
-    /// No key with the segment's key id was given.
-    Missing,
-    /// A key with that id was given, but not the one the segment was
-    /// written with (the header's key check does not match).
-    Wrong,
-    /// A key file that holds neither 32 bytes nor 64 hex digits.
-    Unusable,
-    /// A key file that group or others may read or write (its mode):
-    /// refused unless explicitly allowed.
-    Exposed {
-        /// The file's permission bits.
-        mode: u32,
-    },
-}
-
-impl fmt::Display for KeyProblem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            KeyProblem::Missing => "no key with that id was given",
-            KeyProblem::Wrong => "the key given is not the one it was written with",
-            KeyProblem::Unusable => "a key file holds 32 bytes or 64 hex digits",
-            KeyProblem::Exposed { mode } => {
-                return write!(
-                    f,
-                    "the key file's mode {mode:04o} lets others read or change the key: \
-                     make it 0600, or allow it explicitly"
-                )
-            }
-        })
-    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

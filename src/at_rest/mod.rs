@@ -9,4 +9,5 @@ pub(crate) mod codec;
 pub mod crypt;
 #[cfg_attr(not(feature = "internals"), allow(dead_code))]
 pub mod format;
+pub(crate) mod packing;
 pub(crate) mod payload;

@@ -78,9 +78,9 @@ use futures_core::stream::{FusedStream, Stream};
 use crate::config::Level;
 use crate::error::{Error, Lsn, Poison, Result};
 use crate::layers::collector::Collector;
+use crate::sync::wakers::WakerSet;
 use crate::wal::Wal;
 use crate::write::ticket::Ticket;
-use crate::write::wakers::WakerSet;
 
 /// A log the channel API can append to: [`Wal`], or [`Collector`] (whose
 /// tracked streams then become pending as usual).

@@ -3,5 +3,7 @@
 
 pub mod channel;
 pub mod collector;
+#[cfg(feature = "metrics")]
+mod metrics;
 #[cfg(feature = "tokio")]
 mod pool;

@@ -18,8 +18,8 @@ use crate::error::{Error, Lsn, Result};
 use crate::layers::collector::Collector;
 use crate::read::reader::Record;
 use crate::recovery::RecoveryReport;
-use crate::segment::retention::{self, Recycle};
 use crate::wal::{self, Wal};
+use crate::write::retention::{self, Recycle};
 
 /// Run `f` on tokio's blocking pool and hand back what it returns. A
 /// panic in `f` unwinds out of the await, as it would out of the blocking

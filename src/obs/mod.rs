@@ -1,8 +1,6 @@
 //! Observability: latency summaries, the durability observer, tracing
 //! events and the metrics export.
 
-#[cfg(feature = "metrics")]
-mod export;
 pub(crate) mod latency;
 pub(crate) mod observer;
 pub(crate) mod trace;

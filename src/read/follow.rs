@@ -275,7 +275,7 @@ impl std::fmt::Debug for DirFollower {
 
 impl DirFollower {
     pub(crate) fn new(
-        cfg: &crate::Config,
+        cfg: &crate::config::Config,
         dir: LogDir,
         from: Lsn,
         every: Duration,

@@ -12,8 +12,8 @@ use crate::at_rest::format::{Kind, Manifest};
 use crate::at_rest::payload;
 use crate::config::Config;
 use crate::error::{Error, Lsn, Result};
-use crate::read::index::{Point, SparseIndex};
 use crate::scan::{self, End, Position, SegmentEnd, Step, Verdict, Walker};
+use crate::segment::index::{Point, SparseIndex};
 use crate::segment::manifest;
 use crate::segment::set::{LogDir, SegmentFile};
 
@@ -197,7 +197,7 @@ impl Reader {
     /// Cost: a binary search now; at the first step, one check that the
     /// point's frame carries its LSN (else the walk starts at the front).
     ///
-    /// [`index::SPACING`]: crate::read::index::SPACING
+    /// [`index::SPACING`]: crate::segment::index::SPACING
     pub(crate) fn seek_with(mut self, index: &SparseIndex) -> Reader {
         if let Some(first) = self.segments.as_slice().first() {
             self.seek = index.seek(self.from.min(self.upto), first.base);

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use crate::at_rest::format::{self, Manifest, SegmentHeader, MAX_LSN};
 use crate::config::{Config, RecoveryMode};
 use crate::error::{Corruption, Error, Lsn, Result};
-use crate::read::index::{self, Point};
 use crate::scan::{self, Position, SegmentEnd, Verdict, Walker};
+use crate::segment::index::{self, Point};
 use crate::segment::manifest;
 use crate::segment::set::{LogDir, SegmentFile};
 

@@ -6,7 +6,7 @@ use std::time::Instant;
 use crate::at_rest::format::{self, Manifest, SegmentHeader};
 use crate::config::{Config, RecoveryMode};
 use crate::error::{Error, Lsn, Result};
-use crate::read::index::SparseIndex;
+use crate::segment::index::SparseIndex;
 use crate::segment::set::{self as segments, Live, LogDir, SegmentFile};
 
 use super::plan::cut_extent;

@@ -129,7 +129,7 @@ pub struct RecoveryReport {
     /// The I/O backend the opened log runs (`Uring` or `Threaded`: the
     /// configured `Backend::Auto` resolved; `Auto` only in a report of no
     /// open).
-    pub backend: crate::Backend,
+    pub backend: crate::config::Backend,
     /// Whether the log's segments are written with O_DIRECT
     /// (`DirectIo::Auto` falls back where the file system refuses it).
     pub direct_io: bool,

@@ -27,7 +27,7 @@ use crate::at_rest::format::{
     self, Batching, Decoded, FrameRef, HeaderError, InvalidFrame, Kind, SegmentHeader,
 };
 use crate::error::{Corruption, Error, Lsn, Result};
-use crate::read::index::{self, Point};
+use crate::segment::index::{self, Point};
 use crate::segment::set::SegmentFile;
 
 use bytes::SegmentScan;

@@ -10,9 +10,9 @@ use ringwal_platform::Vfs;
 
 use crate::at_rest::format::{self, Manifest};
 use crate::error::{Corruption, Error, Lsn, Poison, Result};
-use crate::files;
+use crate::segment::durable;
 use crate::segment::set::LogDir;
-use crate::write::lock_order::{Rank, Ranked, RankedGuard};
+use crate::sync::lock_order::{Rank, Ranked, RankedGuard};
 
 /// The node's manifest, or `None` if it has none (a log from before
 /// manifests, or one whose first open stopped before writing it). A file
@@ -21,7 +21,7 @@ use crate::write::lock_order::{Rank, Ranked, RankedGuard};
 /// Cost: an open and a 64-byte read.
 pub(crate) fn read(vfs: &dyn Vfs, dir: &LogDir) -> Result<Option<Manifest>> {
     let path = dir.manifest();
-    let Some(bytes) = files::read_small(vfs, &path)? else {
+    let Some(bytes) = durable::read_small(vfs, &path)? else {
         return Ok(None);
     };
     match Manifest::decode(&bytes) {
@@ -129,7 +129,7 @@ pub(crate) fn write(vfs: &dyn Vfs, dir: &LogDir, m: &Manifest) -> Result<()> {
         dir.node(),
         "a manifest goes under its own node's name"
     );
-    files::atomic_write_in(
+    durable::atomic_write_in(
         vfs,
         dir.path(),
         &format::manifest_file_name(dir.node()),

@@ -2,7 +2,8 @@
 //! size limits over it, the preparer of spares and recycled files, the
 //! manifest keeper, and retention (checkpoints and drops).
 
+pub(crate) mod durable;
+pub(crate) mod index;
 pub(crate) mod lifecycle;
 pub(crate) mod manifest;
-pub(crate) mod retention;
 pub(crate) mod set;

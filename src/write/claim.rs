@@ -24,10 +24,10 @@ use ringwal_platform::Slot;
 
 use crate::at_rest::crypt::Cipher;
 use crate::at_rest::format::{self, Batching, Codec, Kind, RecordHead};
+use crate::at_rest::packing::Placed;
 use crate::at_rest::payload;
 use crate::error::{Lsn, Poison, Result};
-use crate::read::index::{self, Point};
-use crate::write::packing::Placed;
+use crate::segment::index::{self, Point};
 use crate::write::reserve::{OnFull, Reservation, Shared};
 
 /// One record's frame in a staging buffer, sequenced and not yet filled.

@@ -5,11 +5,9 @@
 mod acks;
 mod claim;
 mod ledger;
-pub(crate) mod lock_order;
-pub(crate) mod packing;
 pub(crate) mod reserve;
+pub(crate) mod retention;
 pub(crate) mod ring;
 mod sync_budget;
 pub(crate) mod ticket;
 pub(crate) mod transaction;
-pub(crate) mod wakers;

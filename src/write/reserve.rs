@@ -17,19 +17,19 @@ use ringwal_platform::{AlignedBuf, Notifier};
 use crate::at_rest::codec;
 use crate::at_rest::crypt::Cipher;
 use crate::at_rest::format::{self, Batching, Codec, Kind, RecordHead, SegmentHeader};
+use crate::at_rest::packing::{Cursor, Placed};
 use crate::at_rest::payload;
 use crate::config::{Config, Level, SyncMethod, WhenFull};
 use crate::error::{Error, Lsn, Poison, Result};
 use crate::obs::latency::Latencies;
-use crate::read::index::{self, SparseIndex};
+use crate::segment::index::{self, SparseIndex};
 use crate::segment::lifecycle::{self, RecyclePool, LARGE_WRITE_BYTES};
 use crate::segment::manifest;
 use crate::segment::set::{self as segments, Live, LogDir, SegmentFile, SegmentSet};
+use crate::sync::lock_order::{Rank, Ranked, RankedGuard};
+use crate::sync::wakers::WakerSet;
 use crate::write::acks::Acks;
 use crate::write::claim::Claim;
-use crate::write::lock_order::{Rank, Ranked, RankedGuard};
-use crate::write::packing::{Cursor, Placed};
-use crate::write::wakers::WakerSet;
 
 // Batches are padded to the format's blocks and written with O_DIRECT
 // from buffers aligned to the platform's: the two must be one size.
@@ -523,7 +523,7 @@ pub(crate) struct Shared {
     /// The last LSN range `WhenFull::DropOldest` dropped.
     pub last_dropped: Mutex<Option<(Lsn, Lsn)>>,
     /// Whose turn it is to remove segments (one checkpoint at a time).
-    pub retention: crate::segment::retention::Retention,
+    pub retention: crate::write::retention::Retention,
     /// How durable-mode writes are made durable: the configured method,
     /// unless the log's file system does not honour `RWF_DSYNC`; then
     /// `WriteThenFdatasync`, which `Wal::open` sets before the ring

@@ -120,10 +120,7 @@ pub(crate) fn spawn(start: RingStart) -> Result<(JoinHandle<()>, Backend)> {
         Ok(Err(e)) => {
             let _ = handle.join();
             Err(match sh.cfg.backend {
-                Backend::Uring => Error::BackendUnavailable {
-                    backend: Backend::Uring,
-                    source: e,
-                },
+                Backend::Uring => Error::BackendUnavailable { source: e },
                 _ => Error::io(&dir_path, e),
             })
         }
@@ -793,7 +790,7 @@ impl Ring {
             .map_err(|e| Error::io(self.sh.dir.path(), e))?;
         self.enter_set(seg);
         // The hard limit's `DropOldest`: before the next roll can come.
-        crate::segment::retention::drop_over_limit(&self.sh)?;
+        crate::write::retention::drop_over_limit(&self.sh)?;
         Ok((spare, header))
     }
 

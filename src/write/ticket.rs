@@ -11,7 +11,8 @@ use std::task::{Context, Poll};
 use crate::at_rest::format::Kind;
 use crate::config::Level;
 use crate::error::{Error, Lsn, Result};
-use crate::write::acks::{Waiter, WakeBy};
+use crate::sync::wake::WakeBy;
+use crate::write::acks::Waiter;
 use crate::write::reserve::{OnFull, Shared};
 use ringwal_platform::WakeWord;
 
@@ -91,15 +92,21 @@ impl Ticket {
     ) -> Result<Ticket> {
         let max = shared.cfg.max_record_bytes;
         if len > max {
-            return Err(crate::Error::TooLarge { len, max });
+            return Err(crate::error::Error::TooLarge { len, max });
         }
-        if shared.cfg.compression.codec != crate::Codec::None {
+        if shared.cfg.compression.codec != crate::at_rest::format::Codec::None {
             let mut bytes = vec![0; len];
             write(&mut bytes);
             return Ticket::issue(shared, &[(stream, &bytes)], Kind::Data, on_full, |_| {});
         }
-        let claim =
-            shared.claim_one(stream, Kind::Data, crate::Codec::None, len, on_full, |_| {})?;
+        let claim = shared.claim_one(
+            stream,
+            Kind::Data,
+            crate::at_rest::format::Codec::None,
+            len,
+            on_full,
+            |_| {},
+        )?;
         let lsn = claim.fill(|p| {
             // A recycled buffer holds an older batch's bytes: whatever
             // `write` leaves unwritten must not carry them into this record.

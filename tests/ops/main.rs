@@ -11,6 +11,7 @@ mod common;
 mod config_serde;
 mod file_systems;
 mod files;
+mod layering;
 #[cfg(feature = "metrics")]
 mod metrics_export;
 mod observe;

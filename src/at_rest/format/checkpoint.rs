@@ -16,49 +16,7 @@ const _: () = assert!(
     "the checkpoint header is magic, version, CRC and length (docs/format.md §8)"
 );
 
-/// Why bytes are not a checkpoint file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum CheckpointError {
-    /// Shorter than its header, or than the length the header declares
-    /// (`have` of `want` bytes): cut short.
-    Torn {
-        /// Bytes present.
-        have: u64,
-        /// Bytes the header declares (header included).
-        want: u64,
-    },
-    /// Not a checkpoint file (another file under the name).
-    Magic,
-    /// A later version than this reader knows.
-    Version(u32),
-    /// The CRC does not match: damaged.
-    Crc,
-    /// Longer than its header declares: something was appended.
-    Trailing {
-        /// Bytes present.
-        have: u64,
-        /// Bytes the header declares (header included).
-        want: u64,
-    },
-}
-
-impl std::fmt::Display for CheckpointError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CheckpointError::Torn { have, want } => {
-                write!(f, "torn checkpoint file: {have} of {want} bytes")
-            }
-            CheckpointError::Magic => f.write_str("not a ringwal checkpoint file"),
-            CheckpointError::Version(v) => write!(f, "checkpoint file version {v} is unknown"),
-            CheckpointError::Crc => f.write_str("checkpoint file CRC mismatch"),
-            CheckpointError::Trailing { have, want } => write!(
-                f,
-                "checkpoint file is {have} bytes, longer than the {want} it declares"
-            ),
-        }
-    }
-}
+pub use crate::error::CheckpointError;
 
 fn crc(head: &[u8], payload: &[u8]) -> u32 {
     let mut h = crc32fast::Hasher::new();

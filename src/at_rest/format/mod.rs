@@ -56,13 +56,7 @@ pub const MAX_PAYLOAD: usize = 64 << 20;
 /// parse back; configuration must reject such ids before any file is created.
 pub const MAX_NODE: u32 = 99_999;
 
-/// Largest LSN a log may use.
-///
-/// LSNs are dense from 1, so a real log never gets near this (2^62 records
-/// at a billion per second is over a century). Any larger LSN in a file
-/// name or header is therefore damage, and stopping here keeps every
-/// `lsn + 1` in the engine far from overflow.
-pub const MAX_LSN: u64 = 1 << 62;
+pub use crate::error::MAX_LSN;
 
 /// File-name suffix of preallocated spare segments.
 pub const SPARE_SUFFIX: &str = ".spare";

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::task::Waker;
 
-use crate::write::acks::{wake_all, Wake};
+use crate::sync::wake::{wake_all, Wake};
 
 /// The first panic of a waker, for the caller to resume once all are woken.
 pub(crate) type WakePanic = Box<dyn std::any::Any + Send>;

@@ -17,7 +17,7 @@ use crate::at_rest::format::Manifest;
 use crate::config::WhenFull;
 use crate::error::{Error, Lsn, Poison, Result};
 use crate::segment::lifecycle;
-use crate::write::lock_order::{Rank, Token};
+use crate::sync::lock_order::{Rank, Token};
 use crate::write::reserve::Shared;
 
 /// Whether a checkpoint may keep removed segments as spares to reuse.
