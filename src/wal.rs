@@ -22,9 +22,10 @@ use crate::scan;
 use crate::segment::lifecycle::{self, create_segment};
 use crate::segment::manifest;
 use crate::segment::set::{self as segments, Live, LogDir, SegmentFile};
-use crate::write::reserve::{OnFull, Resume, Shared};
+use crate::write::reserve::OnFull;
 use crate::write::retention::{self, Recycle};
 use crate::write::ring::{self, RingStart};
+use crate::write::shared::{Device, Resume, Shared};
 use crate::write::ticket::{AppendFuture, Ticket, TicketFuture};
 use crate::write::transaction::Transaction;
 
@@ -133,8 +134,8 @@ pub struct Wal {
 impl std::fmt::Debug for Wal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Wal")
-            .field("dir", &self.shared.dir.path())
-            .field("node", &self.shared.cfg.node)
+            .field("dir", &self.shared.dir().path())
+            .field("node", &self.shared.cfg().node)
             .finish()
     }
 }
@@ -239,11 +240,12 @@ impl Wal {
                 "the log is on memory: nothing survives a power loss, Durable means Written"
             );
         }
-        let mut shared = Shared::new(cfg, dir, notifier, at, keeper);
-        shared.sync_method = sync_method;
-        shared.direct_io = direct_io;
-        shared.file_system = file_system;
-        let shared = Arc::new(shared);
+        let device = Device {
+            sync_method,
+            direct_io,
+            file_system,
+        };
+        let shared = Arc::new(Shared::new(cfg, dir, notifier, at, keeper, device));
         let (ring, backend) = ring::spawn(RingStart {
             shared: shared.clone(),
             file,
@@ -668,11 +670,11 @@ impl Wal {
     /// syscall, never blocks: one atomic load, plus one clone of the
     /// cause's message or path when there is one.
     pub fn poison_cause(&self) -> Option<Poison> {
-        self.shared.acks.poison_cause().cloned()
+        self.shared.acks().poison_cause().cloned()
     }
 
     fn check_poison(&self) -> Result<()> {
-        match self.shared.acks.poison_cause() {
+        match self.shared.acks().poison_cause() {
             Some(p) => Err(p.error()),
             None => Ok(()),
         }
@@ -680,12 +682,12 @@ impl Wal {
 
     /// Highest LSN on stable storage (every LSN at or below it is durable).
     pub fn durable_lsn(&self) -> Lsn {
-        self.shared.acks.durable()
+        self.shared.acks().durable()
     }
 
     /// Highest LSN whose write completed, contiguous from the start.
     pub fn written_lsn(&self) -> Lsn {
-        self.shared.acks.written()
+        self.shared.acks().written()
     }
 
     /// The LSN the next append will get; the last one handed out is
@@ -720,7 +722,7 @@ impl Wal {
 
     /// The log's configuration.
     pub fn config(&self) -> &Config {
-        &self.shared.cfg
+        self.shared.cfg()
     }
 
     /// The directory the log lives in.
@@ -728,7 +730,7 @@ impl Wal {
     /// Resolved once at [`open`](Self::open): absolute, without symlinks,
     /// whatever the working directory was then or is now.
     pub fn dir(&self) -> &Path {
-        self.shared.dir.path()
+        self.shared.dir().path()
     }
 
     /// Counters, watermarks, what the log holds on disk and how long its
@@ -739,7 +741,7 @@ impl Wal {
     /// the segment list; no syscall. Meant for a monitoring interval, not
     /// a hot path.
     pub fn stats(&self) -> Stats {
-        let c = &self.shared.counters;
+        let c = &self.shared.counters();
         let sh = &self.shared;
         let (segments, disk_bytes, oldest_lsn) = {
             let set = sh.segment_set();
@@ -750,14 +752,14 @@ impl Wal {
             disk_bytes,
             oldest_lsn,
             backend: self.backend,
-            direct_io: sh.direct_io,
-            file_system: sh.file_system,
+            direct_io: sh.direct_io(),
+            file_system: sh.file_system(),
             writes_in_flight: c.writes_in_flight.load(Ordering::Relaxed),
             backpressure_waits: c.backpressure_waits.load(Ordering::Relaxed),
-            poisoned: sh.acks.poison_cause().is_some(),
-            over_soft_limit: sh.cfg.soft_log_bytes.is_some_and(|l| disk_bytes > l),
+            poisoned: sh.acks().poison_cause().is_some(),
+            over_soft_limit: sh.cfg().soft_log_bytes.is_some_and(|l| disk_bytes > l),
             dropped_records: c.dropped_records.load(Ordering::Relaxed),
-            last_dropped: *sh.last_dropped.lock().unwrap_or_else(|p| p.into_inner()),
+            last_dropped: sh.retention().last_dropped(),
             write_latency: c.write_latency.summary(),
             sync_latency: c.sync_latency.summary(),
             next_lsn: self.next_lsn(),
@@ -767,7 +769,7 @@ impl Wal {
             write_bytes: c.write_bytes.load(Ordering::Relaxed),
             syncs: c.syncs.load(Ordering::Relaxed),
             rolls: c.rolls.load(Ordering::Relaxed),
-            sync_method: self.shared.sync_method,
+            sync_method: self.shared.sync_method(),
             index_points: sh.index().len(),
         }
     }
@@ -1099,9 +1101,10 @@ impl Wal {
         let mut up_to = None;
         for pair in segs.windows(2) {
             let next = &pair[1];
-            let created = match scan::open(&*sh.cfg.vfs, next, sh.cfg.node, Some(sh.log_id))? {
+            let created = match scan::open(&*sh.cfg().vfs, next, sh.cfg().node, Some(sh.log_id()))?
+            {
                 Ok(w) => w.header().created_unix_ms,
-                Err(p) => return Err(p.error(next, sh.cfg.node)),
+                Err(p) => return Err(p.error(next, sh.cfg().node)),
             };
             if created == 0 || created > cutoff {
                 break;
@@ -1162,7 +1165,7 @@ impl Wal {
 
 /// [`Wal::read`] of the log `sh`.
 pub(crate) fn read(sh: &Shared, lsn: Lsn) -> Result<Record> {
-    let written = sh.acks.written();
+    let written = sh.acks().written();
     if lsn == 0 || lsn > written {
         return Err(Error::NotWritten { lsn, written });
     }
@@ -1183,7 +1186,7 @@ pub(crate) fn read(sh: &Shared, lsn: Lsn) -> Result<Record> {
                 r.lsn
             );
             Err(Error::Gap {
-                file: sh.dir.path().to_path_buf(),
+                file: sh.dir().path().to_path_buf(),
                 expected: lsn,
                 found: r.lsn,
             })
@@ -1196,10 +1199,17 @@ pub(crate) fn read(sh: &Shared, lsn: Lsn) -> Result<Record> {
 fn reader_from(sh: &Shared, from: Lsn) -> Result<Reader> {
     // The watermark first: a segment is listed before anything in it
     // can be written, so every record up to it is in the list below.
-    let upto = sh.acks.written();
+    let upto = sh.acks().written();
     let segs = sh.segment_list();
-    Reader::new(&sh.cfg, sh.dir.clone(), segs, from, upto, Some(sh.log_id))
-        .map(|r| r.seek_with(&sh.index()))
+    Reader::new(
+        sh.cfg(),
+        sh.dir().clone(),
+        segs,
+        from,
+        upto,
+        Some(sh.log_id()),
+    )
+    .map(|r| r.seek_with(&sh.index()))
 }
 
 impl Drop for Wal {

@@ -21,7 +21,7 @@ use crate::error::{Error, Lsn, Result};
 use crate::read::reader::{Reader, Record};
 use crate::scan;
 use crate::segment::set::{LogDir, SegmentFile};
-use crate::write::reserve::Shared;
+use crate::write::shared::Shared;
 use crate::write::ticket::{Ticket, TicketFuture};
 
 /// A reader that is read on after each wait, and ends after its first
@@ -213,7 +213,7 @@ impl Stream for Follower {
 fn written(shared: &Shared) -> (Lsn, Vec<SegmentFile>) {
     // The watermark first: a segment is listed before anything in it is
     // written (as `Wal::reader_from` relies on too).
-    let upto = shared.acks.written();
+    let upto = shared.acks().written();
     (upto, shared.segment_list())
 }
 

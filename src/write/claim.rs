@@ -28,7 +28,9 @@ use crate::at_rest::packing::Placed;
 use crate::at_rest::payload;
 use crate::error::{Lsn, Poison, Result};
 use crate::segment::index::{self, Point};
-use crate::write::reserve::{OnFull, Reservation, Shared};
+use crate::write::reserve::OnFull;
+use crate::write::shared::Shared;
+use crate::write::staging::Reservation;
 
 /// One record's frame in a staging buffer, sequenced and not yet filled.
 /// [`fill`](Self::fill) writes it; dropping it unfilled poisons the log.
@@ -75,7 +77,7 @@ impl Shared {
             codec == Codec::None || kind == Kind::Data,
             "only data records are compressed (docs/format.md §3.4)"
         );
-        self.cfg.fit_fresh(std::iter::once(plain_len), kind)?;
+        self.cfg().fit_fresh(std::iter::once(plain_len), kind)?;
         let flen = |sealed| format::frame_len(payload::stored_len(plain_len, sealed));
         let mut r = self.admit(
             1,
@@ -83,7 +85,7 @@ impl Shared {
             |sealed| std::iter::once(flen(sealed)),
             &mut on_full,
         )?;
-        let lsn = self.hand_out(&r, 1);
+        let lsn = self.admission().hand_out(&r, 1);
         debug_assert!(
             (1..=format::MAX_LSN).contains(&lsn),
             "records take LSNs in 1..=MAX_LSN"
@@ -202,7 +204,7 @@ impl Shared {
         let sealed = r.cipher.is_some() && payload::seals(kind);
         let stored_len = payload::stored_len(plain_len, sealed);
         let flen = format::frame_len(stored_len);
-        let (next, how) = r.cursor().place(flen, self.cfg.buffer_bytes());
+        let (next, how) = r.cursor().place(flen, self.cfg().buffer_bytes());
         if how == Placed::AfterClose {
             r.close_active();
             self.kick(r);
@@ -283,7 +285,7 @@ impl Claim<'_> {
     fn write_frame(&mut self, write: impl FnOnce(&mut [u8])) -> bool {
         let (head, salt, plain_len) = (self.head, self.salt, self.plain_len);
         let cipher = self.cipher.as_deref();
-        let log_id = self.shared.log_id;
+        let log_id = self.shared.log_id();
         debug_assert_eq!(
             self.stored_len,
             payload::stored_len(plain_len, cipher.is_some()),

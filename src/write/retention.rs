@@ -18,7 +18,7 @@ use crate::config::WhenFull;
 use crate::error::{Error, Lsn, Poison, Result};
 use crate::segment::lifecycle;
 use crate::sync::lock_order::{Rank, Token};
-use crate::write::reserve::Shared;
+use crate::write::shared::Shared;
 
 /// Whether a checkpoint may keep removed segments as spares to reuse.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,7 +30,7 @@ pub(crate) enum Recycle {
 }
 
 fn poisoned(sh: &Shared) -> Error {
-    sh.acks
+    sh.acks()
         .poison_cause()
         .expect("called right after poisoning")
         .error()
@@ -43,6 +43,8 @@ fn poisoned(sh: &Shared) -> Error {
 #[derive(Default)]
 pub(crate) struct Retention {
     state: Mutex<Turn>,
+    /// The last LSN range `WhenFull::DropOldest` dropped, for `Stats`.
+    last_dropped: Mutex<Option<(Lsn, Lsn)>>,
     /// Signalled when a checkpoint finishes, for a caller waiting its turn.
     done: Condvar,
 }
@@ -63,6 +65,18 @@ struct Held {
 }
 
 impl Retention {
+    /// The last LSN range the size limit dropped, if any.
+    pub fn last_dropped(&self) -> Option<(Lsn, Lsn)> {
+        *self.last_dropped.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Remember that `first..=last` was dropped.
+    fn dropped(&self, first: Lsn, last: Lsn) {
+        // One value replaced whole: a poisoned mutex carries no
+        // information.
+        *self.last_dropped.lock().unwrap_or_else(|p| p.into_inner()) = Some((first, last));
+    }
+
     fn turn(&self) -> MutexGuard<'_, Turn> {
         // Two flags set and cleared whole: a poisoned mutex carries no
         // information.
@@ -118,7 +132,7 @@ impl Retention {
 /// found the log over its hard limit meanwhile, runs that drop too
 /// before it returns.
 pub(crate) fn checkpoint(sh: &Shared, up_to: Lsn, recycle: Recycle) -> Result<usize> {
-    let held = sh.retention.take();
+    let held = sh.retention().take();
     let removed = remove_upto(sh, &held, up_to, recycle);
     let dropped = finish(sh, held);
     let removed = removed?;
@@ -129,7 +143,7 @@ pub(crate) fn checkpoint(sh: &Shared, up_to: Lsn, recycle: Recycle) -> Result<us
 /// it was held.
 fn finish(sh: &Shared, mut held: Held) -> Result<()> {
     let mut result = Ok(());
-    while let Some(again) = sh.retention.give_back(held) {
+    while let Some(again) = sh.retention().give_back(held) {
         if result.is_ok() {
             result = drop_while_over(sh, &again);
         }
@@ -140,7 +154,7 @@ fn finish(sh: &Shared, mut held: Held) -> Result<()> {
 
 /// The checkpoint itself, with the turn held.
 fn remove_upto(sh: &Shared, _held: &Held, up_to: Lsn, recycle: Recycle) -> Result<usize> {
-    if let Some(p) = sh.acks.poison_cause() {
+    if let Some(p) = sh.acks().poison_cause() {
         return Err(p.error());
     }
     // Planned from a copy: only a checkpoint removes segments, and only
@@ -169,7 +183,7 @@ fn remove_upto(sh: &Shared, _held: &Held, up_to: Lsn, recycle: Recycle) -> Resul
     let room = if sh.is_closing() || recycle == Recycle::No {
         0
     } else {
-        sh.recycled.room()
+        sh.files().recycled().room()
     };
     let mut recycled = Vec::new();
     let (mut removed, mut freed) = (0, 0);
@@ -188,7 +202,7 @@ fn remove_upto(sh: &Shared, _held: &Held, up_to: Lsn, recycle: Recycle) -> Resul
         assert_eq!(gone, *seg, "only the checkpoint turn removes segments");
         removed += 1;
         freed += seg.bytes;
-        match lifecycle::retire(&*sh.cfg.vfs, &sh.dir, &seg.file, keep) {
+        match lifecycle::retire(&*sh.cfg().vfs, sh.dir(), &seg.file, keep) {
             Ok(spare) => recycled.extend(spare),
             Err(e) => {
                 failed = Some(e);
@@ -203,9 +217,9 @@ fn remove_upto(sh: &Shared, _held: &Held, up_to: Lsn, recycle: Recycle) -> Resul
     // Only now that the renames are durable may the files be changed:
     // before, a crash could bring back the old name over new contents.
     if !recycled.is_empty() {
-        sh.recycled.add(recycled);
+        sh.files().recycled().add(recycled);
     }
-    crate::obs::trace::event!(info, dir = %sh.dir.path().display(), up_to, removed, "checkpoint removed segments");
+    crate::obs::trace::event!(info, dir = %sh.dir().path().display(), up_to, removed, "checkpoint removed segments");
     match failed {
         Some(e) => Err(e),
         None => Ok(removed),
@@ -219,12 +233,12 @@ fn remove_upto(sh: &Shared, _held: &Held, up_to: Lsn, recycle: Recycle) -> Resul
 fn raise_manifest(sh: &Shared, oldest_kept: Lsn) -> Result<()> {
     let m = Manifest {
         oldest_lsn: oldest_kept,
-        durable_lsn: sh.acks.durable(),
+        durable_lsn: sh.acks().durable(),
         handed_out: sh.next_lsn() - 1,
-        ..sh.manifest.get()
+        ..sh.manifest().get()
     };
 
-    sh.manifest.raise(m).map_err(|e| {
+    sh.manifest().raise(m).map_err(|e| {
         sh.poison(Poison::from_error(
             "writing the manifest at a checkpoint failed",
             e,
@@ -253,8 +267,8 @@ fn release(sh: &Shared, freed: u64) {
 /// Make the checkpoint's renames and unlinks durable. Never retried:
 /// after a failed fsync they may or may not be.
 fn sync_dir_or_poison(sh: &Shared) -> Result<()> {
-    sh.cfg.vfs.sync_dir(sh.dir.path()).map_err(|e| {
-        let e = Error::io(sh.dir.path(), e);
+    sh.cfg().vfs.sync_dir(sh.dir().path()).map_err(|e| {
+        let e = Error::io(sh.dir().path(), e);
         sh.poison(Poison::from_error(
             "syncing the directory at a checkpoint failed",
             e,
@@ -276,7 +290,7 @@ pub(crate) fn drop_over_limit(sh: &Shared) -> Result<()> {
     if hard_drop_limit(sh).is_none() {
         return Ok(());
     }
-    let Some(held) = sh.retention.try_take_or_defer() else {
+    let Some(held) = sh.retention().try_take_or_defer() else {
         return Ok(());
     };
     let dropped = drop_while_over(sh, &held);
@@ -285,7 +299,7 @@ pub(crate) fn drop_over_limit(sh: &Shared) -> Result<()> {
 
 /// The hard limit, if the log drops its oldest segments to keep it.
 fn hard_drop_limit(sh: &Shared) -> Option<u64> {
-    match (sh.cfg.max_log_bytes, sh.cfg.when_full) {
+    match (sh.cfg().max_log_bytes, sh.cfg().when_full) {
         (Some(max), WhenFull::DropOldest) => Some(max),
         _ => None,
     }
@@ -320,12 +334,12 @@ fn drop_while_over(sh: &Shared, held: &Held) -> Result<()> {
 /// Tell `Stats`, the trace and the observer that `first..=last` went.
 fn report_dropped(sh: &Shared, first: Lsn, last: Lsn) {
     let dropped = last + 1 - first;
-    sh.counters
+    sh.counters()
         .dropped_records
         .fetch_add(dropped, Ordering::Relaxed);
-    *sh.last_dropped.lock().unwrap_or_else(|p| p.into_inner()) = Some((first, last));
-    crate::obs::trace::event!(warn, dir = %sh.dir.path().display(), first, last, "log over its size limit: dropped the oldest segment");
-    if let Some(o) = &sh.cfg.observer.0 {
+    sh.retention().dropped(first, last);
+    crate::obs::trace::event!(warn, dir = %sh.dir().path().display(), first, last, "log over its size limit: dropped the oldest segment");
+    if let Some(o) = &sh.cfg().observer.0 {
         o.records_dropped(first, last);
     }
 }
@@ -547,7 +561,7 @@ mod tests {
         assert_eq!((stats.segments, stats.disk_bytes), (3, 3 * SEG));
         assert_eq!(stats.last_dropped, Some((b, c - 1)));
         assert_eq!(stats.dropped_records, c - b);
-        let listed = wal.shared().dir.list(&RealFs).unwrap().segments;
+        let listed = wal.shared().dir().list(&RealFs).unwrap().segments;
         assert_eq!(listed, wal.shared().segment_list());
     }
 

@@ -13,7 +13,8 @@ use crate::config::Level;
 use crate::error::{Error, Lsn, Result};
 use crate::sync::wake::WakeBy;
 use crate::write::acks::Waiter;
-use crate::write::reserve::{OnFull, Shared};
+use crate::write::reserve::OnFull;
+use crate::write::shared::Shared;
 use ringwal_platform::WakeWord;
 
 thread_local! {
@@ -90,11 +91,11 @@ impl Ticket {
         on_full: OnFull<'_>,
         write: impl FnOnce(&mut [u8]),
     ) -> Result<Ticket> {
-        let max = shared.cfg.max_record_bytes;
+        let max = shared.cfg().max_record_bytes;
         if len > max {
             return Err(crate::error::Error::TooLarge { len, max });
         }
-        if shared.cfg.compression.codec != crate::at_rest::format::Codec::None {
+        if shared.cfg().compression.codec != crate::at_rest::format::Codec::None {
             let mut bytes = vec![0; len];
             write(&mut bytes);
             return Ticket::issue(shared, &[(stream, &bytes)], Kind::Data, on_full, |_| {});
@@ -127,7 +128,7 @@ impl Ticket {
     /// True if the record has already reached `level` (no blocking, no
     /// syscall; two atomic loads).
     pub fn is_done(&self, level: Level) -> bool {
-        matches!(self.shared.acks.check(self.lsn, level), Some(Ok(())))
+        matches!(self.shared.acks().check(self.lsn, level), Some(Ok(())))
     }
 
     /// Block the calling thread until the record reaches `level`.
@@ -154,13 +155,13 @@ impl Ticket {
     /// [`Wal::poison_cause`](crate::Wal::poison_cause)). A record already
     /// at `level` when the failure came still returns `Ok`.
     pub fn wait(&self, level: Level) -> Result<()> {
-        let acks = &self.shared.acks;
+        let acks = &self.shared.acks();
         if let Some(done) = acks.check(self.lsn, level) {
             return done;
         }
         self.shared.want(self.lsn, level);
         // Counted through the park too: a spinner must see every waiter.
-        let spin = self.shared.wait_spin;
+        let spin = self.shared.wait_spin();
         let blocked = (!spin.is_zero()).then(|| acks.block());
         if let Some(done) = blocked
             .as_ref()
@@ -261,7 +262,7 @@ impl Future for TicketFuture {
         let this = &mut *self;
         let (lsn, level) = (this.waiter.lsn(), this.waiter.level());
         if !this.asked {
-            if let Some(done) = this.shared.acks.check(lsn, level) {
+            if let Some(done) = this.shared.acks().check(lsn, level) {
                 return Poll::Ready(done);
             }
             this.shared.want(lsn, level);
@@ -269,12 +270,12 @@ impl Future for TicketFuture {
         }
         match this
             .shared
-            .acks
+            .acks()
             .poll(&mut this.waiter, WakeBy::Task(cx.waker()))
         {
             Some(done) => {
                 debug_assert!(
-                    done.is_err() || matches!(this.shared.acks.check(lsn, level), Some(Ok(()))),
+                    done.is_err() || matches!(this.shared.acks().check(lsn, level), Some(Ok(()))),
                     "a wait ends well only once its level is reached"
                 );
                 Poll::Ready(done)
@@ -288,7 +289,7 @@ impl Drop for TicketFuture {
     /// Removes the future's waker from the log, if it left one. Cost: one
     /// short lock when it did; nothing otherwise.
     fn drop(&mut self) {
-        self.shared.acks.forget(&mut self.waiter);
+        self.shared.acks().forget(&mut self.waiter);
     }
 }
 
@@ -376,7 +377,7 @@ impl<F: FnOnce(Lsn)> Future for AppendFuture<'_, F> {
             Err(Error::Full) => Poll::Pending,
             done => {
                 this.done = true;
-                this.shared.space_waiters.forget(&mut this.space);
+                this.shared.admission().forget(&mut this.space);
                 Poll::Ready(done)
             }
         }
@@ -387,7 +388,7 @@ impl<F> Drop for AppendFuture<'_, F> {
     /// Removes the future's waker from the log, if it left one. Cost: one
     /// short lock when it did; nothing otherwise.
     fn drop(&mut self) {
-        self.shared.space_waiters.forget(&mut self.space);
+        self.shared.admission().forget(&mut self.space);
     }
 }
 
@@ -398,7 +399,7 @@ mod tests {
 
     use super::*;
     use crate::at_rest::format::Kind;
-    use crate::write::reserve::test_shared;
+    use crate::write::shared::test_shared;
 
     /// Counts its wake-ups.
     #[derive(Default)]
@@ -433,7 +434,7 @@ mod tests {
     #[test]
     fn a_future_polled_many_times_holds_one_waker_and_drop_removes_it() {
         let t = pending_ticket();
-        let acks = &t.shared.acks;
+        let acks = &t.shared.acks();
         for level in [Level::Written, Level::Durable] {
             let mut fut = t.reached(level);
             let same = Waker::from(Arc::new(Counter::default()));
@@ -474,10 +475,10 @@ mod tests {
         let last_waker = Waker::from(last.clone());
         assert!(poll_with(&mut fut, &last_waker).is_pending());
         assert!(poll_with(&mut fut, &last_waker.clone()).is_pending());
-        assert_eq!(t.shared.acks.waiters(), 1);
-        t.shared.acks.advance(t.lsn, t.lsn).wake_now();
+        assert_eq!(t.shared.acks().waiters(), 1);
+        t.shared.acks().advance(t.lsn, t.lsn).wake_now();
         assert_eq!((first.woken(), last.woken()), (0, 1));
-        assert_eq!(t.shared.acks.waiters(), 0, "woken means removed");
+        assert_eq!(t.shared.acks().waiters(), 0, "woken means removed");
         assert!(matches!(
             poll_with(&mut fut, &last_waker),
             Poll::Ready(Ok(()))
@@ -496,7 +497,7 @@ mod tests {
     /// A buffer comes back to a log with none free, as the ring's
     /// `recycle` returns one.
     fn free_one(shared: &Shared) {
-        let buf = ringwal_platform::AlignedBuf::new(shared.cfg.buffer_bytes());
+        let buf = ringwal_platform::AlignedBuf::new(shared.cfg().buffer_bytes());
         shared.lock().free.push(buf);
         shared.space_freed(false);
     }
@@ -512,21 +513,21 @@ mod tests {
             assert!(poll_append(&mut fut, &waker).is_pending());
         }
         assert_eq!(
-            shared.space_waiters.len(),
+            shared.admission().tasks_waiting(),
             1,
             "one entry however often polled"
         );
         assert_eq!(shared.next_lsn(), 1, "no LSN taken while waiting");
         free_one(&shared);
         assert_eq!(counter.woken(), 1);
-        assert_eq!(shared.space_waiters.len(), 0, "woken means removed");
+        assert_eq!(shared.admission().tasks_waiting(), 0, "woken means removed");
         match poll_append(&mut fut, &waker) {
             Poll::Ready(Ok(t)) => assert_eq!(t.lsn(), 1),
             other => panic!("expected the ticket, got {other:?}"),
         }
         drop(fut);
         assert_eq!(hooked, [1], "the hook ran once, with the LSN");
-        assert_eq!(shared.space_waiters.len(), 0);
+        assert_eq!(shared.admission().tasks_waiting(), 0);
     }
 
     #[test]
@@ -534,9 +535,9 @@ mod tests {
         let shared = test_shared(0);
         let mut dropped = AppendFuture::new(&shared, 0, b"x", |_| {});
         assert!(poll_append(&mut dropped, Waker::noop()).is_pending());
-        assert_eq!(shared.space_waiters.len(), 1);
+        assert_eq!(shared.admission().tasks_waiting(), 1);
         drop(dropped);
-        assert_eq!(shared.space_waiters.len(), 0);
+        assert_eq!(shared.admission().tasks_waiting(), 0);
         assert_eq!(shared.next_lsn(), 1, "nothing appended");
 
         let counter = Arc::new(Counter::default());
@@ -558,7 +559,7 @@ mod tests {
             let t = t.clone();
             std::thread::spawn(move || t.wait(Level::Durable))
         };
-        while t.shared.acks.waiters() == 0 {
+        while t.shared.acks().waiters() == 0 {
             std::thread::yield_now();
         }
         // Unparks (the log wakes through the thread's word, not its parker)
@@ -566,9 +567,9 @@ mod tests {
         for _ in 0..100 {
             waiting.thread().unpark();
         }
-        assert_eq!(t.shared.acks.waiters(), 1);
-        t.shared.acks.advance(t.lsn, t.lsn).wake_now();
+        assert_eq!(t.shared.acks().waiters(), 1);
+        t.shared.acks().advance(t.lsn, t.lsn).wake_now();
         waiting.join().unwrap().unwrap();
-        assert_eq!(t.shared.acks.waiters(), 0);
+        assert_eq!(t.shared.acks().waiters(), 0);
     }
 }

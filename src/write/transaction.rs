@@ -13,7 +13,7 @@ use std::sync::Arc;
 use crate::at_rest::format::Kind;
 use crate::error::{Error, Result};
 use crate::write::reserve::OnFull;
-use crate::write::reserve::Shared;
+use crate::write::shared::Shared;
 use crate::write::ticket::Ticket;
 
 /// A set of records that reach the log all together or not at all.
@@ -85,7 +85,7 @@ impl Transaction {
     /// record size; the transaction is left as it was. That a transaction
     /// fits one segment is checked only at [`commit`](Self::commit).
     pub fn append(&mut self, stream: u16, payload: &[u8]) -> Result<()> {
-        let max = self.shared.cfg.max_record_bytes;
+        let max = self.shared.cfg().max_record_bytes;
         if payload.len() > max {
             return Err(Error::TooLarge {
                 len: payload.len(),
