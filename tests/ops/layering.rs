@@ -45,7 +45,10 @@ const LAYERS: &[(&str, &[&str])] = &[
             "at_rest", "config", "error", "obs", "read", "recovery", "scan", "segment", "write",
         ],
     ),
-    ("files", &["at_rest", "error", "segment"]),
+    (
+        "files",
+        &["at_rest", "config", "error", "recovery", "segment"],
+    ),
     (
         "layers",
         &[
