@@ -291,6 +291,9 @@ impl Claim<'_> {
             payload::stored_len(plain_len, cipher.is_some()),
             "a sealed claim has room for its tag behind the plaintext"
         );
+        self.shared
+            .staging()
+            .filled(format::frame_len(self.stored_len));
         let slot = self.slot.as_mut().expect("a claim is filled once");
         let written = format::encode_record_with(slot.bytes(), salt, head, self.stored_len, |p| {
             write(&mut p[..plain_len]);

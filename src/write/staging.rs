@@ -252,6 +252,11 @@ pub(crate) struct Staging {
     /// Times the ring thread took the lock: what the exchange keeps to
     /// about one per loop turn. A relaxed count on the ring's own path.
     ring_takes: AtomicU64,
+    /// Bytes of frames filled since open, counted by their fillers
+    /// outside the lock: what tells the ring, without the lock, how much
+    /// was staged since its last exchange (see `Ring::big_batch_waiting`).
+    /// One relaxed add per record.
+    filled: AtomicU64,
 }
 
 /// What the ring brings to one exchange and takes from it.
@@ -299,6 +304,7 @@ impl Staging {
         Staging {
             res: Ranked::new(Rank::Reservation, r),
             ring_takes: AtomicU64::new(0),
+            filled: AtomicU64::new(0),
         }
     }
 
@@ -314,6 +320,16 @@ impl Staging {
     pub fn ring_lock(&self) -> RankedGuard<'_, Reservation> {
         self.ring_takes.fetch_add(1, Ordering::Relaxed);
         self.res.lock()
+    }
+
+    /// A frame of `bytes` was filled. Cost: one relaxed atomic add.
+    pub fn filled(&self, bytes: usize) {
+        self.filled.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// Bytes of frames filled since open. Cost: one atomic load.
+    pub fn filled_bytes(&self) -> u64 {
+        self.filled.load(Ordering::Relaxed)
     }
 
     /// Times the ring thread took the lock. Cost: one atomic load.
