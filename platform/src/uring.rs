@@ -578,6 +578,27 @@ mod tests {
     use crate::{file, AlignedBuf};
     use std::time::{Duration, Instant};
 
+    /// A write of one zeroed block at offset 0 of `file`.
+    fn one_block_write(file: crate::vfs::VFile, sync: WriteSync) -> Op {
+        Op::Write {
+            file,
+            buf: AlignedBuf::new(4096),
+            len: 4096,
+            offset: 0,
+            sync,
+        }
+    }
+
+    /// Run the queue until a completion is there, and take it.
+    fn next_completion(q: &mut UringQueue) -> Completion {
+        loop {
+            q.run(Wait::Block).unwrap();
+            if let Some(c) = q.pop() {
+                return c;
+            }
+        }
+    }
+
     fn open(dir: &std::path::Path) -> crate::vfs::VFile {
         let p = dir.join("f");
         let f = file::open_segment(&p, true, false, 0o600).unwrap();
@@ -824,22 +845,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = open(dir.path());
         let mut q = UringQueue::new(4, Arc::new(Notifier::new().unwrap())).unwrap();
-        q.push(
-            1,
-            Op::Write {
-                file: f,
-                buf: AlignedBuf::new(4096),
-                len: 4096,
-                offset: 0,
-                sync: WriteSync::None,
-            },
-        );
-        let c = loop {
-            q.run(Wait::Block).unwrap();
-            if let Some(c) = q.pop() {
-                break c;
-            }
-        };
+        q.push(1, one_block_write(f, WriteSync::None));
+        let c = next_completion(&mut q);
         c.result.unwrap();
         q.complete(0, 4096);
     }
@@ -851,16 +858,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = open(dir.path());
         let mut q = UringQueue::new(4, Arc::new(Notifier::new().unwrap())).unwrap();
-        q.push(
-            1,
-            Op::Write {
-                file: f,
-                buf: AlignedBuf::new(4096),
-                len: 4096,
-                offset: 0,
-                sync: WriteSync::ThenSync,
-            },
-        );
+        q.push(1, one_block_write(f, WriteSync::ThenSync));
         // In the slot, not yet submitted: the kernel has seen nothing.
         q.fill_sq().unwrap();
         q.complete(0, 4096);
@@ -870,12 +868,7 @@ mod tests {
         assert!(msg.contains("seen twice"), "{msg}");
         // Undo the simulated completion; the kernel's own come now.
         q.slots[0].as_mut().unwrap().pending = MAIN | LINKED;
-        let c = loop {
-            q.run(Wait::Block).unwrap();
-            if let Some(c) = q.pop() {
-                break c;
-            }
-        };
+        let c = next_completion(&mut q);
         assert_eq!(c.id, 1);
         c.result.unwrap();
         assert_eq!(q.in_flight(), 0);
