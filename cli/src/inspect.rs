@@ -94,9 +94,19 @@ fn print_each<T: Keyed>(
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
     let mut failure = None;
     let mut printed_n = 0;
+    // What `cat` and `dump` promise: records in LSN order, each once.
+    let mut last_lsn = 0;
     for rec in records {
         if printed_n >= select.limit {
             break;
+        }
+        if let Ok(rec) = &rec {
+            assert!(
+                rec.lsn() > last_lsn,
+                "the reader gave LSN {} after LSN {last_lsn}",
+                rec.lsn()
+            );
+            last_lsn = rec.lsn();
         }
         let printed = match rec {
             Ok(rec) if rec.lsn() > select.to => break,
@@ -412,6 +422,11 @@ fn print_verify(out: &mut impl Write, r: &LogReport) -> io::Result<()> {
 }
 
 fn lsn_range(first: Lsn, last: Lsn, records: u64) -> String {
+    // LSNs are dense but for given-up ones: never more records than LSNs.
+    assert!(
+        records == 0 || (first <= last && records <= last - first + 1),
+        "{records} records in LSN {first}..={last}"
+    );
     if records == 0 {
         "no records".into()
     } else {

@@ -694,7 +694,14 @@ fn append_all(
                 wal.append_batch(&batch)?
             }
         };
+        // One append per group: its LSNs are the last `len` handed out,
+        // above everything imported before it.
         let first_lsn = t.lsn() + 1 - len as u64;
+        assert!(
+            last.as_ref().is_none_or(|prev| prev.lsn() < first_lsn),
+            "import's LSNs ascend: LSN {first_lsn} after LSN {}",
+            last.as_ref().map_or(0, Ticket::lsn)
+        );
         let moved = group
             .iter()
             .zip(first_lsn..)
