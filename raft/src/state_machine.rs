@@ -44,7 +44,7 @@ pub enum KvRequest {
     },
     /// Append `value` to the value of `key` (a key that is not set counts
     /// as empty). Applying the same entry twice would show as `value`
-    /// twice, which is what the kill test (`tests/kill.rs`) looks for.
+    /// twice, which is what the kill test (`tests/raft/kill.rs`) looks for.
     /// The reply's `previous` is always `None` (the value can be long).
     Append {
         /// The key.

@@ -1071,30 +1071,31 @@ mod tests {
     /// The ring meets the producers once per loop turn: a lone record
     /// costs it two takes of the reservation lock (the turn that takes it,
     /// and the one that gives its buffer back and finds nothing more),
-    /// where five or six were taken before the exchange. A timer's turn
-    /// or a spurious wake-up may add one now and then: the bound is the
-    /// median's, with room for those.
+    /// where about six were taken before the exchange. A record staged
+    /// while the ring is between its look and its sleep costs a turn more,
+    /// which a busy machine makes common (2.1 quiet, up to 2.6 beside a
+    /// build): the bound is half the old count.
     #[test]
     fn a_lone_record_costs_the_ring_two_lock_takes() {
         for backend in [Backend::Auto, Backend::Threaded] {
             let per_record = ring_takes_per_record(backend, 1, 400);
             eprintln!("{backend}: {per_record:.2} ring lock takes per lone record");
             assert!(
-                per_record <= 2.5,
+                per_record <= 3.0,
                 "{backend}: {per_record:.2} ring lock takes per lone record"
             );
         }
     }
 
     /// Under load the exchange serves many records: sixteen producers
-    /// share each write, and the ring's takes per record fall well below
-    /// one.
+    /// share each write, and the ring's takes per record (0.76 before the
+    /// exchange, about 0.2 with it) stay well below half a take.
     #[test]
     fn many_producers_share_the_rings_lock_takes() {
         let per_record = ring_takes_per_record(Backend::Auto, 16, 3200);
         eprintln!("16 producers: {per_record:.2} ring lock takes per record");
         assert!(
-            per_record < 1.0,
+            per_record < 0.5,
             "{per_record:.2} ring lock takes per record with 16 producers"
         );
     }

@@ -3,7 +3,7 @@
 //! with small segments so that kills also land in segment rolls, and in
 //! one loop checkpointing behind itself so that rolls reuse recycled
 //! segments. The loop itself is `common::crash_loop`; the `ringwal
-//! append` loops live with the CLI (`cli/tests/crash.rs`).
+//! append` loops live with the CLI (`cli/tests/cli/crash.rs`).
 
 use std::cell::Cell;
 use std::io::{BufRead, Write};
