@@ -344,7 +344,10 @@ impl Staging {
     /// filler of a batch the ring waits for to wake it (only when
     /// `ask.look`). Cost: one take of the reservation lock.
     pub fn exchange(&self, ex: &mut Exchange, ask: Ask, on_await: impl FnOnce()) -> Found {
-        debug_assert!(ask.partial <= ask.room.max(ask.partial));
+        debug_assert!(
+            ask.partial <= ask.room,
+            "partial batches are counted in the room"
+        );
         let mut r = self.ring_lock();
         r.free.append(&mut ex.freed);
         let mut took = take_up_to(&mut r, &mut ex.taken, ask, 0);
