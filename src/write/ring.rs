@@ -432,19 +432,23 @@ impl Ring {
             || !self.budget.useful(self.ledger.written())
     }
 
-    /// How long to sleep: until the sync budget's next timer, or
-    /// `RING_RECHECK`. The look for work was this turn's exchange.
+    /// Decide how to sleep. Unless this turn's exchange was already the
+    /// look before sleeping: announce the sleep so producers wake us, then
+    /// exchange again, taking what arrived before the announcement was
+    /// visible. `trade` looks whenever it has room, so this second look
+    /// is a guard for a turn that gained room after its exchange.
     fn idle_wait(&mut self) -> Wait {
-        // The turn's exchange was the look: with room, `trade` announced
-        // the sleep and took all there was (else it started writes, and
-        // the turn made progress). Without room nothing could be taken.
-        debug_assert!(
-            self.idle_seen || self.room() == 0,
-            "the ring sleeps only after a look for work, or with no room for any"
-        );
-        // Closing is not work by itself: with operations in flight the
-        // ring must block for their completions (spinning would never
-        // reap them under DEFER_TASKRUN), and `run` exits when done.
+        if !self.idle_seen && self.room() > 0 {
+            self.sh.doorbell().announce(self.sleep_kind());
+            let found = self.exchange(true);
+            // Closing is not work by itself: with operations in flight the
+            // ring must block for their completions (spinning would never
+            // reap them under DEFER_TASKRUN), and `run` exits when done.
+            if found.took > 0 || self.sync_target().is_some() {
+                self.sh.doorbell().announce(RingSleep::Awake);
+                return Wait::NoWait;
+            }
+        }
         match self.budget.wake_after(self.demand()) {
             Some(left) => Wait::Timeout(left),
             // Bounded even with nothing to wait for: a ring whose wake-up
@@ -500,8 +504,8 @@ impl Ring {
         self.idle_wait()
     }
 
-    /// One exchange ([`trade`](Self::trade), the close), then the freed
-    /// space announced to the producers.
+    /// One exchange ([`trade`](Self::trade), [`idle_wait`](Self::idle_wait),
+    /// the close), then the freed space announced to the producers.
     fn exchange(&mut self, look: bool) -> Found {
         let room = self.room();
         let ask = Ask {
