@@ -201,6 +201,7 @@ pub(crate) fn open(
         expect: h.base_lsn,
         records: 0,
         given_up: 0,
+        vouched: 0,
         batch: None,
         ended: None,
         scan,
@@ -400,8 +401,9 @@ struct Head {
 
 /// What one frame means to a walk that expects LSN `expect` next.
 enum Raw {
-    /// Padding or a vouch: step over `len` bytes.
-    Filler(usize),
+    /// Padding or a vouch: step over `len` bytes. A vouch that vouches
+    /// (docs/format.md §3.2) carries the durable LSN it vouches for.
+    Filler { len: usize, vouch: Option<Lsn> },
     /// A record carrying the expected LSN.
     Record(Head),
     /// A skip frame: `count` LSNs from the expected one hold no record.
@@ -437,7 +439,14 @@ fn raw_at(scan: &mut SegmentScan, at: u64, expect: Lsn) -> Result<Raw> {
     // moves forward and stays on frame starts.
     debug_assert!(h.len >= format::FRAME_HEADER && h.len.is_multiple_of(format::FRAME_ALIGN));
     Ok(match h.kind {
-        Kind::Padding | Kind::Vouch => Raw::Filler(h.len),
+        Kind::Padding => Raw::Filler {
+            len: h.len,
+            vouch: None,
+        },
+        Kind::Vouch => Raw::Filler {
+            len: h.len,
+            vouch: word,
+        },
         _ if h.lsn != expect => Raw::Stop(End::LsnBreak {
             found: h.lsn,
             expected: expect,
@@ -488,6 +497,8 @@ pub(crate) struct Walker {
     records: u64,
     /// LSNs the skip frames read so far gave up.
     given_up: u64,
+    /// The highest durable LSN a vouch read so far carried; 0 before one.
+    vouched: Lsn,
     /// The batch being yielded, known whole: its first and last LSN.
     batch: Option<(Lsn, Lsn)>,
     /// Set once the walk ended in an unfinished batch: the walk stays
@@ -516,7 +527,10 @@ impl Walker {
                     && at >= self.scan.header.frames_start()
             );
             let h = match raw_at(&mut self.scan, at, self.expect)? {
-                Raw::Filler(len) => {
+                Raw::Filler { len, vouch } => {
+                    if let Some(durable) = vouch {
+                        self.vouched = self.vouched.max(durable);
+                    }
                     self.off += len as u64;
                     continue;
                 }
@@ -621,7 +635,7 @@ impl Walker {
         loop {
             let unfinished = |end| BatchRun::Unfinished { at, end, expect };
             match raw_at(&mut self.scan, at, expect)? {
-                Raw::Filler(len) => at += len as u64,
+                Raw::Filler { len, .. } => at += len as u64,
                 Raw::Stop(end) => return Ok(unfinished(end)),
                 Raw::Hole { .. } => return Ok(unfinished(End::BatchBreak { found: expect })),
                 Raw::Record(h) => match Batching::from_flags(h.flags) {
@@ -824,6 +838,24 @@ impl Walker {
     pub fn end(&self) -> u64 {
         self.scan.end()
     }
+
+    /// The highest durable LSN that any vouch the walk has stepped over
+    /// in this segment carried (0 before the first, and always in a
+    /// version-1 segment, which has none): every LSN up to it was on
+    /// stable storage before the write holding that vouch was submitted.
+    /// Vouches before a [`seek`](Self::seek) point are not read, and a
+    /// batch's look-ahead counts only once the walk steps over them.
+    /// Costs nothing: the walk decodes every vouch anyway.
+    #[cfg_attr(
+        not(test),
+        allow(
+            dead_code,
+            reason = "for a reader reporting what a segment's writes vouched"
+        )
+    )]
+    pub fn vouched(&self) -> Lsn {
+        self.vouched
+    }
 }
 
 #[cfg(test)]
@@ -994,6 +1026,70 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_walker_knows_the_highest_vouch_it_stepped_over() {
+        let mut img = Image::v2();
+        let v = format::VOUCH_LEN as u64;
+        let a = img.write_vouched(format::HEADER_BYTES as u64, 0, 3, 100);
+        // A batch of three (LSNs 4..=6) across two writes: the look-ahead
+        // for its first record reads the second write's vouch before the
+        // walk steps over it.
+        format::encode_vouch(&mut img.bytes[a as usize..], SALT, 2);
+        let b = img.batch(a + v, 3, 100, false);
+        let b = img.pad(b);
+        format::encode_vouch(&mut img.bytes[b as usize..], SALT, 3);
+        let r6 = (b + v) as usize;
+        let n = format::encode_record(
+            &mut img.bytes[r6..],
+            SALT,
+            6,
+            0,
+            Kind::Data,
+            Batching::Last,
+            &[6; 100],
+        );
+        img.next_lsn = 7;
+        let c = img.write(r6 as u64 + n as u64, 1, 100);
+        // A vouch payload of another length vouches for nothing.
+        let odd = format::encode_frame(
+            &mut img.bytes[c as usize..],
+            SALT,
+            0,
+            0,
+            Kind::Vouch,
+            &[9; 12],
+        );
+        img.write(c + odd as u64, 1, 100);
+        let dir = tempfile::tempdir().unwrap();
+        let file = SegmentFile {
+            base: 1,
+            path: dir.path().join(format::segment_file_name(1, 1)),
+        };
+        std::fs::write(&file.path, &img.bytes).unwrap();
+        let mut w = open(&RealFs, &file, 1, None).unwrap().unwrap();
+        assert_eq!(w.vouched(), 0);
+        let mut seen = Vec::new();
+        loop {
+            let lsn = match w.next().unwrap() {
+                Step::Record { frame, .. } => frame.lsn,
+                Step::Hole { .. } => panic!("no holes written"),
+                Step::End(_) => break,
+            };
+            seen.push((lsn, w.vouched()));
+        }
+        let want = [
+            (1, 0),
+            (2, 0),
+            (3, 0),
+            (4, 2),
+            (5, 2),
+            (6, 3),
+            (7, 3),
+            (8, 3),
+        ];
+        assert_eq!(seen, want);
     }
 
     #[test]
