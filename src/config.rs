@@ -333,6 +333,7 @@ pub struct Config {
     pub(crate) vfs: Arc<dyn Vfs>,
     pub(crate) observer: ObserverSlot,
     pub(crate) create_if_missing: bool,
+    pub(crate) release_unarchived: bool,
     pub(crate) file_mode: u32,
     pub(crate) dir_mode: u32,
     pub(crate) soft_log_bytes: Option<u64>,
@@ -361,6 +362,7 @@ impl Default for Config {
             vfs: RealFs::shared(),
             observer: ObserverSlot::default(),
             create_if_missing: true,
+            release_unarchived: false,
             file_mode: ringwal_platform::PRIVATE_FILE_MODE,
             dir_mode: ringwal_platform::PRIVATE_DIR_MODE,
             soft_log_bytes: None,
@@ -452,6 +454,12 @@ impl Config {
     /// Whether `Wal::open` creates a log that is not there.
     pub fn create_if_missing(&self) -> bool {
         self.create_if_missing
+    }
+
+    /// Whether checkpoints and size limits may remove segments the log's
+    /// archive does not hold yet (default false: they may not).
+    pub fn release_unarchived(&self) -> bool {
+        self.release_unarchived
     }
 
     /// The permission bits of every file the log creates (default 0600).
@@ -749,6 +757,24 @@ impl ConfigBuilder {
         self
     }
 
+    /// Whether checkpoints and size limits may remove segments that the
+    /// log's archive does not hold yet. Default false: once a node's
+    /// directory has an archive point (`NNNNN.archived`, written by an
+    /// archiver, in this process or another), `checkpoint`, a
+    /// collector's truncation and [`WhenFull::DropOldest`] remove only
+    /// segments the archive holds as objects, so no record leaves the disk
+    /// before it is archived; the log grows meanwhile, and
+    /// [`Stats::archive_held_bytes`](crate::Stats::archive_held_bytes) and
+    /// the observer say by how much. True restores the behaviour of a log
+    /// without an archive, for an operator who gives up on one.
+    ///
+    /// Cost: with an archive point, each checkpoint and drop reads that
+    /// small file once (an open and a read).
+    pub fn release_unarchived(mut self, release: bool) -> Self {
+        self.cfg.release_unarchived = release;
+        self
+    }
+
     /// The permission bits every file the log creates gets, exactly,
     /// whatever the process's umask: segments, spares, the manifest, the
     /// lock file and temporary files. Default 0600: a log holds whatever
@@ -1035,6 +1061,8 @@ mod serde_impl {
         direct_io: DirectIo,
         recovery: RecoveryMode,
         create_if_missing: bool,
+        #[serde(default)]
+        release_unarchived: bool,
         soft_log_bytes: Option<u64>,
         compression: Compression,
         max_log_bytes: Option<u64>,
@@ -1063,6 +1091,7 @@ mod serde_impl {
                 direct_io: c.direct_io,
                 recovery: c.recovery,
                 create_if_missing: c.create_if_missing,
+                release_unarchived: c.release_unarchived,
                 soft_log_bytes: c.soft_log_bytes,
                 compression: c.compression,
                 max_log_bytes: c.max_log_bytes,
@@ -1097,6 +1126,7 @@ mod serde_impl {
                 .direct_io(s.direct_io)
                 .recovery(s.recovery)
                 .create_if_missing(s.create_if_missing)
+                .release_unarchived(s.release_unarchived)
                 .soft_log_bytes(s.soft_log_bytes)
                 .compression(s.compression.codec, s.compression.min_bytes)
                 .max_log_bytes(s.max_log_bytes, s.when_full)

@@ -242,6 +242,56 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+    /// An archive object (`ringwal::archive`) is missing, damaged, or
+    /// its store failed a request. The message names the object by its
+    /// URL; a store's own error is the `source()`. What to do depends on
+    /// the [`ArchiveProblem`]: retry an unreachable store, fix the
+    /// credentials or the URL, or restore from another archive.
+    #[error("archive object {object}: {problem}")]
+    Archive {
+        /// The object, as a URL (`s3://bucket/prefix/...`, `file:///...`).
+        object: String,
+        /// What is wrong with it.
+        problem: ArchiveProblem,
+        /// The store's error, when it reported one.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+}
+
+/// What is wrong with an archive object (see [`Error::Archive`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ArchiveProblem {
+    /// The store says there is no such object (or bucket).
+    Missing,
+    /// The object is there but is not what the archive manifest says
+    /// (length, CRC, frames), or does not decode.
+    Damaged(String),
+    /// The store refused the request: wrong credentials or no
+    /// permission.
+    Refused,
+    /// The request failed on its way (the store is down or unreachable,
+    /// a timeout): worth retrying later.
+    Unreachable,
+    /// The archive is not one this log may use: another log's, another
+    /// node's, or one its segments no longer follow on from.
+    Mismatch(String),
+    /// The restore target already holds a log.
+    TargetHoldsLog,
+}
+
+impl std::fmt::Display for ArchiveProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ArchiveProblem::Missing => f.write_str("missing"),
+            ArchiveProblem::Damaged(d) => write!(f, "damaged: {d}"),
+            ArchiveProblem::Refused => f.write_str("the store refused access"),
+            ArchiveProblem::Unreachable => f.write_str("the store did not answer"),
+            ArchiveProblem::Mismatch(d) => write!(f, "not this log's: {d}"),
+            ArchiveProblem::TargetHoldsLog => f.write_str("the directory already holds a log"),
+        }
+    }
 }
 
 /// What kind of damage a [`Error::Corrupt`] is: which part of the log it

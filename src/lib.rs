@@ -54,6 +54,9 @@
 
 // The folders are the architecture (ARCHITECTURE.md's code map): each
 // keeps its modules to itself unless another folder needs them.
+#[cfg(feature = "archive")]
+#[cfg_attr(docsrs, doc(cfg(feature = "archive")))]
+pub mod archive;
 mod at_rest;
 mod config;
 mod error;
@@ -88,7 +91,7 @@ pub use config::{
 /// The channel crate the [`channel`] API's receivers come from, so that
 /// callers `select!` on them with the same version.
 pub use crossbeam_channel;
-pub use error::{Corruption, Error, Lsn, Poison, Result};
+pub use error::{ArchiveProblem, Corruption, Error, Lsn, Poison, Result};
 pub use layers::collector::{Collector, Replayed, Watermarks};
 pub use obs::latency::LatencySummary;
 pub use obs::observer::DurabilityObserver;

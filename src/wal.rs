@@ -104,6 +104,15 @@ pub struct Stats {
     pub dropped_records: u64,
     /// The last LSN range dropped that way (`first..=last`), if any.
     pub last_dropped: Option<(Lsn, Lsn)>,
+    /// The log's archive point as last read (at open, and by each
+    /// checkpoint or drop): every segment at or below it is archived.
+    /// `None` when the log had no archive then.
+    pub archived_lsn: Option<Lsn>,
+    /// Bytes of sealed segments above [`archived_lsn`](Self::archived_lsn):
+    /// what the archive keeps on disk that a checkpoint could otherwise
+    /// release ([`ConfigBuilder::release_unarchived`](crate::ConfigBuilder::release_unarchived)).
+    /// 0 without an archive.
+    pub archive_held_bytes: u64,
     /// Time from submitting a write to its completion (in durable mode,
     /// durable), since open.
     pub write_latency: LatencySummary,
@@ -246,6 +255,12 @@ impl Wal {
             file_system,
         };
         let shared = Arc::new(Shared::new(cfg, dir, notifier, at, keeper, device));
+        // For `Stats` until the first checkpoint reads it again; damage
+        // is reported by that checkpoint, naming the file.
+        let point = crate::segment::archived::read(&*shared.cfg().vfs, shared.dir());
+        shared
+            .retention()
+            .saw_archived(point.ok().flatten().map(|p| p.archived_lsn));
         let (ring, backend) = ring::spawn(RingStart {
             shared: shared.clone(),
             file,
@@ -713,9 +728,9 @@ impl Wal {
         self.shared.lock().seg_base
     }
 
-    /// The engine state, for the crate's own tests and the async façade
-    /// (`pool`).
-    #[cfg(any(test, feature = "tokio"))]
+    /// The engine state, for the crate's own tests, the async façade
+    /// (`pool`) and an archiver attached to the log.
+    #[cfg(any(test, feature = "tokio", feature = "archive"))]
     pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.shared
     }
@@ -743,9 +758,11 @@ impl Wal {
     pub fn stats(&self) -> Stats {
         let c = &self.shared.counters();
         let sh = &self.shared;
-        let (segments, disk_bytes, oldest_lsn) = {
+        let archived_lsn = sh.retention().archived_lsn();
+        let (segments, disk_bytes, oldest_lsn, archive_held_bytes) = {
             let set = sh.segment_set();
-            (set.len(), set.bytes(), set.oldest_base().unwrap_or(1))
+            let held = archived_lsn.map_or(0, |a| set.held_by_archive(a));
+            (set.len(), set.bytes(), set.oldest_base().unwrap_or(1), held)
         };
         Stats {
             segments,
@@ -760,6 +777,8 @@ impl Wal {
             over_soft_limit: sh.cfg().soft_log_bytes.is_some_and(|l| disk_bytes > l),
             dropped_records: c.dropped_records.load(Ordering::Relaxed),
             last_dropped: sh.retention().last_dropped(),
+            archived_lsn,
+            archive_held_bytes,
             write_latency: c.write_latency.summary(),
             sync_latency: c.sync_latency.summary(),
             next_lsn: self.next_lsn(),

@@ -31,6 +31,9 @@ pub(crate) enum Kind {
     NoSpace,
     LogFull,
     Poisoned,
+    ArchiveDamaged,
+    ArchiveRefused,
+    ArchiveUnreachable,
 }
 
 /// One row of the exit-status table: a kind of outcome, its status, and
@@ -74,6 +77,13 @@ pub(crate) const TABLE: &[Row] = &[
         status: 1,
         when: "Acknowledged records missing: the log ends below the LSN its manifest says \
                was durable (a segment cut short).",
+    },
+    Row {
+        kind: Some(Kind::ArchiveDamaged),
+        name: "archive-damaged",
+        status: 1,
+        when: "An archive object is missing or is not what the archive manifest says \
+               (length, CRC, frames); the message names the object.",
     },
     Row {
         kind: Some(Kind::Usage),
@@ -128,6 +138,13 @@ pub(crate) const TABLE: &[Row] = &[
         when: "Any other error.",
     },
     Row {
+        kind: Some(Kind::ArchiveRefused),
+        name: "archive-refused",
+        status: 2,
+        when: "The object store refused the credentials or holds another log's archive, \
+               or restore's DIR already holds a log.",
+    },
+    Row {
         kind: Some(Kind::Locked),
         name: "locked",
         status: 3,
@@ -157,6 +174,12 @@ pub(crate) const TABLE: &[Row] = &[
         name: "poisoned",
         status: 4,
         when: "An earlier I/O failure stopped the log.",
+    },
+    Row {
+        kind: Some(Kind::ArchiveUnreachable),
+        name: "archive-unreachable",
+        status: 4,
+        when: "The object store did not answer: retry once it is back.",
     },
 ];
 
@@ -360,6 +383,16 @@ impl Failure {
     }
 }
 
+/// The kind of an archive failure.
+fn archive_kind(p: &ringwal::ArchiveProblem) -> Kind {
+    use ringwal::ArchiveProblem as P;
+    match p {
+        P::Missing | P::Damaged(_) => Kind::ArchiveDamaged,
+        P::Unreachable => Kind::ArchiveUnreachable,
+        _ => Kind::ArchiveRefused,
+    }
+}
+
 /// A read's `Gap` is damage (a segment missing from the log) when it
 /// names a segment that starts where the LSNs resume, or one the log
 /// should have above the newest there (`found` below `expected`); it is
@@ -427,6 +460,7 @@ impl From<ringwal::Error> for Failure {
                 (Kind::NotFound, Some(path), None)
             }
             E::Io { path, .. } => (Kind::Io, Some(path), None),
+            E::Archive { problem, .. } => (archive_kind(problem), None, None),
             _ => (Kind::Other, None, None),
         };
         let path = path.cloned();
@@ -551,7 +585,7 @@ fn parse_message(e: &clap::Error) -> String {
 mod tests {
     use super::*;
 
-    const KINDS: [Kind; 16] = [
+    const KINDS: [Kind; 19] = [
         Kind::Corrupt,
         Kind::Gap,
         Kind::Lost,
@@ -568,6 +602,9 @@ mod tests {
         Kind::NoSpace,
         Kind::LogFull,
         Kind::Poisoned,
+        Kind::ArchiveDamaged,
+        Kind::ArchiveRefused,
+        Kind::ArchiveUnreachable,
     ];
 
     #[test]

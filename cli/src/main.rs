@@ -13,6 +13,7 @@
 //! outside; change them only on purpose.
 
 mod append;
+mod archive;
 mod bench;
 mod docs;
 mod exit;
@@ -69,6 +70,13 @@ enum Command {
     /// Append the records of `ringwal dump --json` (stdin) to a new or
     /// empty log, batches as atomic batches.
     Import(ImportArgs),
+    /// Ship a log to object storage until stopped (SIGINT, SIGTERM):
+    /// sealed segments as they seal, the durable tail every --interval;
+    /// `archive ls URL` lists what an archive holds.
+    Archive(archive::ArchiveArgs),
+    /// Build a log from an archive alone, up to an LSN or a time; with
+    /// --follow, keep it current as a standby until stopped.
+    Restore(archive::RestoreArgs),
     /// Closed-loop load: producers append and wait, latency per record.
     Bench(BenchArgs),
     /// Print a shell completion script.
@@ -543,6 +551,8 @@ impl Command {
             Command::Recover(a) => a.json,
             Command::Checkpoint(a) => a.json,
             Command::Import(a) => a.json,
+            Command::Restore(a) => a.json,
+            Command::Archive(a) => matches!(&a.ls, Some(archive::ArchiveCommand::Ls(l)) if l.json),
             // `bench --json FILE` writes its results to a file.
             Command::Bench(_) | Command::Completions(_) | Command::Man => false,
         }
@@ -574,6 +584,8 @@ fn main() -> ExitCode {
         Command::Recover(a) => ops::recover(a, quiet),
         Command::Checkpoint(a) => ops::checkpoint(a),
         Command::Import(a) => ops::import(a, quiet),
+        Command::Archive(a) => archive::run(a),
+        Command::Restore(a) => archive::restore(a),
         Command::Bench(a) => bench::run(a),
         Command::Completions(a) => docs::completions(a),
         Command::Man => docs::man(),

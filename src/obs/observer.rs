@@ -62,6 +62,20 @@ pub trait DurabilityObserver: Send + Sync + 'static {
     fn records_dropped(&self, first: Lsn, last: Lsn) {
         let _ = (first, last);
     }
+
+    /// A checkpoint or the hard limit's drop would have removed segments
+    /// the log's archive does not hold yet, and kept them
+    /// ([`ConfigBuilder::release_unarchived`](crate::ConfigBuilder::release_unarchived)):
+    /// `held_bytes` of sealed segments stay on disk above the archive
+    /// point `archived_lsn`. Called each time that happens, on the thread
+    /// that ran the checkpoint or drop (the ring's, for a drop at a roll,
+    /// with the same rules as [`advanced`](Self::advanced)). A log over
+    /// its hard limit with [`WhenFull::DropOldest`](crate::WhenFull::DropOldest)
+    /// stays over it until the archive catches up. The default does
+    /// nothing.
+    fn log_held_by_archive(&self, held_bytes: u64, archived_lsn: Lsn) {
+        let _ = (held_bytes, archived_lsn);
+    }
 }
 
 /// The configured observer, if any, behind a `Debug` that names no type.

@@ -2,6 +2,7 @@
 //! size limits over it, the preparer of spares and recycled files, the
 //! manifest keeper, and retention (checkpoints and drops).
 
+pub(crate) mod archived;
 pub(crate) mod durable;
 pub(crate) mod index;
 pub(crate) mod lifecycle;

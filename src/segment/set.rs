@@ -96,6 +96,11 @@ impl LogDir {
         self.path.join(format::manifest_file_name(self.node))
     }
 
+    /// The node's archive point (`NNNNN.archived`).
+    pub fn archived(&self) -> PathBuf {
+        self.path.join(format::archived_file_name(self.node))
+    }
+
     /// The writer's lock file.
     pub fn lock(&self) -> PathBuf {
         self.path.join(format::lock_file_name(self.node))
@@ -363,6 +368,17 @@ impl SegmentSet {
             .take_while(|w| w[1].file.base - 1 <= up_to)
             .count();
         &self.live[..n]
+    }
+
+    /// Bytes of the sealed segments (all but the newest) holding any
+    /// LSN above `archived_lsn`: what the archive keeps on disk that a
+    /// checkpoint could otherwise release. No I/O.
+    pub fn held_by_archive(&self, archived_lsn: Lsn) -> u64 {
+        let sealed = self.live.len().saturating_sub(1);
+        (0..sealed)
+            .filter(|&i| self.live[i + 1].file.base - 1 > archived_lsn)
+            .map(|i| self.live[i].bytes)
+            .sum()
     }
 
     /// The oldest segment's base, if any.

@@ -10,13 +10,13 @@
 //! its drop to the one running), only producers (`Block`) and other
 //! checkpoints do, and no lock the ring takes is held across I/O.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 use crate::at_rest::format::Manifest;
 use crate::config::WhenFull;
 use crate::error::{Error, Lsn, Poison, Result};
-use crate::segment::lifecycle;
+use crate::segment::{archived, lifecycle};
 use crate::sync::lock_order::{Rank, Token};
 use crate::write::shared::Shared;
 
@@ -45,6 +45,9 @@ pub(crate) struct Retention {
     state: Mutex<Turn>,
     /// The last LSN range `WhenFull::DropOldest` dropped, for `Stats`.
     last_dropped: Mutex<Option<(Lsn, Lsn)>>,
+    /// The archive point last read (`archived::read`), plus one; 0: the
+    /// log had no archive then. For `Stats`, which does no I/O.
+    archived: AtomicU64,
     /// Signalled when a checkpoint finishes, for a caller waiting its turn.
     done: Condvar,
 }
@@ -75,6 +78,18 @@ impl Retention {
         // One value replaced whole: a poisoned mutex carries no
         // information.
         *self.last_dropped.lock().unwrap_or_else(|p| p.into_inner()) = Some((first, last));
+    }
+
+    /// The archive point as last read: `None` when the log had no
+    /// archive then. No I/O.
+    pub fn archived_lsn(&self) -> Option<Lsn> {
+        self.archived.load(Ordering::Relaxed).checked_sub(1)
+    }
+
+    /// Remember the archive point just read (`None`: no archive).
+    pub fn saw_archived(&self, lsn: Option<Lsn>) {
+        self.archived
+            .store(lsn.map_or(0, |l| l.saturating_add(1)), Ordering::Relaxed);
     }
 
     fn turn(&self) -> MutexGuard<'_, Turn> {
@@ -161,9 +176,14 @@ fn remove_upto(sh: &Shared, _held: &Held, up_to: Lsn, recycle: Recycle) -> Resul
     // the holder of the turn checkpoints, so these stay the oldest while
     // the lock is released. A roll only adds or replaces the newest,
     // which is never planned away.
+    let wanted = up_to;
+    let up_to = archive_hold(sh, up_to)?;
     let (going, oldest_kept) = {
         let set = sh.segment_set();
         let going = set.releasable(up_to).to_vec();
+        if up_to < wanted && set.releasable(wanted).len() > going.len() {
+            report_held(sh, &set, up_to);
+        }
         assert!(
             going.len() < set.len().max(1),
             "a checkpoint never removes the newest segment"
@@ -223,6 +243,30 @@ fn remove_upto(sh: &Shared, _held: &Held, up_to: Lsn, recycle: Recycle) -> Resul
     match failed {
         Some(e) => Err(e),
         None => Ok(removed),
+    }
+}
+
+/// `up_to`, lowered to what the log's archive holds, unless the
+/// configuration releases unarchived segments. Reads the archive point
+/// (a small file another process may be writing) each time: it only
+/// rises, so a stale read holds more, never less. Damage to it fails the
+/// checkpoint, naming the file.
+fn archive_hold(sh: &Shared, up_to: Lsn) -> Result<Lsn> {
+    if sh.cfg().release_unarchived {
+        return Ok(up_to);
+    }
+    let point = archived::read(&*sh.cfg().vfs, sh.dir())?;
+    sh.retention().saw_archived(point.map(|p| p.archived_lsn));
+    Ok(archived::hold(point, up_to))
+}
+
+/// The archive held back segments a checkpoint or drop would have
+/// removed: tell the trace and the observer how many bytes it holds.
+fn report_held(sh: &Shared, set: &crate::segment::set::SegmentSet, archived_lsn: Lsn) {
+    let held = set.held_by_archive(archived_lsn);
+    crate::obs::trace::event!(warn, dir = %sh.dir().path().display(), archived_lsn, held, "segments kept until the archive holds them");
+    if let Some(o) = &sh.cfg().observer.0 {
+        o.log_held_by_archive(held, archived_lsn);
     }
 }
 
@@ -324,6 +368,11 @@ fn drop_while_over(sh: &Shared, held: &Held) -> Result<()> {
             }
         };
         let removed = remove_upto(sh, held, last, Recycle::No)?;
+        if removed == 0 {
+            // The archive holds it: the log stays over its limit until
+            // the archive catches up (`report_held` told the observer).
+            return Ok(());
+        }
         // With the turn held nothing else removes segments: exactly the
         // oldest one went.
         assert_eq!(removed, 1, "the oldest of several listed segments goes");

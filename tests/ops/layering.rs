@@ -56,6 +56,12 @@ const LAYERS: &[(&str, &[&str])] = &[
             "write",
         ],
     ),
+    (
+        "archive",
+        &[
+            "at_rest", "config", "error", "obs", "scan", "segment", "wal", "write",
+        ],
+    ),
 ];
 
 fn src() -> PathBuf {

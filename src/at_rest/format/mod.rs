@@ -89,12 +89,14 @@ const _: () = assert!(
     "lsn + count of any valid frame stays far from overflow"
 );
 
+mod archive;
 mod checkpoint;
 mod frame;
 mod header;
 mod manifest;
 mod names;
 
+pub use archive::*;
 pub use checkpoint::*;
 pub use frame::*;
 pub use header::*;

@@ -6,6 +6,7 @@ use super::SPARE_SUFFIX;
 const SEGMENT_EXT: &str = ".wal";
 const LOCK_EXT: &str = ".lock";
 const MANIFEST_EXT: &str = ".manifest";
+const ARCHIVED_EXT: &str = ".archived";
 const TEMP_EXT: &str = ".tmp";
 const SPARE_INFIX: &str = "-spare-";
 const NODE_DIGITS: usize = 5;
@@ -106,6 +107,13 @@ pub fn parse_spare_file_name(name: &str) -> Option<(u32, u64)> {
 /// allocation.
 pub fn manifest_file_name(node: u32) -> String {
     format!("{node:05}{MANIFEST_EXT}")
+}
+
+/// Name of a node's archive point, e.g. `00001.archived`: how far the
+/// node's archive holds its sealed segments (docs/format.md §9). Cost:
+/// one small allocation.
+pub fn archived_file_name(node: u32) -> String {
+    format!("{node:05}{ARCHIVED_EXT}")
 }
 
 /// Name of a temporary file that becomes `target` once whole (it is

@@ -1,0 +1,324 @@
+//! The archiver's pass: each sealed segment not yet archived goes up as
+//! one immutable object, then the newest segment's durable prefix as the
+//! tail object, and after each the archive manifest; the archive point
+//! in the log directory rises only once the manifest lists what it
+//! covers.
+
+use std::sync::Arc;
+
+use ringwal_platform::{OpenHow, Vfs};
+
+use crate::archive::store::{Got, Names, Store};
+use crate::at_rest::format::{self, ArchiveManifest, ArchivedPoint, ArchivedSegment};
+use crate::error::{ArchiveProblem, Corruption, Error, Lsn, Result};
+use crate::scan::{self, Position, Step, Verdict, Walker};
+use crate::segment::set::{LogDir, SegmentFile};
+use crate::segment::{archived, manifest};
+
+/// What one pass shipped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Pass {
+    /// Sealed segments shipped by this pass.
+    pub sealed: usize,
+    /// Bytes put to the store by this pass, tail included.
+    pub bytes: u64,
+    /// The archive point after it: every segment at or below is archived.
+    pub archived_lsn: Lsn,
+    /// The last LSN the archive holds, its tail included.
+    pub last_lsn: Lsn,
+}
+
+/// One node's log directory and its archive.
+pub(crate) struct Shipper {
+    store: Store,
+    names: Names,
+    vfs: Arc<dyn Vfs>,
+    dir: LogDir,
+    /// The archive manifest as last put (or read at the first pass).
+    remote: Option<ArchiveManifest>,
+}
+
+impl Shipper {
+    pub fn new(store: Store, vfs: Arc<dyn Vfs>, dir: LogDir) -> Shipper {
+        Shipper {
+            names: Names::new(dir.node()),
+            store,
+            vfs,
+            dir,
+            remote: None,
+        }
+    }
+
+    /// Ship what is new. `durable` is the writer's durable LSN when the
+    /// archiver runs in its process; another process's archiver passes 0
+    /// and ships the tail only as far as the manifest and the writes'
+    /// vouches prove durable, so the archive never holds a record that a
+    /// power loss could take from the log (whose LSN would then be handed
+    /// out again). Cost: a directory listing, a read of every segment not
+    /// yet archived and of the newest, one PUT per object and one per
+    /// manifest change, an archive point write per sealed segment.
+    pub fn pass(&mut self, durable: Lsn) -> Result<Pass> {
+        let listing = self.dir.list(&*self.vfs)?;
+        let Some((newest, sealed)) = listing.segments.split_last() else {
+            return Ok(Pass::default());
+        };
+        let local = manifest::read(&*self.vfs, &self.dir)?;
+        let log_id = match local {
+            Some(m) => m.log_id,
+            None => self.open(newest, None)?.header().log_id,
+        };
+        let mut remote = self.remote(log_id)?;
+        if let Some(m) = local {
+            remote.handed_out = remote.handed_out.max(m.handed_out);
+        }
+        let mut pass = Pass::default();
+        // Established before anything is shipped: from here on no
+        // checkpoint removes what the archive lacks.
+        self.hold(log_id, remote.sealed_lsn())?;
+        for f in sealed {
+            if self.archived(&remote, f)? {
+                continue;
+            }
+            pass.bytes += self.ship_sealed(&mut remote, f, log_id)?;
+            pass.sealed += 1;
+        }
+        let bound = durable.max(local.map_or(0, |m| m.durable_lsn));
+        pass.bytes += self.ship_tail(&mut remote, newest, log_id, bound)?;
+        pass.archived_lsn = remote.sealed_lsn();
+        pass.last_lsn = remote.last_lsn();
+        self.remote = Some(remote);
+        Ok(pass)
+    }
+
+    /// The archive manifest: the one put last, else the store's, else a
+    /// new one. One of another log or node is refused.
+    fn remote(&mut self, log_id: u64) -> Result<ArchiveManifest> {
+        let m = match self.remote.take() {
+            Some(m) => m,
+            None => self
+                .read_remote()?
+                .unwrap_or_else(|| ArchiveManifest::new(self.dir.node(), log_id)),
+        };
+        if m.log_id != log_id || m.node != self.dir.node() {
+            return Err(self.store.problem(
+                &self.names.manifest(),
+                ArchiveProblem::Mismatch(format!(
+                    "it archives log {:016x} node {}, this is log {log_id:016x} node {}",
+                    m.log_id,
+                    m.node,
+                    self.dir.node()
+                )),
+            ));
+        }
+        Ok(m)
+    }
+
+    fn read_remote(&self) -> Result<Option<ArchiveManifest>> {
+        read_manifest(&self.store, &self.names)
+    }
+
+    /// Whether `f` is in the archive already. A segment past the
+    /// archive's last with LSNs missing between is refused: the log
+    /// released segments the archive never got.
+    fn archived(&self, remote: &ArchiveManifest, f: &SegmentFile) -> Result<bool> {
+        let Some(last) = remote.segments.last() else {
+            return Ok(false);
+        };
+        if f.base <= last.base {
+            return Ok(true);
+        }
+        if f.base != last.last + 1 {
+            return Err(self.store.problem(
+                &self.names.segment(f.base),
+                ArchiveProblem::Mismatch(format!(
+                    "the archive ends at LSN {}, the log goes on at {} ({}): segments were \
+                     released unarchived; archive to a new prefix",
+                    last.last,
+                    f.base,
+                    f.path.display()
+                )),
+            ));
+        }
+        Ok(false)
+    }
+
+    /// Put the sealed segment `f`, then the manifest listing it, then
+    /// raise the archive point. Returns the bytes put.
+    fn ship_sealed(
+        &self,
+        remote: &mut ArchiveManifest,
+        f: &SegmentFile,
+        log_id: u64,
+    ) -> Result<u64> {
+        let mut w = self.open(f, Some(log_id))?;
+        let times = Times::default();
+        let end = w.walk_to_end()?;
+        match w.judge(end, Position::sealed())? {
+            Verdict::Clean | Verdict::Full => {}
+            _ => {
+                return Err(Error::corrupt(
+                    &f.path,
+                    end.data_end(),
+                    Corruption::Frames(format!("a sealed segment ends in {end}; not archived")),
+                ));
+            }
+        }
+        let len = round_up(end.data_end());
+        let bytes = read_prefix(&*self.vfs, &f.path, len)?;
+        let g = times.segment(f.base, w.last_lsn(), &bytes);
+        let n = bytes.len() as u64;
+        self.store.put(&self.names.segment(f.base), bytes)?;
+        // A tail of this segment (or an older one) is superseded by the
+        // sealed object.
+        let old_tail = remote.tail.take_if(|t| t.base <= f.base);
+        remote.segments.push(g);
+        self.put_manifest(remote)?;
+        self.hold(log_id, remote.sealed_lsn())?;
+        if let Some(t) = old_tail {
+            // A leftover only costs space: restore never reads a tail the
+            // manifest does not name.
+            let _ = self.store.delete(&self.names.tail(t.base));
+        }
+        Ok(n)
+    }
+
+    /// Put the newest segment's prefix up to the last record at or below
+    /// `bound` (and below what the writes' vouches prove durable), if it
+    /// grew. Returns the bytes put.
+    fn ship_tail(
+        &self,
+        remote: &mut ArchiveManifest,
+        newest: &SegmentFile,
+        log_id: u64,
+        bound: Lsn,
+    ) -> Result<u64> {
+        if remote
+            .segments
+            .last()
+            .is_some_and(|s| s.base >= newest.base)
+        {
+            return Ok(0);
+        }
+        let mut w = self.open(newest, Some(log_id))?;
+        let mut ends: Vec<(Lsn, u64)> = Vec::new();
+        loop {
+            match w.next()? {
+                Step::Record { frame, batch, .. } => {
+                    let last_of_batch = batch.is_none()
+                        || frame.flags & format::FLAG_BATCH_END == format::FLAG_BATCH_END;
+                    let lsn = frame.lsn;
+                    if last_of_batch {
+                        ends.push((lsn, w.valid_end()));
+                    }
+                }
+                Step::Hole { .. } => ends.push((w.last_lsn(), w.valid_end())),
+                Step::End(_) => break,
+            }
+        }
+        let bound = bound.max(w.vouched());
+        let Some(&(last, end)) = ends.iter().rev().find(|(lsn, _)| *lsn <= bound) else {
+            return Ok(0);
+        };
+        let have = remote.tail.as_ref().filter(|t| t.base == newest.base);
+        if have.is_some_and(|t| t.last >= last) {
+            return Ok(0);
+        }
+        let bytes = read_prefix(&*self.vfs, &newest.path, round_up(end))?;
+        let g = Times::default().segment(newest.base, last, &bytes);
+        let n = bytes.len() as u64;
+        self.store.put(&self.names.tail(newest.base), bytes)?;
+        let superseded = remote.tail.replace(g).filter(|t| t.base != newest.base);
+        self.put_manifest(remote)?;
+        if let Some(t) = superseded {
+            let _ = self.store.delete(&self.names.tail(t.base));
+        }
+        Ok(n)
+    }
+
+    fn put_manifest(&self, remote: &ArchiveManifest) -> Result<()> {
+        self.store.put(&self.names.manifest(), remote.encode())
+    }
+
+    /// Raise the log directory's archive point to `lsn` (written each
+    /// time: it is what a writer in another process reads).
+    fn hold(&self, log_id: u64, lsn: Lsn) -> Result<()> {
+        let now = archived::read(&*self.vfs, &self.dir).ok().flatten();
+        if now.is_some_and(|p| p.log_id == log_id && p.archived_lsn == lsn) {
+            return Ok(());
+        }
+        archived::write(
+            &*self.vfs,
+            &self.dir,
+            ArchivedPoint {
+                log_id,
+                archived_lsn: lsn,
+            },
+        )
+    }
+
+    fn open(&self, f: &SegmentFile, log_id: Option<u64>) -> Result<Walker> {
+        scan::open(&*self.vfs, f, self.dir.node(), log_id)?.map_err(|p| p.error(f, self.dir.node()))
+    }
+}
+
+/// A node's archive manifest from the store, checked; `None` if the
+/// archive has none yet.
+pub(crate) fn read_manifest(store: &Store, names: &Names) -> Result<Option<ArchiveManifest>> {
+    let rel = names.manifest();
+    match store.get(&rel)? {
+        Got::Missing => Ok(None),
+        Got::Bytes(b) => ArchiveManifest::decode(&b)
+            .map(Some)
+            .map_err(|e| store.problem(&rel, ArchiveProblem::Damaged(e))),
+    }
+}
+
+/// The write times a segment's walk saw (0: none recorded).
+#[derive(Clone, Copy, Debug, Default)]
+struct Times {
+    first_ns: u64,
+    last_ns: u64,
+}
+
+impl Times {
+    /// The manifest's entry for an object of `bytes` holding
+    /// `base..=last`.
+    fn segment(self, base: Lsn, last: Lsn, bytes: &[u8]) -> ArchivedSegment {
+        ArchivedSegment {
+            base,
+            last,
+            bytes: bytes.len() as u64,
+            crc: crc32fast::hash(bytes),
+            first_ns: self.first_ns,
+            last_ns: self.last_ns,
+        }
+    }
+}
+
+/// `n` rounded up to a whole block.
+pub(crate) fn round_up(n: u64) -> u64 {
+    n.next_multiple_of(format::BLOCK as u64)
+}
+
+/// The first `len` bytes of `path` (fewer if the file is shorter).
+/// Cost: an open and reads of `len` bytes, through the page cache.
+pub(crate) fn read_prefix(vfs: &dyn Vfs, path: &std::path::Path, len: u64) -> Result<Vec<u8>> {
+    let file = vfs
+        .open(path, OpenHow::default())
+        .map_err(|e| Error::io(path, e))?;
+    let len = len.min(file.size().map_err(|e| Error::io(path, e))?);
+    let mut buf = vec![0u8; len as usize];
+    let mut done = 0;
+    while done < buf.len() {
+        match file
+            .read_at(&mut buf[done..], done as u64)
+            .map_err(|e| Error::io(path, e))?
+        {
+            0 => break,
+            n => done += n,
+        }
+    }
+    buf.truncate(done);
+    Ok(buf)
+}

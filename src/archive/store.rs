@@ -1,0 +1,264 @@
+//! Where an archive lives: an `object_store` client for a URL, with
+//! blocking calls on a runtime of the caller's thread, and the names of
+//! a node's objects under the archive's prefix.
+
+use std::sync::Arc;
+
+use object_store::aws::AmazonS3Builder;
+use object_store::local::LocalFileSystem;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use ringwal_platform::{RealFs, Vfs};
+
+use crate::at_rest::format;
+use crate::error::{ArchiveProblem, Error, Lsn, Result};
+
+/// How to reach an S3-compatible store, beyond what the URL says. Each
+/// field left `None` is taken from the usual AWS environment variables
+/// (`AWS_ENDPOINT_URL`, `AWS_REGION`, `AWS_ACCESS_KEY_ID`,
+/// `AWS_SECRET_ACCESS_KEY`), as the AWS tools do.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StoreOptions {
+    /// The endpoint, e.g. `http://127.0.0.1:3900` for a local server.
+    pub endpoint: Option<String>,
+    /// The region.
+    pub region: Option<String>,
+    /// The access key id.
+    pub access_key_id: Option<String>,
+    /// The secret access key.
+    pub secret_access_key: Option<String>,
+}
+
+/// An archive's store and prefix, and the runtime its calls block on.
+pub(crate) struct Store {
+    inner: Arc<dyn ObjectStore>,
+    /// The URL up to the prefix, for naming objects in errors.
+    url: String,
+    prefix: String,
+    rt: tokio::runtime::Runtime,
+}
+
+/// What one call asks of the store, for naming it in an error.
+pub(crate) enum Got {
+    Bytes(Vec<u8>),
+    Missing,
+}
+
+impl Store {
+    /// A client for `url`: `file:///absolute/dir` (created if missing)
+    /// or `s3://bucket[/prefix]`. Cost: a runtime of one thread's own
+    /// (no thread is started); for S3, no request yet.
+    pub fn open(url: &str, opts: &StoreOptions) -> Result<Store> {
+        let bad = |why: &str| Error::InvalidConfig(format!("archive URL {url}: {why}"));
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Error::io("the archive's runtime", e))?;
+        let (inner, url, prefix): (Arc<dyn ObjectStore>, String, String) =
+            if let Some(path) = url.strip_prefix("file://") {
+                if !path.starts_with('/') {
+                    return Err(bad("a file URL needs an absolute path (file:///dir)"));
+                }
+                RealFs
+                    .create_dir_all(std::path::Path::new(path), 0o700)
+                    .map_err(|e| Error::io(path, e))?;
+                let fs = LocalFileSystem::new_with_prefix(path)
+                    .map_err(|e| bad(&e.to_string()))?
+                    .with_automatic_cleanup(true);
+                (
+                    Arc::new(fs),
+                    format!("file://{}", path.trim_end_matches('/')),
+                    String::new(),
+                )
+            } else if let Some(rest) = url.strip_prefix("s3://") {
+                let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+                if bucket.is_empty() {
+                    return Err(bad("no bucket"));
+                }
+                let s3 = s3_builder(bucket, opts)
+                    .build()
+                    .map_err(|e| bad(&e.to_string()))?;
+                let prefix = prefix.trim_matches('/').to_string();
+                (Arc::new(s3), format!("s3://{bucket}"), prefix)
+            } else {
+                return Err(bad("the scheme is not file:// or s3://"));
+            };
+        Ok(Store {
+            inner,
+            url,
+            prefix,
+            rt,
+        })
+    }
+
+    /// The object `rel` under the prefix.
+    fn path(&self, rel: &str) -> ObjectPath {
+        if self.prefix.is_empty() {
+            ObjectPath::from(rel)
+        } else {
+            ObjectPath::from(format!("{}/{rel}", self.prefix))
+        }
+    }
+
+    /// `rel` as a URL, for messages.
+    pub fn url_of(&self, rel: &str) -> String {
+        format!("{}/{}", self.url, self.path(rel))
+    }
+
+    /// Store `bytes` as `rel`, whole or not at all (a single PUT; the
+    /// local store writes a temporary file and renames it). Cost: one
+    /// request carrying the bytes.
+    pub fn put(&self, rel: &str, bytes: Vec<u8>) -> Result<()> {
+        let path = self.path(rel);
+        self.rt
+            .block_on(self.inner.put(&path, PutPayload::from(bytes)))
+            .map(|_| ())
+            .map_err(|e| self.error(rel, e))
+    }
+
+    /// The whole of `rel`, or `Missing`. Cost: one request.
+    pub fn get(&self, rel: &str) -> Result<Got> {
+        let path = self.path(rel);
+        let got = self.rt.block_on(async {
+            match self.inner.get(&path).await {
+                Ok(r) => r.bytes().await.map(|b| Some(b.to_vec())),
+                Err(object_store::Error::NotFound { .. }) => Ok(None),
+                Err(e) => Err(e),
+            }
+        });
+        match got {
+            Ok(Some(b)) => Ok(Got::Bytes(b)),
+            Ok(None) => Ok(Got::Missing),
+            Err(e) => Err(self.error(rel, e)),
+        }
+    }
+
+    /// The whole of `rel`; a missing object is an error naming it.
+    pub fn get_existing(&self, rel: &str) -> Result<Vec<u8>> {
+        match self.get(rel)? {
+            Got::Bytes(b) => Ok(b),
+            Got::Missing => Err(self.problem(rel, ArchiveProblem::Missing)),
+        }
+    }
+
+    /// When `rel` was last replaced, or `None` if it is not there.
+    /// Cost: one HEAD request.
+    pub fn modified(&self, rel: &str) -> Result<Option<std::time::SystemTime>> {
+        let path = self.path(rel);
+        match self.rt.block_on(self.inner.head(&path)) {
+            Ok(meta) => Ok(Some(meta.last_modified.into())),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(self.error(rel, e)),
+        }
+    }
+
+    /// Remove `rel`; one that is not there is no error. Cost: one request.
+    pub fn delete(&self, rel: &str) -> Result<()> {
+        let path = self.path(rel);
+        match self.rt.block_on(self.inner.delete(&path)) {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(self.error(rel, e)),
+        }
+    }
+
+    /// `problem` with `rel`, as the error a caller reports.
+    pub fn problem(&self, rel: &str, problem: ArchiveProblem) -> Error {
+        Error::Archive {
+            object: self.url_of(rel),
+            problem,
+            source: None,
+        }
+    }
+
+    /// A store error on `rel`, sorted into what a caller can act on.
+    fn error(&self, rel: &str, e: object_store::Error) -> Error {
+        let problem = match &e {
+            object_store::Error::NotFound { .. } => ArchiveProblem::Missing,
+            object_store::Error::PermissionDenied { .. }
+            | object_store::Error::Unauthenticated { .. } => ArchiveProblem::Refused,
+            _ => refused_by_text(&e.to_string()),
+        };
+        Error::Archive {
+            object: self.url_of(rel),
+            problem,
+            source: Some(Box::new(e)),
+        }
+    }
+}
+
+/// S3 reports a bad key or a missing bucket inside a generic error: read
+/// its code from the text, else call it unreachable (worth a retry).
+fn refused_by_text(text: &str) -> ArchiveProblem {
+    let has = |code: &str| text.contains(code);
+    if has("NoSuchBucket") || has("NoSuchKey") {
+        ArchiveProblem::Missing
+    } else if has("AccessDenied")
+        || has("InvalidAccessKeyId")
+        || has("SignatureDoesNotMatch")
+        || has("403")
+    {
+        ArchiveProblem::Refused
+    } else {
+        ArchiveProblem::Unreachable
+    }
+}
+
+/// An S3 client for `bucket`, settings from `opts`, then from the
+/// environment. Plain HTTP is allowed: a store on loopback or a private
+/// network is the usual case for a log's archive.
+fn s3_builder(bucket: &str, opts: &StoreOptions) -> AmazonS3Builder {
+    let mut b = AmazonS3Builder::from_env()
+        .with_bucket_name(bucket)
+        .with_allow_http(true);
+    if let Ok(e) = std::env::var("AWS_ENDPOINT_URL") {
+        b = b.with_endpoint(e);
+    }
+    if let Some(e) = &opts.endpoint {
+        b = b.with_endpoint(e);
+    }
+    if let Some(r) = &opts.region {
+        b = b.with_region(r);
+    }
+    if let Some(k) = &opts.access_key_id {
+        b = b.with_access_key_id(k);
+    }
+    if let Some(s) = &opts.secret_access_key {
+        b = b.with_secret_access_key(s);
+    }
+    b
+}
+
+/// The names of one node's objects under the archive's prefix.
+pub(crate) struct Names {
+    node: u32,
+}
+
+impl Names {
+    pub fn new(node: u32) -> Names {
+        Names { node }
+    }
+
+    /// The archive manifest.
+    pub fn manifest(&self) -> String {
+        format!("{:05}/archive.manifest", self.node)
+    }
+
+    /// A sealed segment's object.
+    pub fn segment(&self, base: Lsn) -> String {
+        format!(
+            "{:05}/segments/{}",
+            self.node,
+            format::segment_file_name(self.node, base)
+        )
+    }
+
+    /// The newest segment's archived prefix.
+    pub fn tail(&self, base: Lsn) -> String {
+        format!(
+            "{:05}/tail/{}",
+            self.node,
+            format::segment_file_name(self.node, base)
+        )
+    }
+}
