@@ -7,6 +7,8 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+#[cfg(feature = "archive")]
+mod archive;
 #[cfg(feature = "serde")]
 mod config_serde;
 mod file_systems;

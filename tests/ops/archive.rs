@@ -1,0 +1,352 @@
+//! The archive (feature `archive`) on a local object store: the archive
+//! point holding segments on disk, what restore gives back (whole, to an
+//! LSN, refusing damage by name and leaving nothing behind), and a
+//! standby that follows. S3 and the faults that need processes are in
+//! the CLI's tests (`cli/tests/cli/archive.rs`).
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ringwal::archive::{self, Archiver, RestoreTo, StoreOptions};
+use ringwal::{
+    ArchiveProblem, Backend, Config, DurabilityObserver, Error, Level, Lsn, Wal, WhenFull,
+};
+
+use crate::common::{self, opening_logs, BACKENDS};
+
+fn url(dir: &Path) -> String {
+    format!("file://{}", dir.display())
+}
+
+fn payload(i: u64) -> Vec<u8> {
+    format!("record {i:06} ").repeat(30).into_bytes()
+}
+
+/// Append `n` durable records, returning the last LSN.
+fn fill(wal: &Wal, n: u64) -> Lsn {
+    let mut last = None;
+    for i in 0..n {
+        last = Some(wal.append(1, &payload(i)).expect("append"));
+    }
+    let t = last.expect("n > 0");
+    t.wait(Level::Durable).expect("durable");
+    t.lsn()
+}
+
+/// Every record in `dir` (node 1), as (LSN, payload).
+fn records(dir: &Path, cfg: &Config) -> Vec<(Lsn, Vec<u8>)> {
+    ringwal::verify::records(dir, cfg, 0)
+        .expect("records")
+        .map(|r| r.map(|r| (r.lsn, r.payload)).expect("record"))
+        .collect()
+}
+
+#[derive(Default)]
+struct Held(AtomicU64);
+
+impl DurabilityObserver for Held {
+    fn advanced(&self, _: Lsn, _: Lsn) {}
+    fn log_held_by_archive(&self, held_bytes: u64, _archived_lsn: Lsn) {
+        self.0.store(held_bytes, Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn checkpoints_keep_what_the_archive_lacks_and_restore_brings_all_back() {
+    let _g = opening_logs();
+    for backend in BACKENDS {
+        let t = tempfile::tempdir().unwrap();
+        let (log, arch, back) = (
+            t.path().join("log"),
+            t.path().join("arch"),
+            t.path().join("back"),
+        );
+        let held = Arc::new(Held::default());
+        let cfg = common::small(backend).observer(held.clone()).build();
+        let (wal, _) = Wal::open(&log, cfg.clone()).unwrap();
+        fill(&wal, 300);
+        let mut a = Archiver::attach(&wal, &url(&arch), &StoreOptions::default()).unwrap();
+        let first = a.pass().unwrap();
+        assert!(first.sealed >= 2, "{backend:?}: {first:?}");
+        assert_eq!(
+            first.last_lsn,
+            wal.durable_lsn(),
+            "{backend:?}: the tail reaches durable"
+        );
+        // More sealed segments that the archive does not hold yet.
+        let last = fill(&wal, 300);
+        let before = wal.stats().segments;
+        wal.checkpoint(last).unwrap();
+        let s = wal.stats();
+        assert_eq!(s.archived_lsn, Some(first.archived_lsn), "{backend:?}");
+        assert!(s.oldest_lsn == first.archived_lsn + 1, "{backend:?}: {s:?}");
+        assert!(
+            s.segments < before && s.archive_held_bytes > 0,
+            "{backend:?}: {s:?}"
+        );
+        assert_eq!(
+            held.0.load(Ordering::Relaxed),
+            s.archive_held_bytes,
+            "{backend:?}"
+        );
+        // Once archived, the same checkpoint releases them.
+        let second = a.pass().unwrap();
+        assert!(second.archived_lsn > first.archived_lsn);
+        wal.checkpoint(last).unwrap();
+        let s = wal.stats();
+        assert_eq!(
+            (s.segments, s.archive_held_bytes),
+            (1, 0),
+            "{backend:?}: {s:?}"
+        );
+        let last = fill(&wal, 50);
+        a.pass().unwrap();
+        wal.close().unwrap();
+
+        // The archive holds every record ever appended, the ones the log
+        // released included.
+        let r = archive::restore(
+            &url(&arch),
+            &StoreOptions::default(),
+            &back,
+            &cfg,
+            RestoreTo::End,
+        )
+        .unwrap();
+        assert_eq!(
+            (r.first_lsn, r.last_lsn, r.given_up),
+            (1, last, None),
+            "{backend:?}"
+        );
+        let got = records(&back, &cfg);
+        assert_eq!(got.len() as u64, last, "{backend:?}");
+        for (i, (lsn, p)) in got.iter().enumerate() {
+            assert_eq!(
+                (*lsn, p),
+                (i as u64 + 1, &payload(i as u64 % 300 % 300)),
+                "{backend:?}"
+            );
+        }
+        // A writer opening the restored log goes on from there.
+        let (wal, _) = Wal::open(&back, cfg.clone()).unwrap();
+        assert_eq!(wal.append(1, b"more").unwrap().lsn(), last + 1);
+        wal.close().unwrap();
+    }
+}
+
+#[test]
+fn release_unarchived_lets_checkpoints_and_drops_go_past_the_archive() {
+    let _g = opening_logs();
+    let t = tempfile::tempdir().unwrap();
+    let (log, arch) = (t.path().join("log"), t.path().join("arch"));
+    let cfg = common::small(Backend::Threaded).build();
+    let (wal, _) = Wal::open(&log, cfg.clone()).unwrap();
+    fill(&wal, 100);
+    Archiver::attach(&wal, &url(&arch), &StoreOptions::default())
+        .unwrap()
+        .pass()
+        .unwrap();
+    let last = fill(&wal, 400);
+    wal.close().unwrap();
+    let release = common::small(Backend::Threaded)
+        .release_unarchived(true)
+        .build();
+    let (wal, _) = Wal::open(&log, release).unwrap();
+    wal.checkpoint(last).unwrap();
+    assert_eq!(wal.stats().segments, 1);
+    wal.close().unwrap();
+
+    // The hard limit's drop respects the archive too, and says so.
+    let t = tempfile::tempdir().unwrap();
+    let (log, arch) = (t.path().join("log"), t.path().join("arch"));
+    let held = Arc::new(Held::default());
+    let limit = 4 * common::SEGMENT_BYTES;
+    let cfg = common::small(Backend::Threaded)
+        .max_log_bytes(Some(limit), WhenFull::DropOldest)
+        .observer(held.clone())
+        .build();
+    let (wal, _) = Wal::open(&log, cfg).unwrap();
+    fill(&wal, 50);
+    Archiver::attach(&wal, &url(&arch), &StoreOptions::default())
+        .unwrap()
+        .pass()
+        .unwrap();
+    fill(&wal, 800);
+    let s = wal.stats();
+    assert!(s.disk_bytes > limit, "held over the limit: {s:?}");
+    assert_eq!(s.dropped_records, 0, "{s:?}");
+    assert!(held.0.load(Ordering::Relaxed) > 0);
+    wal.close().unwrap();
+}
+
+#[test]
+fn restore_to_an_lsn_gives_up_the_rest_and_refuses_damage_by_name() {
+    let _g = opening_logs();
+    let t = tempfile::tempdir().unwrap();
+    let (log, arch) = (t.path().join("log"), t.path().join("arch"));
+    let cfg = common::cfg(Backend::Threaded);
+    let (wal, _) = Wal::open(&log, cfg.clone()).unwrap();
+    let last = fill(&wal, 400);
+    Archiver::attach(&wal, &url(&arch), &StoreOptions::default())
+        .unwrap()
+        .pass()
+        .unwrap();
+    wal.close().unwrap();
+    let opts = StoreOptions::default();
+
+    let to = t.path().join("to");
+    let r = archive::restore(&url(&arch), &opts, &to, &cfg, RestoreTo::Lsn(123)).unwrap();
+    assert_eq!((r.last_lsn, r.given_up), (123, Some((124, last))));
+    let got = records(&to, &cfg);
+    assert_eq!(got.last().map(|r| r.0), Some(123));
+    assert_eq!(got.len(), 123);
+    let report = ringwal::verify::verify(&to, &cfg).unwrap();
+    assert_eq!(report.consistent(), Some(true), "{report:?}");
+    let (wal, _) = Wal::open(&to, cfg.clone()).unwrap();
+    assert_eq!(
+        wal.append(1, b"x").unwrap().lsn(),
+        last + 1,
+        "no LSN handed out twice"
+    );
+    wal.close().unwrap();
+
+    // A directory holding a log is refused and left as it was.
+    let e = archive::restore(&url(&arch), &opts, &to, &cfg, RestoreTo::End).unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            Error::Archive {
+                problem: ArchiveProblem::TargetHoldsLog,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert_eq!(records(&to, &cfg).len(), 124);
+
+    // A damaged object, then a missing one: named, and nothing left.
+    let segs = arch.join("00001/segments");
+    let mut objs: Vec<_> = std::fs::read_dir(&segs)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    objs.sort();
+    let victim = &objs[1];
+    let mut bytes = std::fs::read(victim).unwrap();
+    bytes[9000] ^= 0x40;
+    std::fs::write(victim, &bytes).unwrap();
+    let to = t.path().join("damaged");
+    let e = archive::restore(&url(&arch), &opts, &to, &cfg, RestoreTo::End).unwrap_err();
+    let name = victim.file_name().unwrap().to_str().unwrap();
+    assert!(
+        matches!(&e, Error::Archive { problem: ArchiveProblem::Damaged(_), object, .. } if object.ends_with(name)),
+        "{e}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&to).unwrap().count(),
+        0,
+        "nothing left behind"
+    );
+    std::fs::remove_file(victim).unwrap();
+    let e = archive::restore(&url(&arch), &opts, &to, &cfg, RestoreTo::End).unwrap_err();
+    assert!(
+        matches!(&e, Error::Archive { problem: ArchiveProblem::Missing, object, .. } if object.ends_with(name)),
+        "{e}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&to).unwrap().count(),
+        0,
+        "nothing left behind"
+    );
+}
+
+#[test]
+fn an_archiver_in_another_process_ships_only_what_the_vouches_prove_durable() {
+    let _g = opening_logs();
+    let t = tempfile::tempdir().unwrap();
+    let (log, arch) = (t.path().join("log"), t.path().join("arch"));
+    let cfg = common::cfg(Backend::Threaded);
+    let (wal, _) = Wal::open(&log, cfg.clone()).unwrap();
+    let mut a = Archiver::open(&log, &cfg, &url(&arch), &StoreOptions::default()).unwrap();
+    for round in 0..5 {
+        // One record a write: each write vouches for the ones before it.
+        for i in 0..60 {
+            wal.append(1, &payload(i))
+                .unwrap()
+                .wait(Level::Durable)
+                .unwrap();
+        }
+        let p = a.pass().unwrap();
+        let durable = wal.durable_lsn();
+        assert!(
+            p.last_lsn <= durable,
+            "round {round}: {p:?} past durable {durable}"
+        );
+        assert!(
+            p.last_lsn + 1 >= durable,
+            "round {round}: {p:?}, durable {durable}"
+        );
+    }
+    let last = wal.durable_lsn();
+    wal.close().unwrap();
+    // A clean close vouches for everything.
+    assert_eq!(a.pass().unwrap().last_lsn, last);
+}
+
+#[test]
+fn a_standby_follows_the_archive_and_reads_meanwhile() {
+    let _g = opening_logs();
+    let t = tempfile::tempdir().unwrap();
+    let (log, arch, standby) = (
+        t.path().join("log"),
+        t.path().join("arch"),
+        t.path().join("sb"),
+    );
+    let cfg = common::cfg(Backend::Threaded);
+    let (wal, _) = Wal::open(&log, cfg.clone()).unwrap();
+    fill(&wal, 100);
+    let mut a = Archiver::attach(&wal, &url(&arch), &StoreOptions::default()).unwrap();
+    a.pass().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let follower = {
+        let (u, sb, cfg, stop) = (url(&arch), standby.clone(), cfg.clone(), stop.clone());
+        std::thread::spawn(move || {
+            archive::follow(
+                &u,
+                &StoreOptions::default(),
+                &sb,
+                &cfg,
+                Duration::from_millis(20),
+                &|| stop.load(Ordering::Relaxed),
+            )
+        })
+    };
+    for _ in 0..4 {
+        let last = fill(&wal, 150);
+        a.pass().unwrap();
+        // The standby catches up, and reads as a log meanwhile.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let seen = ringwal::verify::records(&standby, &cfg, 0)
+                .map(|r| r.filter_map(|r| r.ok()).last().map_or(0, |r| r.lsn))
+                .unwrap_or(0);
+            if seen == last {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "standby stuck at {seen} of {last}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let r = follower.join().unwrap().unwrap();
+    wal.close().unwrap();
+    assert_eq!(r.last_lsn, 700);
+    let report = ringwal::verify::verify(&standby, &cfg).unwrap();
+    assert_eq!(report.consistent(), Some(true), "{report:?}");
+    assert_eq!(records(&standby, &cfg), records(&log, &cfg));
+}
