@@ -53,10 +53,10 @@ use crate::write::shared::Shared;
 
 pub use restore::{RestoreTo, Restored};
 pub use ship::Pass;
-pub use store::StoreOptions;
+pub use store::{Got, Store, StoreOptions};
 
 use ship::Shipper;
-use store::{Names, Store};
+use store::Names;
 
 /// How long the archiver waits after a failed pass before the next one
 /// at most: the wait doubles from the interval up to this. Long enough

@@ -30,8 +30,15 @@ pub struct StoreOptions {
     pub secret_access_key: Option<String>,
 }
 
-/// An archive's store and prefix, and the runtime its calls block on.
-pub(crate) struct Store {
+/// A place in an object store (`file:///dir` or `s3://bucket/prefix`),
+/// with blocking calls: what the archive ships to, and what a layer
+/// publishing objects of its own (the OTLP receiver's blocks) writes
+/// through, so that both reach a store the same way.
+///
+/// Each call runs on a runtime of the handle's own (no thread is
+/// started): call it from a thread that may block, never from inside an
+/// async task.
+pub struct Store {
     inner: Arc<dyn ObjectStore>,
     /// The URL up to the prefix, for naming objects in errors.
     url: String,
@@ -39,16 +46,25 @@ pub(crate) struct Store {
     rt: tokio::runtime::Runtime,
 }
 
-/// What one call asks of the store, for naming it in an error.
-pub(crate) enum Got {
+/// An object read whole, or word that there is none.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Got {
+    /// Its bytes.
     Bytes(Vec<u8>),
+    /// The store has no such object.
     Missing,
 }
 
 impl Store {
     /// A client for `url`: `file:///absolute/dir` (created if missing)
-    /// or `s3://bucket[/prefix]`. Cost: a runtime of one thread's own
-    /// (no thread is started); for S3, no request yet.
+    /// or `s3://bucket[/prefix]`, S3 settings from `opts`, then from the
+    /// environment. Cost: a runtime of the calling thread's own (no
+    /// thread is started); for S3, no request yet.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] for a URL of another shape; `Io` when a
+    /// local directory cannot be made.
     pub fn open(url: &str, opts: &StoreOptions) -> Result<Store> {
         let bad = |why: &str| Error::InvalidConfig(format!("archive URL {url}: {why}"));
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -101,14 +117,20 @@ impl Store {
         }
     }
 
-    /// `rel` as a URL, for messages.
+    /// The object `rel` (a `/`-separated name under the prefix) as a
+    /// URL, for messages.
     pub fn url_of(&self, rel: &str) -> String {
         format!("{}/{}", self.url, self.path(rel))
     }
 
     /// Store `bytes` as `rel`, whole or not at all (a single PUT; the
-    /// local store writes a temporary file and renames it). Cost: one
-    /// request carrying the bytes.
+    /// local store writes a temporary file and renames it), replacing
+    /// any object of that name. Cost: one request carrying the bytes.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Archive`] naming the object: `Unreachable` (retry),
+    /// `Refused`, `Missing` (no such bucket).
     pub fn put(&self, rel: &str, bytes: Vec<u8>) -> Result<()> {
         let path = self.path(rel);
         self.rt
@@ -118,6 +140,10 @@ impl Store {
     }
 
     /// The whole of `rel`, or `Missing`. Cost: one request.
+    ///
+    /// # Errors
+    ///
+    /// As [`put`](Self::put).
     pub fn get(&self, rel: &str) -> Result<Got> {
         let path = self.path(rel);
         let got = self.rt.block_on(async {
@@ -134,7 +160,12 @@ impl Store {
         }
     }
 
-    /// The whole of `rel`; a missing object is an error naming it.
+    /// The whole of `rel`; a missing object is an error naming it
+    /// (`Missing`). Cost: one request.
+    ///
+    /// # Errors
+    ///
+    /// As [`put`](Self::put).
     pub fn get_existing(&self, rel: &str) -> Result<Vec<u8>> {
         match self.get(rel)? {
             Got::Bytes(b) => Ok(b),
@@ -144,6 +175,10 @@ impl Store {
 
     /// When `rel` was last replaced, or `None` if it is not there.
     /// Cost: one HEAD request.
+    ///
+    /// # Errors
+    ///
+    /// As [`put`](Self::put).
     pub fn modified(&self, rel: &str) -> Result<Option<std::time::SystemTime>> {
         let path = self.path(rel);
         match self.rt.block_on(self.inner.head(&path)) {
@@ -153,7 +188,37 @@ impl Store {
         }
     }
 
+    /// The names of the objects directly under `dir` (a `/`-separated
+    /// name under the prefix; "" for the prefix itself), relative to
+    /// `dir`, sorted. Cost: one LIST request per thousand names.
+    ///
+    /// # Errors
+    ///
+    /// As [`put`](Self::put).
+    pub fn list(&self, dir: &str) -> Result<Vec<String>> {
+        let path = if dir.is_empty() {
+            (!self.prefix.is_empty()).then(|| ObjectPath::from(self.prefix.as_str()))
+        } else {
+            Some(self.path(dir))
+        };
+        let listed = self
+            .rt
+            .block_on(self.inner.list_with_delimiter(path.as_ref()))
+            .map_err(|e| self.error(dir, e))?;
+        let mut names: Vec<String> = listed
+            .objects
+            .iter()
+            .filter_map(|o| o.location.filename().map(str::to_string))
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
     /// Remove `rel`; one that is not there is no error. Cost: one request.
+    ///
+    /// # Errors
+    ///
+    /// As [`put`](Self::put).
     pub fn delete(&self, rel: &str) -> Result<()> {
         let path = self.path(rel);
         match self.rt.block_on(self.inner.delete(&path)) {
@@ -163,7 +228,7 @@ impl Store {
     }
 
     /// `problem` with `rel`, as the error a caller reports.
-    pub fn problem(&self, rel: &str, problem: ArchiveProblem) -> Error {
+    pub(crate) fn problem(&self, rel: &str, problem: ArchiveProblem) -> Error {
         Error::Archive {
             object: self.url_of(rel),
             problem,

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ringwal::archive::{self, Archiver, RestoreTo, StoreOptions};
+use ringwal::archive::{self, Archiver, Got, RestoreTo, Store, StoreOptions};
 use ringwal::{
     ArchiveProblem, Backend, Config, DurabilityObserver, Error, Level, Lsn, Wal, WhenFull,
 };
@@ -349,4 +349,30 @@ fn a_standby_follows_the_archive_and_reads_meanwhile() {
     let report = ringwal::verify::verify(&standby, &cfg).unwrap();
     assert_eq!(report.consistent(), Some(true), "{report:?}");
     assert_eq!(records(&standby, &cfg), records(&log, &cfg));
+}
+
+#[test]
+fn a_store_puts_gets_lists_and_deletes_whole_objects() {
+    let t = tempfile::tempdir().unwrap();
+    let opts = StoreOptions::default();
+    let s = Store::open(&url(t.path()), &opts).unwrap();
+    s.put("a/x", b"one".to_vec()).unwrap();
+    s.put("a/y", b"two".to_vec()).unwrap();
+    s.put("b/z", b"three".to_vec()).unwrap();
+    s.put("a/x", b"uno".to_vec()).unwrap();
+    assert_eq!(s.list("a").unwrap(), ["x", "y"]);
+    assert_eq!(s.get("a/x").unwrap(), Got::Bytes(b"uno".to_vec()));
+    assert_eq!(s.get("a/nope").unwrap(), Got::Missing);
+    let e = s.get_existing("a/nope").unwrap_err();
+    assert!(
+        matches!(&e, Error::Archive { problem: ArchiveProblem::Missing, object, .. } if object.ends_with("a/nope")),
+        "{e}"
+    );
+    s.delete("a/x").unwrap();
+    s.delete("a/x").unwrap();
+    assert_eq!(s.list("a").unwrap(), ["y"]);
+    for bad in ["http://host/x", "file://relative/dir", "s3://", "dir"] {
+        let e = Store::open(bad, &opts).err().expect(bad);
+        assert!(matches!(e, Error::InvalidConfig(_)), "{bad}: {e}");
+    }
 }
