@@ -1,12 +1,14 @@
 //! Helpers shared by the integration tests (the CLI's include this module
 //! by path): small-segment configurations for both backends, inspection of
 //! segment files through the public `ringwal::format` module, seeded
-//! randomness, a tiny executor, and the SIGKILL crash loop.
+//! randomness, a tiny executor, the SIGKILL crash loop, and a real S3
+//! server (`garage`).
 //!
 //! Each test crate includes this module and uses a different subset of it.
 #![allow(dead_code)]
 
 pub mod crash_loop;
+pub mod garage;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};

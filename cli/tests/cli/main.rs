@@ -2,7 +2,8 @@
 //! checked against a model: the command-line contract (`commands`), the
 //! exit-status contract against every kind of trouble (`contract`),
 //! `ringwal append` under SIGKILL (`crash`), reading past LSNs a repair
-//! gave up (`given_up`), and the model-based contract test (`model`).
+//! gave up (`given_up`), the model-based contract test (`model`), and object
+//! storage against a real S3 server (`s3`).
 //! One binary, so that the dependencies are linked once.
 //!
 //! Every test here that spawns a process or opens a log shares one lock
@@ -17,3 +18,4 @@ mod contract;
 mod crash;
 mod given_up;
 mod model;
+mod s3;
