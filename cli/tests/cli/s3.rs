@@ -50,7 +50,10 @@ fn garage_keeps_objects_across_a_restart() {
     let Some(mut garage) = Garage::start() else {
         return;
     };
-    assert_eq!(garage.s3_url("a/b"), format!("s3://{}/a/b", garage.bucket()));
+    assert_eq!(
+        garage.s3_url("a/b"),
+        format!("s3://{}/a/b", garage.bucket())
+    );
     let s3 = client(&garage);
     let rt = runtime();
     let path = Path::from("smoke/segment-1");
