@@ -18,8 +18,8 @@ use crate::config::Config;
 use crate::error::{Corruption, Error, Lsn, Result};
 use crate::recovery::verify::Released;
 use crate::segment::durable::atomic_write_in;
-use crate::segment::manifest;
 use crate::segment::set::{self as segments, LogDir};
+use crate::segment::{archived, manifest};
 
 /// The directory and file name of `path`, for [`atomic_write_in`].
 fn split(path: &Path) -> Result<(&Path, String)> {
@@ -204,7 +204,9 @@ pub struct Truncated {
 /// open holds the log to what is left and a crash part way leaves more
 /// segments than it promises, never fewer; then each file is unlinked,
 /// then the directory is synced. Segments are judged by their names, not
-/// read.
+/// read. Segments the log's archive does not hold yet stay, as they do
+/// at a checkpoint (see
+/// [`ConfigBuilder::release_unarchived`](crate::ConfigBuilder::release_unarchived)).
 ///
 /// # Errors
 ///
@@ -214,7 +216,8 @@ pub struct Truncated {
 /// gone (and listed by a later call as not there). Never retry a failed
 /// directory sync and assume the removals durable.
 ///
-/// Cost: the node's lock, one `readdir`, an `fstat` per segment removed,
+/// Cost: the node's lock, one `readdir`, a read of the archive point, an
+/// `fstat` per segment removed,
 /// one manifest write when anything goes (a create, a write, two fsyncs
 /// and a rename), an unlink per segment removed, and one directory fsync.
 pub fn truncate_segments(dir: &Path, cfg: &Config, below: Lsn) -> Result<Truncated> {
@@ -226,6 +229,12 @@ pub fn truncate_segments(dir: &Path, cfg: &Config, below: Lsn) -> Result<Truncat
         !listed.is_empty() && listed.windows(2).all(|w| w[0].base < w[1].base),
         "a log lists its segments, in LSN order (NoLog otherwise)"
     );
+    // As a checkpoint would: keep what the log's archive lacks.
+    let below = if cfg.release_unarchived() {
+        below
+    } else {
+        archived::held_at(vfs, &log)?.map_or(below, |a| below.min(a.saturating_add(1)))
+    };
     let going = listed.windows(2).take_while(|w| w[1].base <= below).count();
     let oldest_kept = listed[going].base;
     if going == 0 {

@@ -255,12 +255,10 @@ impl Wal {
             file_system,
         };
         let shared = Arc::new(Shared::new(cfg, dir, notifier, at, keeper, device));
-        // For `Stats` until the first checkpoint reads it again; damage
-        // is reported by that checkpoint, naming the file.
-        let point = crate::segment::archived::read(&*shared.cfg().vfs, shared.dir());
-        shared
-            .retention()
-            .saw_archived(point.ok().flatten().map(|p| p.archived_lsn));
+        // For `Stats` until the first checkpoint reads it again; one that
+        // cannot be read holds everything.
+        let point = crate::segment::archived::held_at(&*shared.cfg().vfs, shared.dir());
+        shared.retention().saw_archived(point.unwrap_or(Some(0)));
         let (ring, backend) = ring::spawn(RingStart {
             shared: shared.clone(),
             file,

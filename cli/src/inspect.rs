@@ -567,6 +567,13 @@ fn print_stat(out: &mut impl Write, s: &LogReport, keyed: bool) -> io::Result<()
             m.durable_lsn, m.oldest_lsn
         )?;
     }
+    if let Some(a) = s.archived_lsn {
+        writeln!(
+            out,
+            "  archive: segments up to LSN {a} archived; {} of sealed segments kept until archived",
+            human_bytes(s.archive_held_bytes())
+        )?;
+    }
     for p in &s.problems {
         writeln!(out, "{}", problem_line(p))?;
     }

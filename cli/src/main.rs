@@ -364,6 +364,11 @@ pub(crate) struct CheckpointArgs {
     /// Show the segments a checkpoint would remove; change nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Remove segments the log's archive does not hold yet too (by
+    /// default an archived log keeps them until `ringwal archive` has
+    /// shipped them).
+    #[arg(long)]
+    pub release_unarchived: bool,
     /// One JSON document: the segments removed (or that would be), the
     /// bytes freed and any warning; or an error object.
     #[arg(long)]

@@ -435,6 +435,7 @@ pub(crate) fn checkpoint(a: CheckpointArgs) -> CmdResult {
     let cfg = Config::builder()
         .node(a.node)
         .create_if_missing(false)
+        .release_unarchived(a.release_unarchived)
         .build();
     let mut out = Out::new();
     if a.dry_run {
@@ -462,7 +463,16 @@ pub(crate) fn checkpoint(a: CheckpointArgs) -> CmdResult {
     let warning = past_the_end(a.up_to, last_lsn);
     let listed = verify::stat(&a.dir, &cfg)?;
     let removed = wal.checkpoint(a.up_to)?;
+    let stats = wal.stats();
     wal.close()?;
+    let held = stats.archive_held_bytes > 0 && !a.release_unarchived && !a.json;
+    if let Some(archived) = stats.archived_lsn.filter(|&l| held && l < a.up_to) {
+        eprintln!(
+            "ringwal: note: segments above LSN {archived} stay until the archive holds them \
+             ({} bytes); --release-unarchived removes them anyway",
+            stats.archive_held_bytes
+        );
+    }
     let after = node_bytes(&a.dir, a.node)?;
     let gone: Vec<Gone> = listed.segments[..removed.min(listed.segments.len())]
         .iter()

@@ -5,7 +5,8 @@
 //! {"command": "verify", "dir": "...",
 //!  "nodes":    [{"node", "checked", "consistent", "first_lsn", "last_lsn",
 //!                "records", "durable_lsn", "bytes", "segments", "spares",
-//!                "incomplete", "torn_tail"}],
+//!                "incomplete", "torn_tail", "archived_lsn",
+//!                "archive_held_bytes"}],
 //!  "segments": [{"node", "file", "base_lsn", "last_lsn", "last_lsn_from",
 //!                "bytes", "format_version", "created_unix_ms",
 //!                "created_from", "key_id",
@@ -25,6 +26,9 @@
 //! payload check), whose `consistent` is therefore `null` even when it
 //! found no problem. `durable_lsn` is what the node's manifest says was made
 //! durable (`null` without a manifest); `verify` leaves it `null`.
+//! `archived_lsn` is the node's archive point (`null` without an archive):
+//! every segment at or below it is archived; `archive_held_bytes` is what
+//! the sealed segments above it take on disk, kept until archived.
 
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
@@ -162,6 +166,8 @@ impl Summary {
             "spares": s.spares.len(),
             "incomplete": s.incomplete.len(),
             "torn_tail": null,
+            "archived_lsn": s.archived_lsn,
+            "archive_held_bytes": s.archive_held_bytes(),
         }));
     }
 
@@ -204,6 +210,8 @@ impl Summary {
             "spares": r.spares.len(),
             "incomplete": r.incomplete.len(),
             "torn_tail": torn,
+            "archived_lsn": r.archived_lsn,
+            "archive_held_bytes": r.archive_held_bytes(),
         }));
     }
 

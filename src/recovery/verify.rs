@@ -195,6 +195,12 @@ pub struct LogReport {
     /// What the node's manifest promises, when it has one that decodes
     /// (one that does not is a problem).
     pub manifest: Option<Promised>,
+    /// The node's archive point, when it has one (`NNNNN.archived`,
+    /// written by an archiver: see `ringwal::archive`): every segment at
+    /// or below it is archived, and checkpoints keep the ones above. One
+    /// that does not decode reads as 0: it holds every segment. Not a
+    /// problem of the log: the log opens and reads without it.
+    pub archived_lsn: Option<Lsn>,
     /// Corruption ([`Error::Corrupt`], naming file and offset), LSN gaps
     /// ([`Error::Gap`], naming the file) and records the manifest promised
     /// that are gone ([`Error::Lost`]), in file order. Non-empty means a
@@ -224,6 +230,21 @@ impl LogReport {
             Checked::Frames => Some(self.problems.is_empty()),
             Checked::Headers => None,
         }
+    }
+    /// Bytes of the sealed segments (all but the newest) holding LSNs
+    /// above [`archived_lsn`](Self::archived_lsn): what the archive keeps
+    /// on disk that a checkpoint could otherwise release. 0 without an
+    /// archive point.
+    pub fn archive_held_bytes(&self) -> u64 {
+        let Some(archived) = self.archived_lsn else {
+            return 0;
+        };
+        let sealed = self.segments.len().saturating_sub(1);
+        self.segments[..sealed]
+            .iter()
+            .filter(|s| s.last_lsn > archived)
+            .map(|s| s.file_bytes)
+            .sum()
     }
 }
 
@@ -378,6 +399,7 @@ fn verify_once(dir: &Path, cfg: &Config) -> Result<LogReport> {
         spares: a.spares,
         headers_from_copy: a.headers_from_copy,
         manifest: a.manifest.as_ref().map(Promised::of),
+        archived_lsn: crate::segment::archived::held_at(&*cfg.vfs, &log)?,
         problems: a.problems,
     })
 }
@@ -642,6 +664,12 @@ pub fn checkpoint_plan(dir: &Path, cfg: &Config, up_to: Lsn) -> Result<Checkpoin
         })
         .collect();
     let set = SegmentSet::new(live);
+    // What a checkpoint would do: keep what the archive lacks.
+    let up_to = if cfg.release_unarchived {
+        up_to
+    } else {
+        crate::segment::archived::hold(crate::segment::archived::held_at(&*cfg.vfs, &log)?, up_to)
+    };
     for (seg, state) in set.releasable(up_to).iter().zip(&a.segments) {
         assert!(
             seg.file.path == state.file.path && state.last_lsn <= up_to,
@@ -758,6 +786,7 @@ pub fn stat(dir: &Path, cfg: &Config) -> Result<LogReport> {
         spares: listing.spares,
         headers_from_copy: Vec::new(),
         manifest: manifest.as_ref().map(Promised::of),
+        archived_lsn: crate::segment::archived::held_at(&*cfg.vfs, &log)?,
         problems: Vec::new(),
     };
     let mut given_up = 0;

@@ -29,6 +29,20 @@ pub(crate) fn read(vfs: &dyn Vfs, dir: &LogDir) -> Result<Option<ArchivedPoint>>
     })
 }
 
+/// The archived LSN retention holds to: the point's, `Some(0)` (hold
+/// everything) for one that does not decode, `None` without one. A
+/// damaged hold must not release what it was keeping. Cost: `read`'s.
+pub(crate) fn held_at(vfs: &dyn Vfs, dir: &LogDir) -> Result<Option<Lsn>> {
+    match read(vfs, dir) {
+        Ok(p) => Ok(p.map(|p| p.archived_lsn)),
+        Err(Error::Corrupt { .. }) => {
+            crate::obs::trace::event!(warn, file = %dir.archived().display(), "archive point unreadable: checkpoints keep every segment");
+            Ok(Some(0))
+        }
+        Err(e) => Err(e),
+    }
+}
+
 #[cfg_attr(
     not(feature = "archive"),
     expect(dead_code, reason = "written by the archiver (feature `archive`)")
@@ -46,9 +60,8 @@ pub(crate) fn write(vfs: &dyn Vfs, dir: &LogDir, p: ArchivedPoint) -> Result<()>
     )
 }
 
-/// The highest LSN retention may release under the archive point `p`:
-/// `up_to`, lowered to what the archive holds. Without an archive, or
-/// when told to ignore it, `up_to` itself.
-pub(crate) fn hold(p: Option<ArchivedPoint>, up_to: Lsn) -> Lsn {
-    p.map_or(up_to, |p| up_to.min(p.archived_lsn))
+/// The highest LSN retention may release under the archived LSN
+/// `held_at` returned: `up_to`, lowered to what the archive holds.
+pub(crate) fn hold(archived: Option<Lsn>, up_to: Lsn) -> Lsn {
+    archived.map_or(up_to, |a| up_to.min(a))
 }

@@ -249,14 +249,14 @@ fn remove_upto(sh: &Shared, _held: &Held, up_to: Lsn, recycle: Recycle) -> Resul
 /// `up_to`, lowered to what the log's archive holds, unless the
 /// configuration releases unarchived segments. Reads the archive point
 /// (a small file another process may be writing) each time: it only
-/// rises, so a stale read holds more, never less. Damage to it fails the
-/// checkpoint, naming the file.
+/// rises, so a stale read holds more, never less; a damaged one holds
+/// everything.
 fn archive_hold(sh: &Shared, up_to: Lsn) -> Result<Lsn> {
     if sh.cfg().release_unarchived {
         return Ok(up_to);
     }
-    let point = archived::read(&*sh.cfg().vfs, sh.dir())?;
-    sh.retention().saw_archived(point.map(|p| p.archived_lsn));
+    let point = archived::held_at(&*sh.cfg().vfs, sh.dir())?;
+    sh.retention().saw_archived(point);
     Ok(archived::hold(point, up_to))
 }
 

@@ -376,3 +376,51 @@ fn a_store_puts_gets_lists_and_deletes_whole_objects() {
         assert!(matches!(e, Error::InvalidConfig(_)), "{bad}: {e}");
     }
 }
+
+#[test]
+fn the_dry_run_the_offline_truncation_and_a_damaged_point_keep_what_the_archive_lacks() {
+    let _g = opening_logs();
+    let t = tempfile::tempdir().unwrap();
+    let (log, arch) = (t.path().join("log"), t.path().join("arch"));
+    let cfg = common::cfg(Backend::Threaded);
+    let (wal, _) = Wal::open(&log, cfg.clone()).unwrap();
+    fill(&wal, 300);
+    let archived = Archiver::attach(&wal, &url(&arch), &StoreOptions::default())
+        .unwrap()
+        .pass()
+        .unwrap()
+        .archived_lsn;
+    let last = fill(&wal, 300);
+    wal.close().unwrap();
+
+    let plan = ringwal::verify::checkpoint_plan(&log, &cfg, last).unwrap();
+    assert!(!plan.remove.is_empty());
+    assert!(
+        plan.remove.iter().all(|r| r.last_lsn <= archived),
+        "{plan:?}"
+    );
+    let stat = ringwal::verify::stat(&log, &cfg).unwrap();
+    assert_eq!(stat.archived_lsn, Some(archived));
+    assert!(stat.archive_held_bytes() > 0);
+    let done = ringwal::files::truncate_segments(&log, &cfg, last + 1).unwrap();
+    assert_eq!(done.removed, plan.remove, "the dry run is the deed");
+    assert_eq!(done.oldest_kept, archived + 1);
+
+    // A damaged archive point holds every segment.
+    let point = log.join("00001.archived");
+    let mut bytes = std::fs::read(&point).unwrap();
+    bytes[30] ^= 1;
+    std::fs::write(&point, &bytes).unwrap();
+    assert_eq!(
+        ringwal::verify::stat(&log, &cfg).unwrap().archived_lsn,
+        Some(0)
+    );
+    let (wal, _) = Wal::open(&log, cfg.clone()).unwrap();
+    assert_eq!(wal.checkpoint(last).unwrap(), 0);
+    wal.close().unwrap();
+    let release = common::small(Backend::Threaded)
+        .release_unarchived(true)
+        .build();
+    let done = ringwal::files::truncate_segments(&log, &release, last + 1).unwrap();
+    assert!(!done.removed.is_empty());
+}
