@@ -25,7 +25,7 @@ pub(crate) struct Have {
 /// Restore everything the archive holds into the empty directory of
 /// `b`, without giving up the LSNs above it (the standby will hold
 /// them). Returns what it holds.
-pub(crate) fn start(b: &mut Builder<'_>) -> Result<(Restored, Have)> {
+pub(crate) fn start(b: &Builder<'_>) -> Result<(Restored, Have)> {
     let remote = read_manifest(b.store, &b.names)?.ok_or_else(|| {
         b.store
             .problem(&b.names.manifest(), ArchiveProblem::Missing)
@@ -38,7 +38,7 @@ pub(crate) fn start(b: &mut Builder<'_>) -> Result<(Restored, Have)> {
             return Err(e);
         }
     };
-    b.created.clear();
+    b.keep();
     let newest = restore::pieces(&b.names, &remote).pop().map(|(_, g)| Have {
         base: g.base,
         bytes: g.bytes,
@@ -55,7 +55,7 @@ pub(crate) fn start(b: &mut Builder<'_>) -> Result<(Restored, Have)> {
 
 /// Bring the standby up to the archive as it is now. Returns whether it
 /// changed.
-pub(crate) fn step(b: &mut Builder<'_>, have: &mut Have, r: &mut Restored) -> Result<bool> {
+pub(crate) fn step(b: &Builder<'_>, have: &mut Have, r: &mut Restored) -> Result<bool> {
     let Some(remote) = read_manifest(b.store, &b.names)? else {
         return Err(b
             .store
@@ -84,7 +84,7 @@ pub(crate) fn step(b: &mut Builder<'_>, have: &mut Have, r: &mut Restored) -> Re
         changed = true;
     }
     if changed {
-        b.created.clear();
+        b.keep();
         let newest_base = have.base;
         b.write_manifest(&Manifest {
             node: b.dir.node(),
@@ -94,7 +94,7 @@ pub(crate) fn step(b: &mut Builder<'_>, have: &mut Have, r: &mut Restored) -> Re
             handed_out: remote.handed_out.max(remote.last_lsn()),
             oldest_lsn: r.first_lsn,
         })?;
-        b.created.clear();
+        b.keep();
     }
     Ok(changed)
 }

@@ -357,14 +357,15 @@ pub fn follow(
     cfg.vfs
         .create_dir_all(dir, cfg.dir_mode())
         .map_err(|e| Error::io(dir, e))?;
-    let mut b = restore::Builder {
+    let b = restore::Builder {
         store: &store,
         names: Names::new(cfg.node()),
         vfs: cfg.vfs.clone(),
         dir: LogDir::new(dir, cfg.node()),
-        created: Vec::new(),
+        direct: cfg.direct_io(),
+        created: std::sync::Mutex::new(Vec::new()),
     };
-    let (mut restored, mut have) = follow::start(&mut b)?;
+    let (mut restored, mut have) = follow::start(&b)?;
     let nap = Duration::from_millis(50);
     loop {
         let mut waited = Duration::ZERO;
@@ -375,7 +376,7 @@ pub fn follow(
             std::thread::sleep(nap.min(interval - waited));
             waited += nap;
         }
-        match follow::step(&mut b, &mut have, &mut restored) {
+        match follow::step(&b, &mut have, &mut restored) {
             Ok(_) => {}
             Err(e) if retryable(&e) => {
                 crate::obs::trace::event!(warn, error = %e.chain(), "standby step failed; retrying");
