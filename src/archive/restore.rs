@@ -96,27 +96,19 @@ impl Builder<'_> {
         Ok(())
     }
 
-    /// Fetch `g` (the object `rel`), check it whole, and return its bytes.
+    /// Fetch the bytes of `g` (the object `rel`) the manifest names,
+    /// check them, and return them. Only that prefix is read: the tail
+    /// object is replaced before the manifest naming the longer one, so
+    /// an archiver stopped between the two leaves it longer than its
+    /// line, and its first `g.bytes` are still the ones the line names
+    /// (each object of a segment is a prefix of every later one); the
+    /// CRC checks them.
     pub fn fetch(&self, rel: &str, g: &ArchivedSegment) -> Result<Vec<u8>> {
-        let mut bytes = self.store.get_existing(rel)?;
-        let damaged = |why: String| self.store.problem(rel, ArchiveProblem::Damaged(why));
-        // The tail object is replaced in place, before the manifest that
-        // names the longer one: an archiver stopped between the two puts
-        // leaves it longer than its line. Its first `g.bytes` are still
-        // the ones the line names (each object of a segment is a prefix
-        // of every later one), and the CRC below checks them.
-        if rel == self.names.tail(g.base) && bytes.len() as u64 > g.bytes {
-            bytes.truncate(g.bytes as usize);
-        }
-        if bytes.len() as u64 != g.bytes {
-            return Err(damaged(format!(
-                "{} bytes, the archive manifest says {}",
-                bytes.len(),
-                g.bytes
-            )));
-        }
+        let bytes = self.store.get_prefix(rel, g.bytes)?;
         if crc32fast::hash(&bytes) != g.crc {
-            return Err(damaged("CRC mismatch".into()));
+            return Err(self
+                .store
+                .problem(rel, ArchiveProblem::Damaged("CRC mismatch".into())));
         }
         Ok(bytes)
     }

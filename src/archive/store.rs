@@ -13,6 +13,11 @@ use ringwal_platform::{RealFs, Vfs};
 use crate::at_rest::format;
 use crate::error::{ArchiveProblem, Error, Lsn, Result};
 
+/// Bytes of one ranged GET when an object is fetched in parallel
+/// (`get_prefix`): eight requests in flight for a 64 MiB segment, each
+/// large enough that its per-request cost is noise.
+const FETCH_CHUNK: usize = 8 << 20;
+
 /// How to reach an S3-compatible store, beyond what the URL says. Each
 /// field left `None` is taken from the usual AWS environment variables
 /// (`AWS_ENDPOINT_URL`, `AWS_REGION`, `AWS_ACCESS_KEY_ID`,
@@ -168,6 +173,65 @@ impl Store {
             Ok(None) => Ok(Got::Missing),
             Err(e) => Err(self.error(rel, e)),
         }
+    }
+
+    /// The first `len` bytes of `rel`, fetched as ranges of
+    /// `FETCH_CHUNK` all in flight at once: one request at a time leaves
+    /// a disk or a network path mostly idle (a 64 MiB object read from a
+    /// cold local store in one request ran at ~150 MB/s). An object
+    /// shorter than `len` is `Damaged`, naming its length. Cost: one
+    /// request per chunk, `len` bytes allocated once.
+    pub(crate) fn get_prefix(&self, rel: &str, len: u64) -> Result<Vec<u8>> {
+        let path = self.path(rel);
+        let starts: Vec<u64> = (0..len).step_by(FETCH_CHUNK).collect();
+        let got = self.rt.block_on(async {
+            let mut set = tokio::task::JoinSet::new();
+            for (i, &start) in starts.iter().enumerate() {
+                let (store, path) = (self.inner.clone(), path.clone());
+                let end = (start + FETCH_CHUNK as u64).min(len);
+                set.spawn(async move { (i, store.get_range(&path, start..end).await) });
+            }
+            let mut parts: Vec<Option<_>> = starts.iter().map(|_| None).collect();
+            while let Some(joined) = set.join_next().await {
+                match joined {
+                    Ok((i, Ok(b))) => parts[i] = Some(b),
+                    Ok((_, Err(e))) => return Err(e),
+                    Err(e) => {
+                        return Err(object_store::Error::Generic {
+                            store: "archive",
+                            source: Box::new(e),
+                        })
+                    }
+                }
+            }
+            Ok(parts)
+        });
+        match got {
+            Ok(parts) => {
+                let mut out = Vec::with_capacity(len as usize);
+                for p in parts.iter().flatten() {
+                    out.extend_from_slice(p);
+                }
+                if out.len() as u64 != len {
+                    return Err(self.short(rel, out.len() as u64, len));
+                }
+                Ok(out)
+            }
+            Err(object_store::Error::NotFound { .. }) => {
+                Err(self.problem(rel, ArchiveProblem::Missing))
+            }
+            Err(e) => match self.rt.block_on(self.inner.head(&path)) {
+                Ok(meta) if meta.size < len => Err(self.short(rel, meta.size, len)),
+                _ => Err(self.error(rel, e)),
+            },
+        }
+    }
+
+    fn short(&self, rel: &str, have: u64, want: u64) -> Error {
+        self.problem(
+            rel,
+            ArchiveProblem::Damaged(format!("{have} bytes, the archive manifest says {want}")),
+        )
     }
 
     /// The whole of `rel`; a missing object is an error naming it
