@@ -84,9 +84,13 @@ impl Store {
                 RealFs
                     .create_dir_all(std::path::Path::new(path), 0o700)
                     .map_err(|e| Error::io(path, e))?;
+                // Synced, so that a put's `Ok` means what an S3 PUT's
+                // acknowledgement does: a power loss keeps the object.
+                // Callers drop what they shipped once a put returns.
                 let fs = LocalFileSystem::new_with_prefix(path)
                     .map_err(|e| bad(&e.to_string()))?
-                    .with_automatic_cleanup(true);
+                    .with_automatic_cleanup(true)
+                    .with_fsync(true);
                 (
                     Arc::new(fs),
                     format!("file://{}", path.trim_end_matches('/')),
@@ -129,8 +133,10 @@ impl Store {
     }
 
     /// Store `bytes` as `rel`, whole or not at all (a single PUT; the
-    /// local store writes a temporary file and renames it), replacing
-    /// any object of that name. Cost: one request carrying the bytes.
+    /// local store writes a temporary file, syncs it, renames it and
+    /// syncs the directory), replacing any object of that name; durable
+    /// once it returns `Ok`. Cost: one request carrying the bytes (two
+    /// fsyncs for a local store).
     ///
     /// # Errors
     ///
