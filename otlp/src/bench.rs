@@ -29,7 +29,7 @@ use ringwal::Level;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
-use crate::blocks::Sealing;
+use crate::blocks::{Out, Sealing};
 use crate::receiver::{Options, Receiver};
 use crate::server::{self, App, Sink};
 
@@ -210,7 +210,7 @@ async fn sink(kind: Kind, dir: &Path, max_body: usize) -> Result<Sink, String> {
         Kind::Written | Kind::Durable => {
             let opts = Options {
                 wal: dir.join("wal"),
-                out: dir.join("out"),
+                out: Out::Dir(dir.join("out")),
                 level: if kind == Kind::Written {
                     Level::Written
                 } else {

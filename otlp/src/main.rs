@@ -1,8 +1,9 @@
 //! `ringwal-otlp`: an OTLP/HTTP receiver that keeps every export body in a
 //! ringwal log before it answers 200, and publishes the bodies as blocks,
-//! `OUT/<traces|metrics|logs>/<first>-<watermark>.pb`. After a crash it
-//! replays what no block covers, so every acknowledged body reaches a
-//! block (at least once).
+//! `OUT/<traces|metrics|logs>/<first>-<watermark>.pb`, files in a
+//! directory or objects in a store. After a crash it replays what no
+//! block covers, so every acknowledged body reaches a block (at least
+//! once).
 
 mod access;
 mod bench;
@@ -26,7 +27,7 @@ use tokio::sync::watch;
 use tokio_rustls::rustls::ServerConfig;
 
 use crate::access::{TlsListener, Token};
-use crate::blocks::Sealing;
+use crate::blocks::{Out, Sealing};
 use crate::receiver::{Options, Receiver};
 use crate::server::{App, Sink};
 
@@ -82,9 +83,23 @@ struct ServeArgs {
     /// The log's directory (created if missing).
     #[arg(long, required = true, value_name = "DIR")]
     wal: Option<PathBuf>,
-    /// Where blocks are published: DIR/traces, DIR/metrics, DIR/logs.
-    #[arg(long, required = true, value_name = "DIR")]
+    /// Where blocks are published: a directory (DIR/traces, DIR/metrics,
+    /// DIR/logs, each block a file) or an object store URL, file:///DIR or
+    /// s3://BUCKET/PREFIX (each block an object under PREFIX/traces/ and
+    /// so on, published once the store acknowledged it). S3 settings come
+    /// from AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID and
+    /// AWS_SECRET_ACCESS_KEY. The store must answer at the start; an
+    /// outage later holds the blocks (and the log keeps their bodies)
+    /// until it ends.
+    #[arg(long, required = true, value_name = "DIR|URL")]
     out: Option<PathBuf>,
+    /// The S3 endpoint, e.g. http://127.0.0.1:3900, instead of
+    /// AWS_ENDPOINT_URL (an s3:// --out only).
+    #[arg(long, value_name = "URL")]
+    s3_endpoint: Option<String>,
+    /// The S3 region, instead of AWS_REGION (an s3:// --out only).
+    #[arg(long, value_name = "NAME")]
+    s3_region: Option<String>,
     /// When a body is acknowledged: once written (survives a crash of this
     /// process; the log syncs every 100 ms, which bounds what a power loss
     /// can take) or once durable (on stable storage).
@@ -170,9 +185,23 @@ fn main() -> ExitCode {
 
 impl ServeArgs {
     fn options(&self) -> Result<Options, String> {
-        let (Some(wal), Some(out)) = (self.wal.clone(), self.out.clone()) else {
+        let (Some(wal), Some(out)) = (self.wal.clone(), self.out.as_deref()) else {
             return Err("--wal and --out are required".into());
         };
+        let mut out = Out::parse(out);
+        if self.s3_endpoint.is_some() || self.s3_region.is_some() {
+            match &mut out {
+                Out::Url { url, s3 } if url.starts_with("s3://") => {
+                    s3.endpoint.clone_from(&self.s3_endpoint);
+                    s3.region.clone_from(&self.s3_region);
+                }
+                _ => {
+                    return Err(format!(
+                        "--s3-endpoint and --s3-region need an s3:// --out, not {out}"
+                    ))
+                }
+            }
+        }
         Ok(Options {
             wal,
             out,

@@ -2,8 +2,9 @@
 //! flusher thread per signal that seals bodies into blocks.
 //!
 //! Everything here blocks (opening and recovering the log, the replay,
-//! block writes with their fsyncs, checkpoints): it runs on the flusher
-//! threads, or on tokio's blocking pool when called from the server.
+//! block writes with their fsyncs or PUTs, checkpoints): it runs on the
+//! flusher threads, or on tokio's blocking pool when called from the
+//! server.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -14,16 +15,23 @@ use bytes::Bytes;
 use crossbeam_channel::{Receiver as Rx, RecvTimeoutError, Sender};
 use ringwal::{Collector, Config, Durability, Level, Lsn, Ticket, Wal, WhenFull};
 
-use crate::blocks::{self, Sealing, Shard};
+use crate::blocks::{self, Out, Sealing, Shard};
 use crate::signal::Signal;
 
 /// How long an append waits for a checkpoint to make room when the log is
 /// at its size limit before the request is refused with 503.
 const FULL_WAIT: Duration = Duration::from_millis(500);
 
-/// How long a flusher waits before it tries again after a failed block
-/// write (its bodies stay held and pending meanwhile).
+/// How long a flusher waits before it tries again after a first failed
+/// block write (its bodies stay held and pending meanwhile); each further
+/// failure doubles the wait, up to [`RETRY_AFTER_FAILURE_MAX`].
 const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(1);
+
+/// The longest wait between two attempts at a block. A retry is one
+/// write or one request, so an outage of the store costs a signal no more
+/// than one every 15 s, and the held blocks go out at most 15 s after the
+/// store is back (as long as the S3 client's own longest backoff).
+const RETRY_AFTER_FAILURE_MAX: Duration = Duration::from_secs(15);
 
 /// The background sync interval at `--level written`: what a power loss
 /// (not a process crash) can take from acknowledged bodies.
@@ -33,7 +41,8 @@ pub const SYNC_INTERVAL: Duration = Duration::from_millis(100);
 #[derive(Clone, Debug)]
 pub struct Options {
     pub wal: PathBuf,
-    pub out: PathBuf,
+    /// Where blocks are published: a directory or an object store.
+    pub out: Out,
     /// The level a body reaches before its 200: `Written` (survives a
     /// process crash; synced every [`SYNC_INTERVAL`]) or `Durable`.
     pub level: Level,
@@ -98,10 +107,16 @@ impl Receiver {
     /// their size), truncate the log by what the blocks cover, and start
     /// the flushers.
     ///
-    /// Blocking: recovery, a read of the uncovered part of the log, a block
-    /// write per `opts.sealing.bytes` replayed.
+    /// An object store must answer here: one that does not (after its
+    /// client's own retries, which take minutes) or refuses is an error,
+    /// as is a missing bucket. Only the flushers wait an outage out.
+    ///
+    /// Blocking: recovery, a listing of `opts.out` per signal, a read of
+    /// the uncovered part of the log, a block write per
+    /// `opts.sealing.bytes` replayed.
     pub fn open(opts: &Options) -> Result<(Receiver, Started), String> {
-        let marks = blocks::prepare(&opts.out)?;
+        let place = opts.out.open()?;
+        let marks = blocks::prepare(&*place)?;
         let (wal, _report) =
             Wal::open(&opts.wal, opts.config()).map_err(|e| e.chain().to_string())?;
         let streams: Vec<u16> = Signal::ALL.iter().map(|s| s.stream()).collect();
@@ -109,7 +124,7 @@ impl Receiver {
             Arc::new(Collector::open(wal, &streams, &marks).map_err(|e| e.chain().to_string())?);
         let mut shards: Vec<Shard> = Signal::ALL
             .iter()
-            .map(|&s| Shard::new(s, &opts.out, collector.clone()))
+            .map(|&s| Shard::new(s, place.clone(), collector.clone()))
             .collect();
         let mut started = Started {
             fillers: collector.fillers(),
@@ -229,9 +244,12 @@ fn truncate(collector: &Collector) {
 }
 
 /// One signal's flusher: hold bodies, seal at the size or age limit,
-/// truncate behind each block. A failed seal keeps everything held and is
-/// tried again a second later; on `Drain` a failure is returned, the
-/// bodies staying in the log for the next start to replay.
+/// truncate behind each block. A failed seal (a full disk, a store that
+/// is down or refuses) keeps everything held and pending, bodies still
+/// arriving join it, and it is tried again after [`RETRY_AFTER_FAILURE`],
+/// doubling up to [`RETRY_AFTER_FAILURE_MAX`]: the log keeps every body
+/// meanwhile, and answers 503 once it is full. On `Drain` a failure is
+/// returned, the bodies staying in the log for the next start to replay.
 fn flusher(
     mut shard: Shard,
     collector: &Collector,
@@ -239,6 +257,7 @@ fn flusher(
     sealing: Sealing,
 ) -> Result<(), String> {
     let mut retry_at: Option<Instant> = None;
+    let mut backoff = RETRY_AFTER_FAILURE;
     loop {
         let deadline = retry_at.or_else(|| shard.due(sealing));
         let msg = match deadline {
@@ -261,11 +280,17 @@ fn flusher(
         match shard.seal() {
             Ok(_) => {
                 retry_at = None;
+                backoff = RETRY_AFTER_FAILURE;
                 truncate(collector);
             }
             Err(e) => {
-                eprintln!("ringwal-otlp: writing a block: {}; retrying", e.chain());
-                retry_at = Some(Instant::now() + RETRY_AFTER_FAILURE);
+                eprintln!(
+                    "ringwal-otlp: writing a block: {}; retrying in {} s",
+                    e.chain(),
+                    backoff.as_secs()
+                );
+                retry_at = Some(Instant::now() + backoff);
+                backoff = (backoff * 2).min(RETRY_AFTER_FAILURE_MAX);
             }
         }
     }
