@@ -1,12 +1,28 @@
-//! The receiver as a child process, a plain HTTP/1.1 client, and block
-//! readers, shared by the receiver's tests.
+//! The receiver as a child process, a plain HTTP/1.1 client, block
+//! readers, and the workspace's S3 server (`garage`), shared by the
+//! receiver's tests.
 #![allow(dead_code)]
 
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+#[path = "../../../tests/common/garage.rs"]
+pub mod garage;
+
+/// Taken by `garage` around each spawn of its script, as it is in the
+/// workspace's tests, where spawns must not overlap the opening of logs.
+/// Here nothing else takes it: every log is opened by a child process.
+static SPAWNING: Mutex<()> = Mutex::new(());
+
+/// Held while `garage` spawns a process (see [`SPAWNING`]).
+pub fn spawning_processes() -> MutexGuard<'static, ()> {
+    SPAWNING.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_ringwal-otlp");
 
@@ -18,15 +34,33 @@ pub struct Server {
     stderr: Option<std::thread::JoinHandle<String>>,
 }
 
-/// Start the receiver on `wal` and `out` with `extra` flags, listening on
-/// `listen`, and wait for its `listening on` line.
-pub fn start(wal: &Path, out: &Path, listen: &str, extra: &[&str]) -> Server {
+/// Start the receiver on `wal` and `out` (a directory or a URL) with
+/// `extra` flags, listening on `listen`, and wait for its `listening on`
+/// line.
+pub fn start(
+    wal: &Path,
+    out: &(impl AsRef<OsStr> + ?Sized),
+    listen: &str,
+    extra: &[&str],
+) -> Server {
+    start_with_env(wal, out, listen, extra, &[])
+}
+
+/// As [`start`], with `env` added to the receiver's environment.
+pub fn start_with_env(
+    wal: &Path,
+    out: &(impl AsRef<OsStr> + ?Sized),
+    listen: &str,
+    extra: &[&str],
+    env: &[(String, String)],
+) -> Server {
     let mut child = Command::new(BIN)
         .args(["--listen", listen, "--wal"])
         .arg(wal)
         .arg("--out")
         .arg(out)
         .args(extra)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -4,7 +4,9 @@
 //! receiver is killed and restarted on the same directories and port. At
 //! the end every item of every export the exporter reported as a success
 //! must be in the blocks, nothing the exporter did not send may be, and
-//! duplicates are counted.
+//! duplicates are counted. Once with blocks as files in a directory, once
+//! as objects in a `file://` store (fewer kills: the store's path through
+//! the flusher is the same one, only its writes differ).
 //!
 //! The SDK comes from the Python package registry, into a virtual
 //! environment made by `tests/exporter/setup.sh` (which `.ci/run` runs
@@ -17,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{blocks, start, Server};
+use crate::common::{blocks, files, start, Server};
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -124,6 +126,27 @@ fn free_port() -> u16 {
 
 #[test]
 fn every_export_the_sdk_saw_succeed_is_in_the_blocks_after_sigkills() {
+    sigkills(Out::Dir, 8, 150);
+}
+
+#[test]
+fn every_export_the_sdk_saw_succeed_is_in_a_file_store_after_sigkills() {
+    sigkills(Out::FileUrl, 4, 80);
+}
+
+/// How a run passes its block directory to `--out`.
+#[derive(Clone, Copy)]
+enum Out {
+    /// As a path.
+    Dir,
+    /// As `file:///...`: an object store, whose objects are files laid
+    /// out as the directory's are, so the blocks are read back alike.
+    FileUrl,
+}
+
+/// Export `exports` requests per signal through the SDK while killing
+/// the receiver up to `max_kills` times, then check the blocks.
+fn sigkills(how: Out, max_kills: u32, exports_per_signal: usize) {
     let python = match exporter_python() {
         Ok(p) => p,
         Err(why) if std::env::var_os("RINGWAL_OTLP_REQUIRE_EXPORTER").is_none() => {
@@ -134,6 +157,10 @@ fn every_export_the_sdk_saw_succeed_is_in_the_blocks_after_sigkills() {
     };
     let tmp = tempfile::tempdir().unwrap();
     let (wal, out) = (tmp.path().join("wal"), tmp.path().join("out"));
+    let out_arg = match how {
+        Out::Dir => out.clone().into_os_string(),
+        Out::FileUrl => format!("file://{}", out.display()).into(),
+    };
     let report = tmp.path().join("report.json");
     let listen = format!("127.0.0.1:{}", free_port());
     // Small blocks, segments and a short age, so the kills land between
@@ -148,12 +175,13 @@ fn every_export_the_sdk_saw_succeed_is_in_the_blocks_after_sigkills() {
         "--max-body-bytes",
         "262144",
     ];
-    let mut server: Server = start(&wal, &out, &listen, &flags);
+    let mut server: Server = start(&wal, &out_arg, &listen, &flags);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/exporter/export.py");
     let mut driver = Command::new(&python)
         .arg(&script)
         .args(["--endpoint", &format!("http://{listen}")])
-        .args(["--exports", "150", "--items", "20", "--pause-ms", "15"])
+        .args(["--exports", &exports_per_signal.to_string()])
+        .args(["--items", "20", "--pause-ms", "15"])
         .arg("--report")
         .arg(&report)
         .stdin(Stdio::null())
@@ -168,7 +196,7 @@ fn every_export_the_sdk_saw_succeed_is_in_the_blocks_after_sigkills() {
         | 1;
     eprintln!("kill schedule seed {seed}");
     let mut rng = Rng(seed);
-    let (mut kills, max_kills) = (0, 8);
+    let mut kills = 0;
     let deadline = Instant::now() + Duration::from_secs(150);
     while driver.try_wait().unwrap().is_none() {
         assert!(Instant::now() < deadline, "the exporter did not finish");
@@ -179,7 +207,7 @@ fn every_export_the_sdk_saw_succeed_is_in_the_blocks_after_sigkills() {
             }
             server.kill();
             kills += 1;
-            server = start(&wal, &out, &listen, &flags);
+            server = start(&wal, &out_arg, &listen, &flags);
         } else {
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -221,7 +249,7 @@ fn every_export_the_sdk_saw_succeed_is_in_the_blocks_after_sigkills() {
     eprintln!(
         "kills {kills}; exports {} ({failed_exports} reported failed); items sent {}, \
          acknowledged {}, stored {} distinct, lost {}, invented {}, duplicates {duplicates}, \
-         stored without acknowledgement {unacked_stored}; blocks {}",
+         stored without acknowledgement {unacked_stored}; blocks {}, other files {}",
         exports.len(),
         sent.len(),
         acked.len(),
@@ -231,9 +259,17 @@ fn every_export_the_sdk_saw_succeed_is_in_the_blocks_after_sigkills() {
         ["traces", "metrics", "logs"]
             .iter()
             .map(|s| blocks(&out, s).len())
+            .sum::<usize>(),
+        ["traces", "metrics", "logs"]
+            .iter()
+            .map(|s| files(&out, s).len() - blocks(&out, s).len())
             .sum::<usize>()
     );
     assert!(lost.is_empty(), "acknowledged items lost: {lost:?}");
     assert!(invented.is_empty(), "items nobody sent: {invented:?}");
-    assert_eq!(exports.len(), 3 * 150, "every export was reported");
+    assert_eq!(
+        exports.len(),
+        3 * exports_per_signal,
+        "every export was reported"
+    );
 }
