@@ -311,7 +311,7 @@ pub fn restore(
 ) -> Result<Restored> {
     let store = Store::open(url, opts)?;
     let dir = dir.as_ref();
-    let restored = restore::restore(&store, dir, cfg, to)?;
+    let restored = again_if_superseded(|| restore::restore(&store, dir, cfg, to))?;
     if restored.given_up.is_some() {
         let mut pit = cfg.clone();
         pit.recovery = RecoveryMode::PointInTime;
@@ -365,7 +365,7 @@ pub fn follow(
         direct: cfg.direct_io(),
         created: std::sync::Mutex::new(Vec::new()),
     };
-    let (mut restored, mut have) = follow::start(&b)?;
+    let (mut restored, mut have) = again_if_superseded(|| follow::start(&b))?;
     let nap = Duration::from_millis(50);
     loop {
         let mut waited = Duration::ZERO;
@@ -378,10 +378,33 @@ pub fn follow(
         }
         match follow::step(&b, &mut have, &mut restored) {
             Ok(_) => {}
-            Err(e) if retryable(&e) => {
+            Err(e) if retryable(&e) || tail_superseded(&e) => {
                 crate::obs::trace::event!(warn, error = %e.chain(), "standby step failed; retrying");
             }
             Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Whether `e` is a tail object gone since the manifest naming it was
+/// read: a live archiver sealed that segment meanwhile, put a manifest
+/// naming the sealed object, and removed the tail. A new read of the
+/// manifest finds the sealed object, so it is no damage.
+fn tail_superseded(e: &Error) -> bool {
+    matches!(e, Error::Archive { object, problem: ArchiveProblem::Missing, .. }
+        if object.contains("/tail/"))
+}
+
+/// `f` (a restore, which leaves nothing behind when it fails), run
+/// again from a new read of the manifest while a live archiver's seal
+/// takes the tail away under it; a few times, since each seal is
+/// seconds apart at most under load, not a loop.
+fn again_if_superseded<T>(mut f: impl FnMut() -> Result<T>) -> Result<T> {
+    let mut tries = 0;
+    loop {
+        match f() {
+            Err(e) if tail_superseded(&e) && tries < 3 => tries += 1,
+            r => return r,
         }
     }
 }
