@@ -82,8 +82,10 @@ impl Archiver {
     /// # Errors
     ///
     /// [`Error::InvalidConfig`] for a URL that is not `file:///...` or
-    /// `s3://bucket[/prefix]`; `Io` when a local archive directory cannot
-    /// be made.
+    /// `s3://bucket[/prefix]`; [`Error::Locked`] while another archiver
+    /// runs on the node (one at a time: two would each drop the other's
+    /// segments from the manifest); `Io` when a local archive directory
+    /// or the lock file cannot be made.
     pub fn open(
         dir: impl AsRef<Path>,
         cfg: &Config,
@@ -93,7 +95,7 @@ impl Archiver {
         let store = Store::open(url, opts)?;
         let dir = LogDir::resolve(&*cfg.vfs, dir.as_ref(), cfg.node())?;
         Ok(Archiver {
-            shipper: Shipper::new(store, cfg.vfs.clone(), dir),
+            shipper: Shipper::new(store, cfg.vfs.clone(), dir)?,
             live: None,
         })
     }
@@ -109,7 +111,7 @@ impl Archiver {
     pub fn attach(wal: &Wal, url: &str, opts: &StoreOptions) -> Result<Archiver> {
         let sh = wal.shared().clone();
         let store = Store::open(url, opts)?;
-        let shipper = Shipper::new(store, sh.cfg().vfs.clone(), sh.dir().clone());
+        let shipper = Shipper::new(store, sh.cfg().vfs.clone(), sh.dir().clone())?;
         Ok(Archiver {
             shipper,
             live: Some(sh),
@@ -365,6 +367,9 @@ pub fn follow(
         direct: cfg.direct_io(),
         created: std::sync::Mutex::new(Vec::new()),
     };
+    // No writer may open the standby while it is being written: it holds
+    // the node's writer lock, as a writer would. Readers take none.
+    let _lock = crate::segment::set::lock_writer(&*cfg.vfs, &b.dir)?;
     let (mut restored, mut have) = again_if_superseded(|| follow::start(&b))?;
     let nap = Duration::from_millis(50);
     loop {

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use ringwal_platform::{OpenHow, Vfs};
+use ringwal_platform::{OpenHow, VFile, Vfs};
 
 use crate::archive::store::{Got, Names, Store};
 use crate::at_rest::format::{self, ArchiveManifest, ArchivedPoint, ArchivedSegment};
@@ -35,19 +35,30 @@ pub(crate) struct Shipper {
     names: Names,
     vfs: Arc<dyn Vfs>,
     dir: LogDir,
+    /// The node's archiver lock, held for the shipper's life: two
+    /// archivers putting manifests in turn could each drop the other's
+    /// last segment from the manifest after the archive point counted it.
+    _lock: VFile,
     /// The archive manifest as last put (or read at the first pass).
     remote: Option<ArchiveManifest>,
 }
 
 impl Shipper {
-    pub fn new(store: Store, vfs: Arc<dyn Vfs>, dir: LogDir) -> Shipper {
-        Shipper {
+    /// A shipper for `dir`, taking its archiver lock.
+    ///
+    /// # Errors
+    ///
+    /// `Locked` while another archiver holds it; `Io` naming the lock file.
+    pub fn new(store: Store, vfs: Arc<dyn Vfs>, dir: LogDir) -> Result<Shipper> {
+        let lock = crate::segment::set::lock_at(&*vfs, &dir, dir.archive_lock())?;
+        Ok(Shipper {
             names: Names::new(dir.node()),
             store,
             vfs,
             dir,
+            _lock: lock,
             remote: None,
-        }
+        })
     }
 
     /// Ship what is new. `durable` is the writer's durable LSN when the

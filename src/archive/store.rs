@@ -7,7 +7,7 @@ use std::sync::Arc;
 use object_store::aws::AmazonS3Builder;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload, RetryConfig};
 use ringwal_platform::{RealFs, Vfs};
 
 use crate::at_rest::format;
@@ -17,6 +17,16 @@ use crate::error::{ArchiveProblem, Error, Lsn, Result};
 /// (`get_prefix`): eight requests in flight for a 64 MiB segment, each
 /// large enough that its per-request cost is noise.
 const FETCH_CHUNK: usize = 8 << 20;
+
+/// Retries of one S3 request by the client itself, and how long they may
+/// take in all. The client's defaults (10 retries over up to 3 minutes)
+/// held an archiver's pass, its stop and a receiver's start for minutes
+/// while the store was down; the callers retry on their own schedule
+/// (the archiver's backoff, the standby's interval), so a request gives
+/// up after a few short tries and reports `Unreachable`.
+const S3_RETRIES: usize = 3;
+/// See [`S3_RETRIES`].
+const S3_RETRY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// How to reach an S3-compatible store, beyond what the URL says. Each
 /// field left `None` is taken from the usual AWS environment variables
@@ -355,7 +365,12 @@ fn refused_by_text(text: &str) -> ArchiveProblem {
 fn s3_builder(bucket: &str, opts: &StoreOptions) -> AmazonS3Builder {
     let mut b = AmazonS3Builder::from_env()
         .with_bucket_name(bucket)
-        .with_allow_http(true);
+        .with_allow_http(true)
+        .with_retry(RetryConfig {
+            max_retries: S3_RETRIES,
+            retry_timeout: S3_RETRY_TIMEOUT,
+            ..RetryConfig::default()
+        });
     if let Ok(e) = std::env::var("AWS_ENDPOINT_URL") {
         b = b.with_endpoint(e);
     }

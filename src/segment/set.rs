@@ -101,6 +101,11 @@ impl LogDir {
         self.path.join(format::archived_file_name(self.node))
     }
 
+    /// The archiver's lock file: one archiver per node.
+    pub fn archive_lock(&self) -> PathBuf {
+        self.path.join(format::archive_lock_file_name(self.node))
+    }
+
     /// The writer's lock file.
     pub fn lock(&self) -> PathBuf {
         self.path.join(format::lock_file_name(self.node))
@@ -201,7 +206,11 @@ const _: () = assert!(LOCK_PID_BYTES > u32::MAX.ilog10() as usize + 1);
 /// Cost: an open (creating the file if needed), a `flock`, and a
 /// 11-byte write; on refusal, an 11-byte read instead of the write.
 pub(crate) fn lock_writer(vfs: &dyn Vfs, dir: &LogDir) -> Result<VFile> {
-    let lock_path = dir.lock();
+    lock_at(vfs, dir, dir.lock())
+}
+
+/// [`lock_writer`] for another of the node's lock files (the archiver's).
+pub(crate) fn lock_at(vfs: &dyn Vfs, dir: &LogDir, lock_path: PathBuf) -> Result<VFile> {
     let lock = vfs
         .open(&lock_path, dir.creating(false))
         .map_err(|e| Error::io(&lock_path, e))?;

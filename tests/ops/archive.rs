@@ -424,3 +424,23 @@ fn the_dry_run_the_offline_truncation_and_a_damaged_point_keep_what_the_archive_
     let done = ringwal::files::truncate_segments(&log, &release, last + 1).unwrap();
     assert!(!done.removed.is_empty());
 }
+
+#[test]
+fn one_archiver_at_a_time() {
+    let _g = opening_logs();
+    let t = tempfile::tempdir().unwrap();
+    let (log, arch) = (t.path().join("log"), t.path().join("arch"));
+    let cfg = common::cfg(Backend::Threaded);
+    let (wal, _) = Wal::open(&log, cfg.clone()).unwrap();
+    fill(&wal, 10);
+    let first = Archiver::attach(&wal, &url(&arch), &StoreOptions::default()).unwrap();
+    let e = Archiver::open(&log, &cfg, &url(&arch), &StoreOptions::default())
+        .err()
+        .expect("locked");
+    assert!(matches!(e, Error::Locked { .. }), "{e}");
+    drop(first);
+    let mut second = Archiver::open(&log, &cfg, &url(&arch), &StoreOptions::default()).unwrap();
+    // A clean close vouches for every record: all of them go.
+    wal.close().unwrap();
+    assert_eq!(second.pass().unwrap().last_lsn, 10);
+}

@@ -155,15 +155,16 @@ impl ArchiveManifest {
     /// error says what is wrong. Cost: allocation linear in the size.
     pub fn decode(bytes: &[u8]) -> Result<ArchiveManifest, String> {
         let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())?;
-        let body_end = text
-            .trim_end_matches('\n')
-            .rfind('\n')
-            .map(|i| i + 1)
-            .ok_or("no CRC line")?;
-        let (body, crc_line) = text.split_at(body_end);
+        // Exactly as written: every line ends with one `\n`, the last is
+        // the CRC line, nothing follows it.
+        let lines = text
+            .strip_suffix('\n')
+            .ok_or("does not end with a newline")?;
+        let body_end = lines.rfind('\n').map(|i| i + 1).ok_or("no CRC line")?;
+        let (body, crc_line) = (&text[..body_end], &lines[body_end..]);
         let want = crc_line
-            .trim_end()
             .strip_prefix("crc ")
+            .filter(|h| h.len() == 8 && h.bytes().all(|c| c.is_ascii_hexdigit()))
             .and_then(|h| u32::from_str_radix(h, 16).ok())
             .ok_or("the last line is not `crc XXXXXXXX`")?;
         if crc32fast::hash(body.as_bytes()) != want {

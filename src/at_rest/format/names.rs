@@ -116,6 +116,12 @@ pub fn archived_file_name(node: u32) -> String {
     format!("{node:05}{ARCHIVED_EXT}")
 }
 
+/// Name of the lock file held by the one archiver of a node's log, e.g.
+/// `00001.archive.lock` (docs/format.md §9). Cost: one small allocation.
+pub fn archive_lock_file_name(node: u32) -> String {
+    format!("{node:05}.archive{LOCK_EXT}")
+}
+
 /// Name of a temporary file that becomes `target` once whole (it is
 /// renamed over it), e.g. `.00001.manifest.4242-7-00c0ffee00c0ffee.tmp`:
 /// hidden, and made unique by the writing process's id `pid`, a count
