@@ -444,3 +444,66 @@ fn one_archiver_at_a_time() {
     wal.close().unwrap();
     assert_eq!(second.pass().unwrap().last_lsn, 10);
 }
+
+#[test]
+fn an_encrypted_log_stays_encrypted_in_the_archive() {
+    let _g = opening_logs();
+    let t = tempfile::tempdir().unwrap();
+    let (log, arch, back) = (
+        t.path().join("log"),
+        t.path().join("arch"),
+        t.path().join("back"),
+    );
+    let keys = Arc::new(ringwal::StaticKeys::new());
+    keys.insert(7, ringwal::Key::new([7; 32]), true);
+    let cfg = common::small(Backend::Threaded)
+        .encryption(keys.clone())
+        .build();
+    let (wal, _) = Wal::open(&log, cfg.clone()).unwrap();
+    let marker = b"PLAINTEXT-MARKER-";
+    let mut last = None;
+    for i in 0..2000u32 {
+        let mut p = marker.to_vec();
+        p.extend_from_slice(&i.to_le_bytes());
+        last = Some(wal.append(1, &p).unwrap());
+    }
+    last.unwrap().wait(Level::Durable).unwrap();
+    wal.close().unwrap();
+    let mut a = Archiver::open(&log, &cfg, &url(&arch), &StoreOptions::default()).unwrap();
+    assert_eq!(a.pass().unwrap().last_lsn, 2000);
+    drop(a);
+    // No object shows a payload in the clear.
+    let mut objects = Vec::new();
+    for sub in ["00001/segments", "00001/tail"] {
+        if let Ok(rd) = std::fs::read_dir(arch.join(sub)) {
+            objects.extend(rd.map(|e| e.unwrap().path()));
+        }
+    }
+    assert!(objects.len() >= 2, "{objects:?}");
+    for o in &objects {
+        let bytes = std::fs::read(o).unwrap();
+        assert!(
+            !bytes.windows(marker.len()).any(|w| w == marker),
+            "{}",
+            o.display()
+        );
+    }
+    // Restored, it reads with the key and not without.
+    archive::restore(
+        &url(&arch),
+        &StoreOptions::default(),
+        &back,
+        &cfg,
+        RestoreTo::End,
+    )
+    .unwrap();
+    let got = records(&back, &cfg);
+    assert_eq!(got.len(), 2000);
+    assert!(got.iter().all(|(_, p)| p.starts_with(marker)));
+    let keyless = common::cfg(Backend::Threaded);
+    let e = ringwal::verify::records(&back, &keyless, 0)
+        .unwrap()
+        .find_map(|r| r.err())
+        .expect("a key error without the key");
+    assert!(matches!(e, Error::Key { .. }), "{e}");
+}
