@@ -70,11 +70,20 @@ impl Shipper {
     /// yet archived and of the newest, one PUT per object and one per
     /// manifest change, an archive point write per sealed segment.
     pub fn pass(&mut self, durable: Lsn) -> Result<Pass> {
-        let listing = self.dir.list(&*self.vfs)?;
-        let Some((newest, sealed)) = listing.segments.split_last() else {
+        let mut files = self.dir.list(&*self.vfs)?.segments;
+        let local = manifest::read(&*self.vfs, &self.dir)?;
+        // A newest file a crash left never written is no segment: the one
+        // before it is the newest, which the next writer may go on
+        // writing, so it is no sealed segment yet.
+        scan::pop_never_written(
+            &*self.vfs,
+            &mut files,
+            self.dir.node(),
+            local.map(|m| m.log_id),
+        )?;
+        let Some((newest, sealed)) = files.split_last() else {
             return Ok(Pass::default());
         };
-        let local = manifest::read(&*self.vfs, &self.dir)?;
         let log_id = match local {
             Some(m) => m.log_id,
             None => self.open(newest, None)?.header().log_id,

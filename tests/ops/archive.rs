@@ -507,3 +507,45 @@ fn an_encrypted_log_stays_encrypted_in_the_archive() {
         .expect("a key error without the key");
     assert!(matches!(e, Error::Key { .. }), "{e}");
 }
+
+#[test]
+fn a_segment_a_crash_left_unwritten_does_not_seal_the_one_before() {
+    let _g = opening_logs();
+    let t = tempfile::tempdir().unwrap();
+    let (log, arch, back) = (
+        t.path().join("log"),
+        t.path().join("arch"),
+        t.path().join("back"),
+    );
+    let cfg = common::cfg(Backend::Threaded);
+    let (wal, _) = Wal::open(&log, cfg.clone()).unwrap();
+    let last = fill(&wal, 20);
+    wal.close().unwrap();
+    // What a crash while the next segment was being made leaves: its
+    // name over a blank, preallocated file.
+    let blank = log.join(ringwal::format::segment_file_name(1, last + 1));
+    std::fs::write(&blank, vec![0u8; common::SEGMENT_BYTES as usize]).unwrap();
+    let mut a = Archiver::open(&log, &cfg, &url(&arch), &StoreOptions::default()).unwrap();
+    let p = a.pass().unwrap();
+    assert_eq!(
+        (p.sealed, p.archived_lsn, p.last_lsn),
+        (0, 0, last),
+        "{p:?}"
+    );
+    // The next writer discards the blank file and goes on in the segment
+    // before it; the archive follows.
+    let (wal, _) = Wal::open(&log, cfg.clone()).unwrap();
+    let last = fill(&wal, 300);
+    wal.close().unwrap();
+    assert_eq!(a.pass().unwrap().last_lsn, last);
+    drop(a);
+    archive::restore(
+        &url(&arch),
+        &StoreOptions::default(),
+        &back,
+        &cfg,
+        RestoreTo::End,
+    )
+    .unwrap();
+    assert_eq!(records(&back, &cfg), records(&log, &cfg));
+}
