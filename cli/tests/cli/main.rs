@@ -3,7 +3,8 @@
 //! exit-status contract against every kind of trouble (`contract`),
 //! `ringwal append` under SIGKILL (`crash`), reading past LSNs a repair
 //! gave up (`given_up`), the model-based contract test (`model`), and object
-//! storage against a real S3 server (`s3`).
+//! storage against a real S3 server (`s3`) and the archive's faults
+//! (`archive`).
 //! One binary, so that the dependencies are linked once.
 //!
 //! Every test here that spawns a process or opens a log shares one lock
@@ -13,6 +14,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod archive;
 mod commands;
 mod contract;
 mod crash;
