@@ -474,8 +474,10 @@ impl Error {
     /// The message followed by each cause in the `source()` chain, each
     /// after `": "`: what a program shows an operator, since the message
     /// names the file and leaves the OS error (`No such file or
-    /// directory`) to the source. `to_string()` is the message alone.
-    /// Cost: nothing until it is formatted.
+    /// directory`) to the source. `to_string()` is the message alone. A
+    /// cause whose text is already shown (sources that print their own
+    /// causes) is left out. Cost: nothing until it is formatted, then
+    /// one allocation for the text.
     ///
     /// ```
     /// # use ringwal::{Config, Wal};
@@ -490,13 +492,19 @@ impl Error {
         struct Chain<'a>(&'a Error);
         impl std::fmt::Display for Chain<'_> {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                write!(f, "{}", self.0)?;
+                let mut text = self.0.to_string();
                 let mut cause = std::error::Error::source(self.0);
                 while let Some(c) = cause {
-                    write!(f, ": {c}")?;
+                    // Some sources (an object store's, an HTTP client's)
+                    // already print their own causes: once is enough.
+                    let c_text = c.to_string();
+                    if !text.contains(&c_text) {
+                        text.push_str(": ");
+                        text.push_str(&c_text);
+                    }
                     cause = c.source();
                 }
-                Ok(())
+                f.write_str(&text)
             }
         }
         Chain(self)
