@@ -6,12 +6,12 @@
 //! durable; so every reader of the directory sees a log that a writer
 //! left, only longer each time.
 
-use ringwal_platform::OpenHow;
+use crate::segment::durable;
 
 use crate::archive::restore::{self, Builder, Restored};
 use crate::archive::ship::read_manifest;
 use crate::at_rest::format::Manifest;
-use crate::error::{ArchiveProblem, Error, Result};
+use crate::error::{ArchiveProblem, Result};
 
 /// What the standby holds: the newest segment's base, its restored
 /// length and last LSN.
@@ -109,7 +109,7 @@ fn grow(
     bytes: &[u8],
 ) -> Result<crate::segment::set::SegmentFile> {
     let file = b.dir.segment(have.base);
-    let held = crate::archive::ship::read_prefix(&*b.vfs, &file.path, have.bytes)?;
+    let held = durable::read_prefix(&*b.vfs, &file.path, have.bytes)?;
     if bytes.len() < held.len() || bytes[..held.len()] != held[..] {
         return Err(b.store.problem(
             rel,
@@ -120,16 +120,6 @@ fn grow(
             )),
         ));
     }
-    let how = OpenHow {
-        write: true,
-        ..OpenHow::default()
-    };
-    let f = b
-        .vfs
-        .open(&file.path, how)
-        .map_err(|e| Error::io(&file.path, e))?;
-    f.write_at(&bytes[held.len()..], have.bytes, false)
-        .and_then(|()| f.sync_data())
-        .map_err(|e| Error::io(&file.path, e))?;
+    durable::write_durably(&*b.vfs, &file.path, &bytes[held.len()..], have.bytes)?;
     Ok(file)
 }

@@ -16,8 +16,8 @@ use crate::at_rest::format::{self, ArchiveManifest, ArchivedSegment, Manifest, S
 use crate::config::{Config, DirectIo};
 use crate::error::{ArchiveProblem, Corruption, Error, Lsn, Result};
 use crate::scan::{self, Step};
-use crate::segment::manifest;
 use crate::segment::set::{self as segments, LogDir, SegmentFile};
+use crate::segment::{durable, manifest};
 
 /// Where a restore stops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -208,17 +208,7 @@ impl Builder<'_> {
         }
         let zeros_to = (bytes.len() as u64).max(at + tail.len() as u64);
         tail.resize((zeros_to - at) as usize, 0);
-        let how = OpenHow {
-            write: true,
-            ..OpenHow::default()
-        };
-        let f = self
-            .vfs
-            .open(&file.path, how)
-            .map_err(|e| Error::io(&file.path, e))?;
-        f.write_at(&tail, at, false)
-            .and_then(|()| f.sync_data())
-            .map_err(|e| Error::io(&file.path, e))
+        durable::write_durably(&*self.vfs, &file.path, &tail, at)
     }
 
     /// The node's manifest for the restored log.

@@ -6,14 +6,14 @@
 
 use std::sync::Arc;
 
-use ringwal_platform::{OpenHow, VFile, Vfs};
+use ringwal_platform::{VFile, Vfs};
 
 use crate::archive::store::{Got, Names, Store};
 use crate::at_rest::format::{self, ArchiveManifest, ArchivedPoint, ArchivedSegment};
 use crate::error::{ArchiveProblem, Corruption, Error, Lsn, Result};
 use crate::scan::{self, Position, Step, Verdict, Walker};
 use crate::segment::set::{LogDir, SegmentFile};
-use crate::segment::{archived, manifest};
+use crate::segment::{archived, durable, manifest};
 
 /// What one pass shipped.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -185,7 +185,7 @@ impl Shipper {
             }
         }
         let len = round_up(end.data_end());
-        let bytes = read_prefix(&*self.vfs, &f.path, len)?;
+        let bytes = durable::read_prefix(&*self.vfs, &f.path, len)?;
         let g = times.segment(f.base, w.last_lsn(), &bytes);
         let n = bytes.len() as u64;
         self.store.put(&self.names.segment(f.base), bytes)?;
@@ -244,7 +244,7 @@ impl Shipper {
         if have.is_some_and(|t| t.last >= last) {
             return Ok(0);
         }
-        let bytes = read_prefix(&*self.vfs, &newest.path, round_up(end))?;
+        let bytes = durable::read_prefix(&*self.vfs, &newest.path, round_up(end))?;
         let g = Times::default().segment(newest.base, last, &bytes);
         let n = bytes.len() as u64;
         self.store.put(&self.names.tail(newest.base), bytes)?;
@@ -319,26 +319,4 @@ impl Times {
 /// `n` rounded up to a whole block.
 pub(crate) fn round_up(n: u64) -> u64 {
     n.next_multiple_of(format::BLOCK as u64)
-}
-
-/// The first `len` bytes of `path` (fewer if the file is shorter).
-/// Cost: an open and reads of `len` bytes, through the page cache.
-pub(crate) fn read_prefix(vfs: &dyn Vfs, path: &std::path::Path, len: u64) -> Result<Vec<u8>> {
-    let file = vfs
-        .open(path, OpenHow::default())
-        .map_err(|e| Error::io(path, e))?;
-    let len = len.min(file.size().map_err(|e| Error::io(path, e))?);
-    let mut buf = vec![0u8; len as usize];
-    let mut done = 0;
-    while done < buf.len() {
-        match file
-            .read_at(&mut buf[done..], done as u64)
-            .map_err(|e| Error::io(path, e))?
-        {
-            0 => break,
-            n => done += n,
-        }
-    }
-    buf.truncate(done);
-    Ok(buf)
 }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
-use ringwal_platform::{OpenHow, Vfs};
+use ringwal_platform::{OpenHow, VFile, Vfs};
 
 use crate::at_rest::format;
 use crate::error::{Error, Result};
@@ -87,10 +87,24 @@ pub(crate) fn read_small(vfs: &dyn Vfs, path: &Path) -> Result<Option<Vec<u8>>> 
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io(path, e)),
     };
-    let len = file.size().map_err(|e| Error::io(path, e))?;
     // Anything much larger than the small files kept this way is damage;
     // read a little more than the largest so its length is reported.
-    let mut buf = vec![0u8; len.min(1 << 16) as usize];
+    read_from(&file, path, 1 << 16).map(Some)
+}
+
+/// The first `len` bytes of `path` (fewer if it is shorter), through the
+/// page cache. Cost: an open and reads of `len` bytes.
+pub(crate) fn read_prefix(vfs: &dyn Vfs, path: &Path, len: u64) -> Result<Vec<u8>> {
+    let file = vfs
+        .open(path, OpenHow::default())
+        .map_err(|e| Error::io(path, e))?;
+    read_from(&file, path, len)
+}
+
+/// Up to `max` bytes of `file` from its start.
+fn read_from(file: &VFile, path: &Path, max: u64) -> Result<Vec<u8>> {
+    let len = file.size().map_err(|e| Error::io(path, e))?;
+    let mut buf = vec![0u8; len.min(max) as usize];
     let mut done = 0;
     while done < buf.len() {
         match file
@@ -102,5 +116,18 @@ pub(crate) fn read_small(vfs: &dyn Vfs, path: &Path) -> Result<Option<Vec<u8>>> 
         }
     }
     buf.truncate(done);
-    Ok(Some(buf))
+    Ok(buf)
+}
+
+/// Write `bytes` at `offset` of the existing file `path` and make them
+/// durable. Cost: an open, a write, an fdatasync.
+pub(crate) fn write_durably(vfs: &dyn Vfs, path: &Path, bytes: &[u8], offset: u64) -> Result<()> {
+    let how = OpenHow {
+        write: true,
+        ..OpenHow::default()
+    };
+    let f = vfs.open(path, how).map_err(|e| Error::io(path, e))?;
+    f.write_at(bytes, offset, false)
+        .and_then(|()| f.sync_data())
+        .map_err(|e| Error::io(path, e))
 }
