@@ -221,25 +221,44 @@ fn check_accepted(buf: &[u8], salt: u64, limit: usize, f: &format::FrameRef<'_>)
     }
 }
 
-/// Oracle 4: the payload word of vouch and skip frames.
+/// Oracle 4: the payload word of vouch and skip frames, and what a vouch
+/// says.
 fn check_word(buf: &[u8], salt: u64, f: &format::FrameRef<'_>) {
     let want = spec::frame_word(f.kind as u8, f.payload);
     assert_eq!(f.word(), want, "FrameRef::word() of a {:?} frame", f.kind);
-    let Some(word) = want else { return };
+    let vouch = spec::frame_vouch(f.kind as u8, f.payload);
+    assert_eq!(
+        f.vouch().map(|v| (v.durable, v.submitted_unix_ns)),
+        vouch,
+        "FrameRef::vouch() of a {:?} frame",
+        f.kind
+    );
+    assert_eq!(
+        (format::VOUCH_LEN, format::VOUCH_LEN_V2),
+        (spec::VOUCH_LEN, spec::VOUCH_LEN_V2)
+    );
     let mut out = vec![0xA5u8; format::VOUCH_LEN + 8];
-    match f.kind {
-        Kind::Vouch if f.lsn == 0 && f.stream == 0 => format::encode_vouch(&mut out, salt, word),
-        Kind::Skip if word > 0 && f.stream == 0 => format::encode_skip(&mut out, salt, f.lsn, word),
+    let n = match (f.kind, want, vouch) {
+        (Kind::Vouch, _, Some((durable, submitted_unix_ns))) if f.lsn == 0 && f.stream == 0 => {
+            let v = format::Vouch {
+                durable,
+                submitted_unix_ns,
+            };
+            format::encode_vouch(&mut out, salt, v)
+        }
+        (Kind::Skip, Some(word), _) if word > 0 && f.stream == 0 => {
+            format::encode_skip(&mut out, salt, f.lsn, word);
+            spec::frame_len(8)
+        }
         _ => return,
-    }
-    assert_eq!(format::VOUCH_LEN, spec::VOUCH_LEN);
+    };
+    assert_eq!(n, spec::frame_len(f.payload.len()));
     assert!(
-        out[format::VOUCH_LEN..].iter().all(|&b| b == 0xA5),
+        out[n..].iter().all(|&b| b == 0xA5),
         "vouch/skip encoder wrote past the frame"
     );
     // Vouch and skip frames are no records: decoding refused any flags.
     assert_eq!(f.flags, 0, "a {:?} frame accepted with flags", f.kind);
-    let n = format::VOUCH_LEN;
     assert!(
         out[..n] == buf[..n],
         "{:?} frame differs from encode_vouch/encode_skip\n input: {:02x?}\n ours:  {:02x?}",

@@ -351,13 +351,13 @@ impl Area {
         if !self.v2 || !self.pos.is_multiple_of(spec::BLOCK) {
             return self.fits(len);
         }
-        if !self.fits(spec::VOUCH_LEN + len) {
+        if !self.fits(spec::VOUCH_LEN_V2 + len) {
             return false;
         }
         let durable = next.saturating_sub(1).saturating_sub(self.lag);
         let v = spec::encode_vouch(self.salt, durable);
         self.put(&v);
-        self.pos += spec::VOUCH_LEN;
+        self.pos += spec::VOUCH_LEN_V2;
         true
     }
 

@@ -40,9 +40,17 @@ pub fn frame_decoder() -> Vec<(&'static str, Vec<u8>)> {
     flagged[19] = 0x80;
     let crc = spec::frame_crc(SALT, &flagged, 5);
     flagged[..4].copy_from_slice(&crc.to_le_bytes());
-    let mut vouch = vec![0u8; format::VOUCH_LEN];
-    format::encode_vouch(&mut vouch, SALT, 41);
-    let mut skip = vec![0u8; format::VOUCH_LEN];
+    let mut vouch = vec![0u8; format::VOUCH_LEN_V2];
+    format::encode_vouch(
+        &mut vouch,
+        SALT,
+        format::Vouch {
+            durable: 41,
+            submitted_unix_ns: None,
+        },
+    );
+    let vouch_v3 = spec::encode_vouch_v3(SALT, 41, 1_765_000_000_000_000_000);
+    let mut skip = vec![0u8; format::VOUCH_LEN_V2];
     format::encode_skip(&mut skip, SALT, 42, 7);
     // A skip of no LSNs decodes (§3.3 has no count step); recovery's scan
     // is where it is invalid.
@@ -70,6 +78,7 @@ pub fn frame_decoder() -> Vec<(&'static str, Vec<u8>)> {
     vec![
         ("data", frame::input(0, SALT, 0, &data)),
         ("vouch", frame::input(0, SALT, 0, &vouch)),
+        ("vouch_v3", frame::input(0, SALT, 0, &vouch_v3)),
         ("skip", frame::input(0, SALT, 0, &skip)),
         ("skip_zero_count", frame::input(0, SALT, 0, &skip_zero)),
         ("kind_9", frame::input(0, SALT, 0, &kind_9)),
@@ -128,8 +137,8 @@ pub fn segment_header() -> Vec<(&'static str, Vec<u8>)> {
     let crc = spec::header_crc(&flagged, 1);
     flagged[12..16].copy_from_slice(&crc.to_le_bytes());
     // A later version, named as such before its CRC is looked at.
-    let mut v3 = valid.clone();
-    v3[8] = 3;
+    let mut v4 = valid.clone();
+    v4[8] = 4;
     let h2 = spec::HeaderFields {
         version: 2,
         torn_window: 160 << 10,
@@ -143,11 +152,13 @@ pub fn segment_header() -> Vec<(&'static str, Vec<u8>)> {
     });
     let v2_reserved = spec::encode_header(&spec::HeaderFields { key_check: 1, ..h2 });
     let v2_key = spec::encode_header(&spec::HeaderFields { key_id: 3, ..h2 });
+    let v3 = spec::encode_header(&spec::HeaderFields { version: 3, ..h2 });
     vec![
         ("valid", header::input(0, &valid[..64])),
         ("valid_full_block", header::input(1, &valid)),
         ("flags_and_tail", header::input(0, &flagged[..64])),
-        ("version_3", header::input(0, &v3[..64])),
+        ("version_4", header::input(0, &v4[..64])),
+        ("v3_valid", header::input(0, &v3[..80])),
         ("v2_valid", header::input(0, &v2[..80])),
         ("v2_valid_full_block", header::input(1, &v2)),
         ("v2_flags", header::input(0, &v2_flags[..80])),
@@ -738,7 +749,7 @@ mod tests {
         assert_eq!(open.expected_next, 3);
         // Cut at the batch's first frame (after the vouch and records 1
         // and 2), not where its frames end.
-        let batch_at = spec::HEADER_BYTES + spec::VOUCH_LEN + 2 * spec::frame_len(10);
+        let batch_at = spec::HEADER_BYTES + spec::VOUCH_LEN_V2 + 2 * spec::frame_len(10);
         match judged(&open) {
             spec::Judgment::Opens(m) => {
                 assert_eq!(m.records.len(), 2);
@@ -767,7 +778,7 @@ mod tests {
         let padded = crate::recovery::build(&by_name["batch_flags_on_padding"]);
         match judged(&padded) {
             spec::Judgment::Opens(m) => {
-                let at = spec::HEADER_BYTES + spec::VOUCH_LEN + spec::frame_len(10);
+                let at = spec::HEADER_BYTES + spec::VOUCH_LEN_V2 + spec::frame_len(10);
                 assert_eq!(m.torn.map(|t| t.1), Some(at));
             }
             other => panic!("{other:?}"),

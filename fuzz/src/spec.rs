@@ -1,5 +1,5 @@
-//! An independent model of `docs/format.md` (format version 2, and the
-//! version-1 segments readers still accept), written from the document
+//! An independent model of `docs/format.md` (format version 3, and the
+//! version-1 and -2 segments readers still accept), written from the document
 //! and not from `src/at_rest/format/`: its own constants, its own field offsets,
 //! `crc32fast::hash` called directly. The targets compare the engine's
 //! decoders and its recovery against it outcome for outcome, so a decoder
@@ -21,14 +21,25 @@ pub const FRAME_HEADER: usize = 24;
 pub const FRAME_ALIGN: usize = 8;
 /// §"Constants": hard payload limit, 64 MiB.
 pub const MAX_PAYLOAD: usize = 67_108_864;
-/// §2.1: first eight bytes of a segment (both versions).
+/// §2.1: first eight bytes of a segment (every version).
 pub const MAGIC: &[u8; 8] = b"RINGWAL1";
-/// §"Constants": where a version-2 segment's first frame starts.
+/// §"Constants": where a version-2 or -3 segment's first frame starts.
 pub const HEADER_BYTES: usize = 8192;
 /// §"Constants": where a version-1 segment's first frame starts.
 pub const HEADER_BYTES_V1: usize = 4096;
-/// §"Constants": size of a vouch frame.
-pub const VOUCH_LEN: usize = 32;
+/// §"Constants": size of a vouch frame in a version-3 segment.
+pub const VOUCH_LEN: usize = 40;
+/// §"Constants": size of a vouch frame in a version-2 segment.
+pub const VOUCH_LEN_V2: usize = 32;
+/// §"Constants": the version writers produce.
+pub const FORMAT_VERSION: u32 = 3;
+
+/// §"Introduction", §2.1: version 3 is version 2 with a time in every
+/// vouch; where the document says "version 2" of a header field or of the
+/// header copy it means 2 and 3 alike.
+pub fn v2_layout(version: u32) -> bool {
+    version == 2 || version == 3
+}
 /// §"Constants": the smallest segment.
 pub const MIN_SEGMENT: u64 = 65536;
 /// §"Constants": the largest LSN a log may use.
@@ -138,9 +149,17 @@ pub fn encode_padding(salt: u64, total: usize) -> Vec<u8> {
     encode_frame(salt, 0, 0, kind::PADDING, &vec![0u8; total - FRAME_HEADER])
 }
 
-/// §3.2: a vouch frame for `durable`.
+/// §3.2: a version-2 vouch frame for `durable` (8-byte payload).
 pub fn encode_vouch(salt: u64, durable: u64) -> Vec<u8> {
     encode_frame(salt, 0, 0, kind::VOUCH, &durable.to_le_bytes())
+}
+
+/// §3.2: a version-3 vouch frame for `durable`, its write submitted at
+/// `unix_ns` (16-byte payload: the durable LSN, then the time).
+pub fn encode_vouch_v3(salt: u64, durable: u64, unix_ns: u64) -> Vec<u8> {
+    let mut p = durable.to_le_bytes().to_vec();
+    p.extend_from_slice(&unix_ns.to_le_bytes());
+    encode_frame(salt, 0, 0, kind::VOUCH, &p)
 }
 
 /// §3.2: a skip frame for `first .. first + count`.
@@ -245,15 +264,31 @@ pub fn decode_frame(buf: &[u8], salt: u64, configured_limit: usize) -> Frame {
     }
 }
 
-/// §3.2: the `u64` payload of a vouch (durable LSN) or skip (count). The
-/// document gives those kinds an 8-byte payload and says nothing of any
-/// other length, so a vouch or skip with another length carries no word.
+/// §3.2: the `u64` payload of a vouch (durable LSN) or skip (count) of 8
+/// bytes; a skip of any other length carries no word, and so does a
+/// vouch (a 16-byte one is read by [`frame_vouch`]).
 pub fn frame_word(kind: u8, payload: &[u8]) -> Option<u64> {
     if kind != kind::VOUCH && kind != kind::SKIP {
         return None;
     }
     let a: [u8; 8] = payload.try_into().ok()?;
     Some(u64::from_le_bytes(a))
+}
+
+/// §3.2: what a vouch says, by its payload's length alone, in a segment of
+/// any version: 8 bytes, a durable LSN; 16 bytes, a durable LSN and the
+/// time its write was submitted (ns since the Unix epoch); any other
+/// length (or kind) vouches for nothing.
+pub fn frame_vouch(kind: u8, payload: &[u8]) -> Option<(u64, Option<u64>)> {
+    if kind != kind::VOUCH {
+        return None;
+    }
+    let word = |i: usize| u64::from_le_bytes(payload[i..i + 8].try_into().unwrap());
+    match payload.len() {
+        8 => Some((word(0), None)),
+        16 => Some((word(0), Some(word(8)))),
+        _ => None,
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -267,7 +302,7 @@ pub fn frame_word(kind: u8, payload: &[u8]) -> Option<u64> {
 /// encoder (which the `segment_header` target checks) nor on its fields.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HeaderFields {
-    /// 1 or 2 (anything else is written as given).
+    /// 1, 2 or 3 (anything else is written as given).
     pub version: u32,
     pub node: u32,
     /// Bytes 20..24: written 0, not interpreted, covered by the CRC.
@@ -286,11 +321,11 @@ pub struct HeaderFields {
     pub key_check: u32,
 }
 
-/// §2.1: the bytes the header CRC covers end at `U`: 80 in version 2, 64
-/// in version 1 (and, for the purpose of computing a CRC, any other
+/// §2.1: the bytes the header CRC covers end at `U`: 80 in versions 2 and
+/// 3, 64 in version 1 (and, for the purpose of computing a CRC, any other
 /// version: a reader stops at step 4 before it needs one).
 pub fn header_used(version: u32) -> usize {
-    if version == 2 {
+    if v2_layout(version) {
         80
     } else {
         64
@@ -319,7 +354,7 @@ pub fn encode_header(f: &HeaderFields) -> Vec<u8> {
     b[40..48].copy_from_slice(&f.salt.to_le_bytes());
     b[48..56].copy_from_slice(&f.created_unix_ms.to_le_bytes());
     b[56..64].copy_from_slice(&f.torn_window.to_le_bytes());
-    if f.version == 2 {
+    if v2_layout(f.version) {
         b[64..72].copy_from_slice(&f.log_id.to_le_bytes());
         b[72..76].copy_from_slice(&f.key_id.to_le_bytes());
         b[76..80].copy_from_slice(&f.key_check.to_le_bytes());
@@ -333,7 +368,7 @@ pub fn encode_header(f: &HeaderFields) -> Vec<u8> {
 /// byte-for-byte copy (8192 bytes; 4096 in version 1).
 pub fn encode_header_blocks(f: &HeaderFields) -> Vec<u8> {
     let mut b = encode_header(f);
-    if f.version == 2 {
+    if v2_layout(f.version) {
         let copy = b.clone();
         b.extend_from_slice(&copy);
     }
@@ -361,7 +396,7 @@ pub struct HeaderValue {
 impl HeaderValue {
     /// §2 / §3: where the first frame starts.
     pub fn frames_start(&self) -> usize {
-        if self.version == 2 {
+        if v2_layout(self.version) {
             HEADER_BYTES
         } else {
             HEADER_BYTES_V1
@@ -397,18 +432,18 @@ pub fn decode_header(block: &[u8]) -> Header {
     }
     // Step 4.
     let version = u32_at(block, 8);
-    if version != 1 && version != 2 {
+    if !(version == 1 || v2_layout(version)) {
         return Header::Version(version);
     }
     // Step 5.
-    if version == 2 && u32_at(block, 72) == 0 && u32_at(block, 76) != 0 {
+    if v2_layout(version) && u32_at(block, 72) == 0 && u32_at(block, 76) != 0 {
         return Header::Reserved;
     }
     // Step 6.
     if u32_at(block, 12) != header_crc(block, version) {
         return Header::Checksum;
     }
-    let (log_id, key_id, key_check) = if version == 2 {
+    let (log_id, key_id, key_check) = if v2_layout(version) {
         (u64_at(block, 64), u32_at(block, 72), u32_at(block, 76))
     } else {
         (0, 0, 0)
@@ -475,7 +510,7 @@ pub fn segment_head(file: &[u8]) -> SegmentHead {
         _ => {}
     }
     if let Header::Valid(h) = decode_header(block_at(file, 1)) {
-        if h.version == 2 {
+        if v2_layout(h.version) {
             return SegmentHead::Usable { h, from_copy: true };
         }
     }
@@ -860,7 +895,7 @@ fn judge_frames(
                 return Verdict::Corrupt(Why::FramesFollow(b));
             }
             let payload = &file[b + FRAME_HEADER..b + FRAME_HEADER + plen];
-            if let Some(durable) = frame_word(k, payload).filter(|_| k == kind::VOUCH) {
+            if let Some((durable, _)) = frame_vouch(k, payload) {
                 if durable >= due {
                     return Verdict::Corrupt(Why::Vouched(b));
                 }
@@ -987,7 +1022,7 @@ fn checked_header(
         return None;
     };
     // §2.1's last paragraph: each failure is damage.
-    let foreign = h.version == 2 && manifest.is_some_and(|m| m.log_id != h.log_id);
+    let foreign = v2_layout(h.version) && manifest.is_some_and(|m| m.log_id != h.log_id);
     let bad = h.base_lsn == 0
         || h.base_lsn > MAX_LSN
         || h.node != node
@@ -1199,8 +1234,18 @@ mod tests {
         });
         v1[70] ^= 1; // not covered in version 1
         assert!(matches!(decode_header(&v1), Header::Valid(_)));
-        v1[8] = 3;
-        assert_eq!(decode_header(&v1), Header::Version(3));
+        v1[8] = 4;
+        assert_eq!(decode_header(&v1), Header::Version(4));
+        // Version 3 is version 2's layout: the log id is covered.
+        let v3 = encode_header(&HeaderFields {
+            version: 3,
+            key_check: 0,
+            ..f
+        });
+        assert!(matches!(decode_header(&v3), Header::Valid(h) if h.version == 3));
+        let mut b = v3.clone();
+        b[70] ^= 1;
+        assert_eq!(decode_header(&b), Header::Checksum);
         assert_eq!(decode_header(&v1[..100]), Header::Short);
         assert_eq!(decode_header(&[0u8; BLOCK]), Header::Blank);
     }
@@ -1252,12 +1297,24 @@ mod tests {
         assert_eq!(segment_head(&v1copy), SegmentHead::Lost);
         // A future version is never read through a copy.
         let mut future = encode_header_blocks(&f);
-        future[8] = 3;
+        future[8] = 4;
         future.resize(MIN_SEGMENT as usize, 0);
         assert_eq!(
             segment_head(&future),
-            SegmentHead::Invalid(Header::Version(3))
+            SegmentHead::Invalid(Header::Version(4))
         );
+        // A version-3 header has its copy, and is read through it.
+        let mut v3 = encode_header_blocks(&HeaderFields { version: 3, ..f });
+        assert_eq!(v3.len(), HEADER_BYTES);
+        v3.resize(MIN_SEGMENT as usize, 0);
+        v3[30] ^= 1;
+        assert!(matches!(
+            segment_head(&v3),
+            SegmentHead::Usable {
+                from_copy: true,
+                h,
+            } if h.version == 3 && h.frames_start() == HEADER_BYTES
+        ));
     }
 
     #[test]
@@ -1266,7 +1323,8 @@ mod tests {
         assert_eq!(frame_len(1), 32);
         assert_eq!(frame_len(8), 32);
         assert_eq!(frame_len(9), 40);
-        assert_eq!(VOUCH_LEN, frame_len(8));
+        assert_eq!(VOUCH_LEN, frame_len(16));
+        assert_eq!(VOUCH_LEN_V2, frame_len(8));
         assert_eq!(padding_len(4096), 0);
         assert_eq!(padding_len(4096 + 8), 4088);
         assert_eq!(padding_len(4096 - 16), 16 + 4096);
@@ -1276,16 +1334,31 @@ mod tests {
     #[test]
     fn vouch_and_skip_words() {
         let v = encode_vouch(3, 42);
-        assert_eq!(v.len(), VOUCH_LEN);
+        assert_eq!(v.len(), VOUCH_LEN_V2);
         match decode_frame(&v, 3, MAX_PAYLOAD) {
             Frame::Valid {
                 kind: k, plen, lsn, ..
             } => {
                 assert_eq!((k, plen, lsn), (kind::VOUCH, 8, 0));
                 assert_eq!(frame_word(k, &v[24..32]), Some(42));
+                assert_eq!(frame_vouch(k, &v[24..32]), Some((42, None)));
             }
             other => panic!("{other:?}"),
         }
+        let v = encode_vouch_v3(3, 42, 7_000);
+        assert_eq!(v.len(), VOUCH_LEN);
+        match decode_frame(&v, 3, MAX_PAYLOAD) {
+            Frame::Valid {
+                kind: k, plen, lsn, ..
+            } => {
+                assert_eq!((k, plen, lsn), (kind::VOUCH, 16, 0));
+                assert_eq!(frame_word(k, &v[24..40]), None);
+                assert_eq!(frame_vouch(k, &v[24..40]), Some((42, Some(7_000))));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(frame_vouch(kind::VOUCH, &v[24..36]), None);
+        assert_eq!(frame_vouch(kind::SKIP, &v[24..32]), None);
         let s = encode_skip(3, 10, 5);
         assert!(matches!(
             decode_frame(&s, 3, MAX_PAYLOAD),

@@ -4,6 +4,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ringwal_platform::Vfs;
 
@@ -28,6 +29,20 @@ pub struct Record {
     pub kind: Kind,
     /// The payload.
     pub payload: Vec<u8>,
+    /// Its write time: when the write holding it was submitted to the
+    /// disk, by the writer's wall clock (format version 3 records it in
+    /// the write's first frame), so after the append that made it and
+    /// before its `Written` acknowledgement. Informational: a writer's
+    /// clock that stepped back makes later records look older. `None` for
+    /// a record of a segment written before format version 3. Costs the
+    /// reader nothing: the walk reads that frame anyway.
+    pub written_at: Option<SystemTime>,
+}
+
+/// A vouch's write time (nanoseconds since the Unix epoch) as a
+/// [`SystemTime`]; `None` without one, or past what `SystemTime` holds.
+fn write_time(unix_ns: Option<u64>) -> Option<SystemTime> {
+    unix_ns.and_then(|ns| UNIX_EPOCH.checked_add(Duration::from_nanos(ns)))
 }
 
 /// One record with where it lives on disk, from [`Reader::located`].
@@ -51,6 +66,8 @@ pub struct RecordAt {
     pub batch: Option<Lsn>,
     /// The payload.
     pub payload: Vec<u8>,
+    /// When its write was submitted ([`Record::written_at`]).
+    pub written_at: Option<SystemTime>,
 }
 
 /// Where a record was read: its frame's offset and its batch.
@@ -292,7 +309,9 @@ impl Reader {
             // Copied before the step borrows the walker: 88 bytes.
             let header = *w.header();
             let end = match w.next()? {
-                Step::Record { at, frame, batch } => {
+                Step::Record {
+                    at, frame, batch, ..
+                } => {
                     debug_assert!(
                         self.expect.is_none_or(|e| frame.lsn >= e),
                         "records are read in ascending LSN order: {} after {:?}",
@@ -315,6 +334,7 @@ impl Reader {
                         stream,
                         kind,
                         payload,
+                        written_at: write_time(w.write_time()),
                     };
                     return Ok(Some((rec, Place { offset: at, batch })));
                 }
@@ -545,6 +565,7 @@ impl Iterator for Located {
                 offset: place.offset,
                 batch: place.batch,
                 payload: rec.payload,
+                written_at: rec.written_at,
             }
         })
     }

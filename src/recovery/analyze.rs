@@ -514,7 +514,7 @@ struct Walked {
 fn walk(w: &mut Walker) -> Result<Walked> {
     let mut last_checkpoint = None;
     let mut points: Vec<Point> = Vec::new();
-    let end = w.walk_to_end_visiting(|at, f, batch| {
+    let end = w.walk_to_end_visiting(|at, f, batch, write| {
         if let Some(m) = CheckpointMarker::decode(f.lsn, f.kind, f.payload) {
             last_checkpoint = Some(m);
         }
@@ -527,6 +527,7 @@ fn walk(w: &mut Walker) -> Result<Walked> {
             points.push(Point {
                 lsn: f.lsn,
                 offset: at,
+                write_at: write.map_or(at, |w| w.at),
             });
         }
     })?;

@@ -24,7 +24,7 @@ use std::path::Path;
 use ringwal_platform::Vfs;
 
 use crate::at_rest::format::{
-    self, Batching, Decoded, FrameRef, HeaderError, InvalidFrame, Kind, SegmentHeader,
+    self, Batching, Decoded, FrameRef, HeaderError, InvalidFrame, Kind, SegmentHeader, Vouch,
 };
 use crate::error::{Corruption, Error, Lsn, Result};
 use crate::segment::index::{self, Point};
@@ -202,6 +202,7 @@ pub(crate) fn open(
         records: 0,
         given_up: 0,
         vouched: 0,
+        write: None,
         batch: None,
         ended: None,
         scan,
@@ -374,6 +375,9 @@ pub(crate) enum Step<'a> {
         /// The first LSN of its atomic batch; `None` for a record that
         /// stands alone.
         batch: Option<Lsn>,
+        /// The vouch that opened the write holding it; `None` before the
+        /// segment's first (version 1 has none).
+        write: Option<WriteStart>,
     },
     /// LSNs `first..first + count` will never hold a record: a point-in-
     /// time recovery resumed above them rather than hand them out again.
@@ -385,6 +389,17 @@ pub(crate) enum Step<'a> {
     },
     /// The run of valid frames ended; every later call says the same.
     End(SegmentEnd),
+}
+
+/// The vouch frame that opened a write: every write starts with one
+/// (docs/format.md §4), so the last one a walk stepped over opened the
+/// write it is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WriteStart {
+    /// Offset of the vouch frame: where the write starts.
+    pub at: u64,
+    /// What it says.
+    pub vouch: Vouch,
 }
 
 /// A frame's header fields, copied out so the walk can look ahead
@@ -402,8 +417,8 @@ struct Head {
 /// What one frame means to a walk that expects LSN `expect` next.
 enum Raw {
     /// Padding or a vouch: step over `len` bytes. A vouch that vouches
-    /// (docs/format.md §3.2) carries the durable LSN it vouches for.
-    Filler { len: usize, vouch: Option<Lsn> },
+    /// (docs/format.md §3.2) says what it vouches for.
+    Filler { len: usize, vouch: Option<Vouch> },
     /// A record carrying the expected LSN.
     Record(Head),
     /// A skip frame: `count` LSNs from the expected one hold no record.
@@ -420,7 +435,7 @@ fn raw_at(scan: &mut SegmentScan, at: u64, expect: Lsn) -> Result<Raw> {
     if at >= scan.end() {
         return Ok(Raw::Stop(End::Full));
     }
-    let (h, word) = match scan.frame_at(at)? {
+    let (h, word, vouch) = match scan.frame_at(at)? {
         Decoded::Frame(f) => (
             Head {
                 lsn: f.lsn,
@@ -431,6 +446,7 @@ fn raw_at(scan: &mut SegmentScan, at: u64, expect: Lsn) -> Result<Raw> {
                 len: f.len,
             },
             f.word(),
+            f.vouch(),
         ),
         Decoded::Zero => return Ok(Raw::Stop(End::Zero)),
         Decoded::Invalid(why) => return Ok(Raw::Stop(End::Invalid(why))),
@@ -443,10 +459,7 @@ fn raw_at(scan: &mut SegmentScan, at: u64, expect: Lsn) -> Result<Raw> {
             len: h.len,
             vouch: None,
         },
-        Kind::Vouch => Raw::Filler {
-            len: h.len,
-            vouch: word,
-        },
+        Kind::Vouch => Raw::Filler { len: h.len, vouch },
         _ if h.lsn != expect => Raw::Stop(End::LsnBreak {
             found: h.lsn,
             expected: expect,
@@ -499,6 +512,8 @@ pub(crate) struct Walker {
     given_up: u64,
     /// The highest durable LSN a vouch read so far carried; 0 before one.
     vouched: Lsn,
+    /// The vouch that opened the write the walk is in.
+    write: Option<WriteStart>,
     /// The batch being yielded, known whole: its first and last LSN.
     batch: Option<(Lsn, Lsn)>,
     /// Set once the walk ended in an unfinished batch: the walk stays
@@ -528,8 +543,8 @@ impl Walker {
             );
             let h = match raw_at(&mut self.scan, at, self.expect)? {
                 Raw::Filler { len, vouch } => {
-                    if let Some(durable) = vouch {
-                        self.vouched = self.vouched.max(durable);
+                    if let Some(vouch) = vouch {
+                        self.opened(WriteStart { at, vouch });
                     }
                     self.off += len as u64;
                     continue;
@@ -554,6 +569,12 @@ impl Walker {
                 Placed::End(end) => Ok(Step::End(end)),
             };
         }
+    }
+
+    /// The walk stepped over the vouch opening the write at `w.at`.
+    fn opened(&mut self, w: WriteStart) {
+        self.vouched = self.vouched.max(w.vouch.durable);
+        self.write = Some(w);
     }
 
     /// Where the record `h` at `at` stands in an atomic batch: alone, in
@@ -625,6 +646,7 @@ impl Walker {
                 len: h.len,
             },
             batch,
+            write: self.write,
         }
     }
 
@@ -662,19 +684,25 @@ impl Walker {
 
     /// Walk to the end of the valid frames and return how they end.
     pub fn walk_to_end(&mut self) -> Result<SegmentEnd> {
-        self.walk_to_end_visiting(|_, _, _| {})
+        self.walk_to_end_visiting(|_, _, _, _| {})
     }
 
     /// [`walk_to_end`](Self::walk_to_end), showing `visit` every record on
-    /// the way (never one of an unfinished batch) with its frame's offset
-    /// and the first LSN of its batch (`None`: it stands alone).
+    /// the way (never one of an unfinished batch) with its frame's offset,
+    /// the first LSN of its batch (`None`: it stands alone) and the vouch
+    /// that opened its write.
     pub fn walk_to_end_visiting(
         &mut self,
-        mut visit: impl FnMut(u64, &FrameRef, Option<Lsn>),
+        mut visit: impl FnMut(u64, &FrameRef, Option<Lsn>, Option<WriteStart>),
     ) -> Result<SegmentEnd> {
         loop {
             match self.next()? {
-                Step::Record { at, frame, batch } => visit(at, &frame, batch),
+                Step::Record {
+                    at,
+                    frame,
+                    batch,
+                    write,
+                } => visit(at, &frame, batch, write),
                 Step::Hole { .. } => {}
                 Step::End(end) => return Ok(end),
             }
@@ -726,9 +754,14 @@ impl Walker {
     /// (a point of another life of this file name) the walk stays at the
     /// start. Only before the first step. The frames before `p` are then
     /// never read, so damage among them goes unseen: for reads, which
-    /// want the records from `p` on, never for recovery or `verify`.
+    /// want the records from `p` on, never for recovery or `verify`. The
+    /// vouch opening the point's write (at `p.write_at`) is read, so the
+    /// walk knows its write time; [`vouched`](Self::vouched) counts it
+    /// and the vouches after `p` only.
     /// Cost: one read of 128 KiB (not the usual 1 MiB: a point read looks
-    /// at a few frames) and one CRC pass over the frame.
+    /// at a few frames) and one CRC pass over the frame and the vouch;
+    /// one more read of a block when the write began over 64 KiB before
+    /// the point.
     pub fn seek(&mut self, p: Point) -> Result<bool> {
         assert!(
             self.records == 0 && self.off == self.scan.header.frames_start(),
@@ -738,12 +771,35 @@ impl Walker {
             return Ok(false);
         }
         // Enough for the walk to the next point and a record of up to
-        // 64 KiB past it: most point reads then need one read.
-        self.scan.read_next(2 * index::SPACING as usize);
+        // 64 KiB past it: most point reads then need one read, begun at
+        // the write's vouch when that is near.
+        let spacing = index::SPACING as usize;
+        let opened = if (self.off..p.offset).contains(&p.write_at) {
+            let behind = (p.offset - p.write_at) as usize;
+            let first = if behind <= spacing {
+                behind + 2 * spacing
+            } else {
+                format::BLOCK
+            };
+            self.scan.read_next(first);
+            match self.scan.frame_at(p.write_at)? {
+                Decoded::Frame(f) => f.vouch().map(|vouch| WriteStart {
+                    at: p.write_at,
+                    vouch,
+                }),
+                _ => None,
+            }
+        } else {
+            None
+        };
+        self.scan.read_next(2 * spacing);
         Ok(match raw_at(&mut self.scan, p.offset, p.lsn)? {
             Raw::Record(_) => {
                 self.off = p.offset;
                 self.expect = p.lsn;
+                if let Some(w) = opened {
+                    self.opened(w);
+                }
                 true
             }
             _ => false,
@@ -856,6 +912,16 @@ impl Walker {
     pub fn vouched(&self) -> Lsn {
         self.vouched
     }
+
+    /// The write time of the write the walk is in, so of the record it
+    /// yielded last: when the ring submitted it, in nanoseconds since the
+    /// Unix epoch, as the vouch opening it says (docs/format.md §3.2).
+    /// `None` before the first vouch and when that vouch carries no time
+    /// (versions 1 and 2). Wall-clock time: informational, and not
+    /// monotonic if the writer's clock stepped back. Costs nothing.
+    pub fn write_time(&self) -> Option<u64> {
+        self.write.and_then(|w| w.vouch.submitted_unix_ns)
+    }
 }
 
 #[cfg(test)]
@@ -869,6 +935,14 @@ mod tests {
     const B: u64 = format::BLOCK as u64;
     /// The writer's torn window recorded in the headers below: two blocks.
     const WINDOW: u64 = 2 * B;
+
+    /// A version-2 vouch for `durable`: no time.
+    fn untimed(durable: Lsn) -> format::Vouch {
+        format::Vouch {
+            durable,
+            submitted_unix_ns: None,
+        }
+    }
 
     /// A segment image of node 1, base 1, as a writer lays it out.
     struct Image {
@@ -962,8 +1036,8 @@ mod tests {
         /// One version-2 write at `at`: a vouch for `durable`, then `n`
         /// records of `size` bytes, closed with padding.
         fn write_vouched(&mut self, at: u64, durable: Lsn, n: usize, size: usize) -> u64 {
-            format::encode_vouch(&mut self.bytes[at as usize..], SALT, durable);
-            self.write(at + format::VOUCH_LEN as u64, n, size)
+            format::encode_vouch(&mut self.bytes[at as usize..], SALT, untimed(durable));
+            self.write(at + format::VOUCH_LEN_V2 as u64, n, size)
         }
     }
 
@@ -1028,18 +1102,99 @@ mod tests {
         }
     }
 
+    /// A version-3 vouch for `durable`, submitted at `t`.
+    fn timed(durable: Lsn, t: u64) -> format::Vouch {
+        format::Vouch {
+            durable,
+            submitted_unix_ns: Some(t),
+        }
+    }
+
+    #[test]
+    fn a_walker_knows_each_records_write_time_even_from_a_seek_point() {
+        let mut img = Image::v2();
+        let mut h = SegmentHeader::decode(&img.bytes).unwrap();
+        h.version = 3;
+        h.encode_blocks(&mut img.bytes);
+        let start = format::HEADER_BYTES as u64;
+        let n = format::encode_vouch(&mut img.bytes[start as usize..], SALT, timed(0, 1_000));
+        assert_eq!(n, format::VOUCH_LEN);
+        let a = img.write(start + n as u64, 3, 100);
+        // An 8-byte vouch vouches in any version, with no time.
+        let n = format::encode_vouch(&mut img.bytes[a as usize..], SALT, untimed(3));
+        let b = img.write(a + n as u64, 2, 100);
+        let n = format::encode_vouch(&mut img.bytes[b as usize..], SALT, timed(5, 3_000));
+        img.write(b + n as u64, 4, 100);
+        let dir = tempfile::tempdir().unwrap();
+        let file = SegmentFile {
+            base: 1,
+            path: dir.path().join(format::segment_file_name(1, 1)),
+        };
+        std::fs::write(&file.path, &img.bytes).unwrap();
+        let walk = |seek: Option<Point>| {
+            let mut w = open(&RealFs, &file, 1, None).unwrap().unwrap();
+            assert_eq!(w.write_time(), None);
+            let sought = seek.map(|p| w.seek(p).unwrap());
+            let mut seen = Vec::new();
+            loop {
+                let (lsn, write) = match w.next().unwrap() {
+                    Step::Record { frame, write, .. } => (frame.lsn, write),
+                    Step::Hole { .. } => panic!("no holes written"),
+                    Step::End(_) => break,
+                };
+                assert_eq!(
+                    write.and_then(|w| w.vouch.submitted_unix_ns),
+                    w.write_time()
+                );
+                seen.push((lsn, w.write_time(), w.vouched()));
+            }
+            (sought, seen)
+        };
+        let t1 = Some(1_000);
+        let t3 = Some(3_000);
+        let (_, all) = walk(None);
+        let want = [
+            (1, t1, 0),
+            (2, t1, 0),
+            (3, t1, 0),
+            (4, None, 3),
+            (5, None, 3),
+            (6, t3, 5),
+            (7, t3, 5),
+            (8, t3, 5),
+            (9, t3, 5),
+        ];
+        assert_eq!(all, want);
+        // A point on LSN 7, in the write whose vouch is at `b`: the walk
+        // starting there reads that vouch for the write time.
+        let r7 = b + format::VOUCH_LEN as u64 + format::frame_len(100) as u64;
+        let point = |write_at| Point {
+            lsn: 7,
+            offset: r7,
+            write_at,
+        };
+        let (sought, seen) = walk(Some(point(b)));
+        assert_eq!((sought, &seen[..]), (Some(true), &want[6..]));
+        // Without a vouch where the point says its write starts, the walk
+        // knows no time until the next vouch.
+        let (sought, seen) = walk(Some(point(r7)));
+        assert_eq!(sought, Some(true));
+        assert!(seen.iter().all(|&(_, t, v)| t.is_none() && v == 0));
+        assert_eq!(seen.len(), 3);
+    }
+
     #[test]
     fn a_walker_knows_the_highest_vouch_it_stepped_over() {
         let mut img = Image::v2();
-        let v = format::VOUCH_LEN as u64;
+        let v = format::VOUCH_LEN_V2 as u64;
         let a = img.write_vouched(format::HEADER_BYTES as u64, 0, 3, 100);
         // A batch of three (LSNs 4..=6) across two writes: the look-ahead
         // for its first record reads the second write's vouch before the
         // walk steps over it.
-        format::encode_vouch(&mut img.bytes[a as usize..], SALT, 2);
+        format::encode_vouch(&mut img.bytes[a as usize..], SALT, untimed(2));
         let b = img.batch(a + v, 3, 100, false);
         let b = img.pad(b);
-        format::encode_vouch(&mut img.bytes[b as usize..], SALT, 3);
+        format::encode_vouch(&mut img.bytes[b as usize..], SALT, untimed(3));
         let r6 = (b + v) as usize;
         let n = format::encode_record(
             &mut img.bytes[r6..],
@@ -1169,12 +1324,12 @@ mod tests {
         let mut img = Image::v2();
         let frames = format::HEADER_BYTES as u64;
         let a = img.write_vouched(frames, 0, 2, 100);
-        format::encode_vouch(&mut img.bytes[a as usize..], SALT, 0);
-        let b = img.batch(a + format::VOUCH_LEN as u64, 3, 100, false);
+        format::encode_vouch(&mut img.bytes[a as usize..], SALT, untimed(0));
+        let b = img.batch(a + format::VOUCH_LEN_V2 as u64, 3, 100, false);
         let b = img.pad(b);
         // The batch's last record (LSN 5) is in the next write, torn.
-        format::encode_vouch(&mut img.bytes[b as usize..], SALT, 2);
-        let r5 = b + format::VOUCH_LEN as u64;
+        format::encode_vouch(&mut img.bytes[b as usize..], SALT, untimed(2));
+        let r5 = b + format::VOUCH_LEN_V2 as u64;
         let c = format::encode_record(
             &mut img.bytes[r5 as usize..],
             SALT,
@@ -1226,7 +1381,7 @@ mod tests {
             let mut img = Image::v2();
             let a_end = img.write_vouched(frames, 0, 10, 100);
             img.write_vouched(a_end, vouch, 3, 100);
-            let r5 = frames + format::VOUCH_LEN as u64 + 4 * format::frame_len(100) as u64;
+            let r5 = frames + format::VOUCH_LEN_V2 as u64 + 4 * format::frame_len(100) as u64;
             img.bytes[r5 as usize + 30] ^= 0x10;
             let (e, v, n) = img.judge(true);
             assert_eq!((e.at, e.expect, n), (r5, 5, 4));

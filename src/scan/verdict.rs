@@ -91,7 +91,7 @@
 //! a write that completed, reported where it is rather than as a gap at
 //! the next segment.
 
-use crate::at_rest::format::{self, Decoded, Kind, SegmentHeader};
+use crate::at_rest::format::{self, Decoded, SegmentHeader};
 use crate::error::{Corruption, Error, Lsn, Result};
 
 use super::bytes::SegmentScan;
@@ -583,9 +583,7 @@ fn later_writes(
             if b >= window_end {
                 return Ok(Some(Damage::FramesFollow { next: b }));
             }
-            if f.kind == Kind::Vouch
-                && let Some(durable) = f.word().filter(|&d| d >= due)
-            {
+            if let Some(durable) = f.vouch().map(|v| v.durable).filter(|&d| d >= due) {
                 return Ok(Some(Damage::Vouched { by: b, durable }));
             }
         }

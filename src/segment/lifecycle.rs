@@ -83,6 +83,16 @@ pub(crate) fn now_unix_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// The wall-clock time now in nanoseconds since the Unix epoch, what a
+/// version-3 vouch carries: 0 for a clock set before the epoch, the
+/// largest `u64` past the year 2554. Cost: one `clock_gettime`
+/// (`CLOCK_REALTIME`, answered by the vDSO without a syscall: about 20 ns).
+pub(crate) fn now_unix_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
 /// The header of a new segment of log `log_id` whose first record is
 /// `base`, under this writer's configuration, sealed with `salt` (see
 /// [`new_salt`]) and, when `cipher` is given, encrypted with its key
@@ -340,6 +350,11 @@ impl ActiveSegment {
         }
     }
 
+    /// The segment's format version, which fixes the shape of its vouches.
+    pub fn version(&self) -> u32 {
+        self.version
+    }
+
     /// Record a batch write of `len` bytes at `offset`.
     ///
     /// Asserts what O_DIRECT and invariant 7 (no acknowledged byte is
@@ -402,9 +417,12 @@ impl ActiveSegment {
     /// On a clean close: one block right after the last batch holding a
     /// vouch for `durable` (every LSN acknowledged), durably, so that no
     /// damage anywhere in the segment can pass for a torn tail: a cleanly
-    /// closed log has no ambiguous end. Skipped in a version-1 segment and
-    /// when no block is left (a full segment's end is not ambiguous).
-    /// Cost: one durable 4 KiB write (`method`: see [`sync_method_for`]).
+    /// closed log has no ambiguous end. In the segment's own version's
+    /// shape (an open may close a version-2 segment it never wrote to):
+    /// from version 3 it carries the close time. Skipped in a version-1
+    /// segment and when no block is left (a full segment's end is not
+    /// ambiguous). Cost: one durable 4 KiB write (`method`: see
+    /// [`sync_method_for`]) and, from version 3, one read of the clock.
     pub fn close_vouch(&mut self, durable: Lsn, method: SyncMethod) -> std::io::Result<()> {
         let block = format::BLOCK as u64;
         if self.version < 2 || self.end + block > self.size {
@@ -416,12 +434,13 @@ impl ActiveSegment {
         );
         let mut buf = AlignedBuf::new(format::BLOCK);
         let b = buf.as_mut_slice();
-        format::encode_vouch(b, self.salt, durable);
-        format::encode_padding(
-            &mut b[format::VOUCH_LEN..],
-            self.salt,
-            format::BLOCK - format::VOUCH_LEN,
-        );
+        let vouch = format::Vouch {
+            durable,
+            submitted_unix_ns: (self.version >= 3).then(now_unix_ns),
+        };
+        let n = format::encode_vouch(b, self.salt, vouch);
+        debug_assert_eq!(n, format::vouch_len(self.version));
+        format::encode_padding(&mut b[n..], self.salt, format::BLOCK - n);
         write_durably(&*self.file, buf.as_slice(), self.end, method)?;
         self.end += block;
         Ok(())

@@ -215,7 +215,13 @@ impl Shared {
             "every frame starts frame-aligned"
         );
         if may_index && at >= r.index_due {
-            self.index().add(Point { lsn, offset: at });
+            // The buffer's start, where its write's vouch goes.
+            let write_at = next.fill.map_or(at, |fill| next.end - fill as u64);
+            self.index().add(Point {
+                lsn,
+                offset: at,
+                write_at,
+            });
             r.index_due = index::due_after(Some(at));
         }
         Framed {

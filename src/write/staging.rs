@@ -25,8 +25,9 @@ const _: () = assert!(format::BLOCK == ringwal_platform::BLOCK);
 
 /// A batch of frames bound for one write: whole blocks once closed. Its
 /// first [`format::VOUCH_LEN`] bytes are kept for the vouch frame the ring
-/// writes there when it submits the batch (the durable LSN is known only
-/// then).
+/// writes there when it submits the batch (the durable LSN and the
+/// submission time are known only then). Batches go only into segments of
+/// the current format version, whose vouch is that long.
 pub(crate) struct Batch {
     pub buf: AlignedBuf,
     pub len: usize,

@@ -384,13 +384,14 @@ pub fn unvouch_from(img: &mut [u8], from: u64, durable: u64) -> usize {
     let header = SegmentHeader::decode(img).expect("a segment header");
     let mut n = 0;
     let mut at = (from as usize).next_multiple_of(format::BLOCK);
-    while at + format::VOUCH_LEN <= img.len() {
+    while at + format::VOUCH_LEN_V2 <= img.len() {
         if let Decoded::Frame(f) =
             format::decode_frame(&img[at..], header.salt, format::MAX_PAYLOAD)
-            && f.kind == Kind::Vouch
-            && f.word() > Some(durable)
+            && let Some(v) = f.vouch().filter(|v| v.durable > durable)
         {
-            format::encode_vouch(&mut img[at..], header.salt, durable);
+            // In the vouch's own shape: a version-3 vouch keeps its time.
+            let lower = format::Vouch { durable, ..v };
+            format::encode_vouch(&mut img[at..], header.salt, lower);
             n += 1;
         }
         at += format::BLOCK;

@@ -14,3 +14,4 @@ mod limits;
 mod point_read;
 mod smoke;
 mod tickets;
+mod write_time;

@@ -395,11 +395,11 @@ fn set_aside_segments_never_overwrite_each_other() {
 
 /// A log written in format version 1 (one header block, frames at 4096,
 /// no vouches, no manifest) opens and reads back whole; the next append
-/// starts a version-2 segment beside it rather than write version-2
-/// frames into a version-1 one, and the log then has a manifest and
+/// starts a segment of the current version beside it rather than write
+/// its frames into a version-1 one, and the log then has a manifest and
 /// reopens strictly.
 #[test]
-fn a_version_1_log_opens_and_continues_in_version_2() {
+fn a_version_1_log_opens_and_continues_in_the_current_version() {
     let dir = tempfile::tempdir().unwrap();
     let recs = vec![b"one".to_vec(), b"two".to_vec(), b"three".to_vec()];
     let v1 = segment(dir.path(), 1, &recs, &[]);
@@ -415,8 +415,8 @@ fn a_version_1_log_opens_and_continues_in_version_2() {
         1,
         "the version-1 segment was not rewritten"
     );
-    let v2 = dir.path().join(format::segment_file_name(1, 4));
-    assert_eq!(header(&v2).version, format::FORMAT_VERSION);
+    let current = dir.path().join(format::segment_file_name(1, 4));
+    assert_eq!(header(&current).version, format::FORMAT_VERSION);
     assert!(dir.path().join(format::manifest_file_name(1)).exists());
     let (wal, _) = open_checked(dir.path(), cfg()).unwrap();
     let mut all = recs.clone();
@@ -427,6 +427,108 @@ fn a_version_1_log_opens_and_continues_in_version_2() {
         .map(|r| r.unwrap().payload)
         .collect();
     assert_eq!(got, all);
+    wal.close().unwrap();
+}
+
+/// A version-2 segment of log `log_id`, node 1, base 1, as a version-2
+/// writer lays it out: header and copy, then one write per element of
+/// `writes`, each opened by an 8-byte vouch for the LSNs before it and
+/// closed with padding; then a clean close's vouch block.
+fn v2_segment(dir: &std::path::Path, log_id: u64, writes: &[&[&[u8]]]) -> std::path::PathBuf {
+    let mut buf = vec![0u8; SEG as usize];
+    SegmentHeader {
+        version: 2,
+        log_id,
+        key_id: 0,
+        key_check: 0,
+        node: 1,
+        base_lsn: 1,
+        segment_bytes: SEG,
+        salt: SALT,
+        created_unix_ms: 0,
+        torn_window: 0,
+    }
+    .encode_blocks(&mut buf);
+    let vouch = |durable| format::Vouch {
+        durable,
+        submitted_unix_ns: None,
+    };
+    let mut off = format::HEADER_BYTES;
+    let mut lsn = 1;
+    for w in writes {
+        off += format::encode_vouch(&mut buf[off..], SALT, vouch(lsn - 1));
+        for p in *w {
+            off += format::encode_frame(&mut buf[off..], SALT, lsn, 0, Kind::Data, p);
+            lsn += 1;
+        }
+        let pad = format::padding_len(off as u64);
+        format::encode_padding(&mut buf[off..], SALT, pad);
+        off += pad;
+    }
+    let n = format::encode_vouch(&mut buf[off..], SALT, vouch(lsn - 1));
+    format::encode_padding(&mut buf[off + n..], SALT, format::BLOCK - n);
+    let path = dir.join(format::segment_file_name(1, 1));
+    std::fs::write(&path, &buf).unwrap();
+    path
+}
+
+/// The payload lengths of the vouch frames of the segment at `path`.
+fn vouch_payloads(path: &std::path::Path) -> Vec<usize> {
+    let s = common::scan_segment(path);
+    s.frames
+        .iter()
+        .filter(|f| f.kind == Kind::Vouch)
+        .map(|f| f.payload.len())
+        .collect()
+}
+
+/// A log of format version 2 reads as before (its records have no write
+/// time); an open that appends nothing closes its version-2 segment with
+/// a version-2 vouch; the first append goes to a new version-3 segment,
+/// whose records have one.
+#[test]
+fn a_version_2_log_reads_as_before_and_continues_in_version_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let v2 = v2_segment(dir.path(), 77, &[&[b"one", b"two"], &[b"three"]]);
+    let recs: Vec<Vec<u8>> = vec![b"one".to_vec(), b"two".to_vec(), b"three".to_vec()];
+    for round in 0..2 {
+        let (wal, rep) = open_checked(dir.path(), cfg()).unwrap();
+        assert_eq!((rep.records, rep.last_lsn), (3, 3), "open {round}: {rep:?}");
+        let got = common::read_all(&wal);
+        common::assert_records(&got, 1, &recs, "a version-2 log");
+        assert!(got.iter().all(|r| r.written_at.is_none()), "{got:?}");
+        wal.close().unwrap();
+        // Each close vouched once more, in the segment's own shape.
+        assert_eq!(vouch_payloads(&v2), vec![8; 4 + round]);
+        assert_eq!(common::scan_segment(&v2).header.version, 2);
+    }
+    let (wal, _) = open_checked(dir.path(), cfg()).unwrap();
+    let before = std::time::SystemTime::now();
+    let t = wal.append(0, b"four").unwrap();
+    assert_eq!(t.lsn(), 4);
+    t.wait(Level::Durable).unwrap();
+    let after = std::time::SystemTime::now();
+    wal.close().unwrap();
+    assert_eq!(
+        vouch_payloads(&v2),
+        vec![8; 5],
+        "the version-2 segment got no record"
+    );
+    let v3 = dir.path().join(format::segment_file_name(1, 4));
+    assert_eq!(common::scan_segment(&v3).header.version, 3);
+    // Its write's vouch and the closing one: 16 bytes each.
+    assert_eq!(vouch_payloads(&v3), vec![16, 16]);
+    let (wal, _) = open_checked(dir.path(), cfg()).unwrap();
+    let got = common::read_all(&wal);
+    assert_eq!(got.len(), 4);
+    assert!(got[..3].iter().all(|r| r.written_at.is_none()));
+    let at = got[3]
+        .written_at
+        .expect("a version-3 record has a write time");
+    assert!(
+        before <= at && at <= after,
+        "{before:?} <= {at:?} <= {after:?}"
+    );
     wal.close().unwrap();
 }
 

@@ -109,6 +109,19 @@ fn torn_tail_at_every_offset_recovers_the_prefix() {
             payloads.len() as u64,
             "the segments hold every record"
         );
+        // Cuts land inside version-3 vouches too (40 bytes, with a time).
+        assert_eq!(newest.header.version, format::FORMAT_VERSION);
+        let vouches: Vec<_> = newest
+            .frames
+            .iter()
+            .filter(|f| f.kind == Kind::Vouch)
+            .collect();
+        assert!(
+            vouches.len() >= 2
+                && vouches
+                    .iter()
+                    .all(|f| f.end - f.start == format::VOUCH_LEN as u64)
+        );
         let end = newest.data_end;
         assert_eq!(end % BLOCK, 0, "a closed log ends every write on a block");
         let from = ((end - 1) / BLOCK * BLOCK)

@@ -771,9 +771,7 @@ fn vouched_targets(fs: &SimFs, acknowledged: Lsn) -> Vec<Target> {
             .step_by(format::BLOCK)
             .filter_map(
                 |b| match format::decode_frame(&bytes[b..], h.salt, format::MAX_PAYLOAD) {
-                    format::Decoded::Frame(f) if f.kind == format::Kind::Vouch => {
-                        Some((b as u64, f.word()?))
-                    }
+                    format::Decoded::Frame(f) => Some((b as u64, f.vouch()?.durable)),
                     _ => None,
                 },
             )

@@ -439,12 +439,17 @@ pub fn encode_padding(out: &mut [u8], salt: u64, total: usize) {
     );
 }
 
-/// Bytes of a vouch frame: a frame header and its 8-byte payload.
-pub const VOUCH_LEN: usize = frame_len(8);
+/// Bytes of a vouch frame in a version-3 segment, what writers make: a
+/// frame header and its 16-byte payload (durable LSN, submission time).
+pub const VOUCH_LEN: usize = frame_len(16);
+
+/// Bytes of a vouch frame in a version-2 segment: a frame header and its
+/// 8-byte payload (durable LSN).
+pub const VOUCH_LEN_V2: usize = frame_len(8);
 
 const _: () = assert!(
-    VOUCH_LEN == FRAME_HEADER + 8,
-    "a vouch's 8-byte payload needs no alignment tail"
+    VOUCH_LEN == FRAME_HEADER + 16 && VOUCH_LEN_V2 == FRAME_HEADER + 8,
+    "a vouch's payload needs no alignment tail"
 );
 const _: () = assert!(
     VOUCH_LEN + FRAME_HEADER <= BLOCK,
@@ -455,15 +460,62 @@ const _: () = assert!(
     "the longest padding (gap + BLOCK) is a frame the format accepts"
 );
 
-/// Writes a vouch frame into `out[..VOUCH_LEN]`: kind [`Kind::Vouch`],
-/// LSN 0, payload `durable` (the highest LSN known durable when the write
-/// it opens was submitted).
+/// Bytes of the vouch frame a writer opens each write with in a segment
+/// of `version`: [`VOUCH_LEN`] from version 3, [`VOUCH_LEN_V2`] before
+/// (version 1 has no vouches; a reader takes any vouch by its length).
+pub const fn vouch_len(version: u32) -> usize {
+    if version >= 3 {
+        VOUCH_LEN
+    } else {
+        VOUCH_LEN_V2
+    }
+}
+
+/// What a vouch frame says (docs/format.md §3.2): the durable LSN when
+/// the write it opens was submitted and, in version 3, when that was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Vouch {
+    /// The highest LSN the writer knew to be on stable storage when it
+    /// submitted the write.
+    pub durable: u64,
+    /// The wall-clock time the write was submitted, in nanoseconds since
+    /// the Unix epoch (`CLOCK_REALTIME`): informational, never used to
+    /// decide recovery, and not monotonic if the clock steps back. `None`
+    /// for an 8-byte (version-2) vouch.
+    pub submitted_unix_ns: Option<u64>,
+}
+
+impl Vouch {
+    /// Bytes of its frame: [`VOUCH_LEN`] with a time, [`VOUCH_LEN_V2`]
+    /// without.
+    pub const fn frame_len(&self) -> usize {
+        match self.submitted_unix_ns {
+            Some(_) => VOUCH_LEN,
+            None => VOUCH_LEN_V2,
+        }
+    }
+}
+
+/// Writes a vouch frame into `out[..vouch.frame_len()]`: kind
+/// [`Kind::Vouch`], LSN 0, payload the durable LSN, followed (with a time,
+/// as in a version-3 segment) by the submission time. Returns the frame's
+/// length.
 ///
-/// Cost: a CRC over 36 bytes; no allocation. Panics if `out` is shorter
-/// than [`VOUCH_LEN`].
-pub fn encode_vouch(out: &mut [u8], salt: u64, durable: u64) {
-    let n = encode_frame(out, salt, 0, 0, Kind::Vouch, &durable.to_le_bytes());
-    debug_assert_eq!(n, VOUCH_LEN, "a vouch frame is VOUCH_LEN bytes");
+/// Cost: a CRC over at most 44 bytes; no allocation. Panics if `out` is
+/// shorter than the frame.
+pub fn encode_vouch(out: &mut [u8], salt: u64, vouch: Vouch) -> usize {
+    let mut payload = [0u8; 16];
+    payload[..8].copy_from_slice(&vouch.durable.to_le_bytes());
+    let used = match vouch.submitted_unix_ns {
+        Some(t) => {
+            payload[8..].copy_from_slice(&t.to_le_bytes());
+            16
+        }
+        None => 8,
+    };
+    let n = encode_frame(out, salt, 0, 0, Kind::Vouch, &payload[..used]);
+    debug_assert_eq!(n, vouch.frame_len(), "a vouch frame is its frame_len");
+    n
 }
 
 /// Writes a skip frame into `out[..frame_len(8)]`: kind [`Kind::Skip`],
@@ -522,6 +574,32 @@ impl FrameRef<'_> {
             stream: self.stream,
             kind: self.kind,
             flags: self.flags,
+        }
+    }
+
+    /// What a [`Kind::Vouch`] frame says, read by its payload's length
+    /// alone (whatever the segment's version): 8 bytes a durable LSN, 16
+    /// bytes a durable LSN and a submission time; `None` for another kind
+    /// or length (such a vouch vouches for nothing).
+    pub fn vouch(&self) -> Option<Vouch> {
+        if self.kind != Kind::Vouch {
+            return None;
+        }
+        let word = |i: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&self.payload[i..i + 8]);
+            u64::from_le_bytes(b)
+        };
+        match self.payload.len() {
+            8 => Some(Vouch {
+                durable: word(0),
+                submitted_unix_ns: None,
+            }),
+            16 => Some(Vouch {
+                durable: word(0),
+                submitted_unix_ns: Some(word(8)),
+            }),
+            _ => None,
         }
     }
 

@@ -48,8 +48,10 @@ const _: () = assert!(
 /// [`SegmentHeader::decode`] establishes that bytes on disk were valid.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SegmentHeader {
-    /// Format version of the segment: 1 or 2 ([`FORMAT_VERSION`], what
-    /// writers make). It fixes where frames start and which fields exist.
+    /// Format version of the segment: 1, 2 or 3 ([`FORMAT_VERSION`], what
+    /// writers make). It fixes where frames start, which fields exist and
+    /// (from 3) that vouch frames carry the time of their write; versions 2
+    /// and 3 share one header layout.
     pub version: u32,
     /// Node that owns the segment; must match the node in the file name.
     pub node: u32,
@@ -143,12 +145,12 @@ impl SegmentHeader {
     /// zeros for the rest of the block, in the layout of `self.version`.
     ///
     /// Cost: zeroes and checksums one block (a CRC over at most 76 bytes).
-    /// Panics if `out.len() < BLOCK` or the version is not 1 or 2. Bytes of
+    /// Panics if `out.len() < BLOCK` or the version is not 1, 2 or 3. Bytes of
     /// `out` past `BLOCK` are untouched.
     pub fn encode(&self, out: &mut [u8]) {
         assert!(out.len() >= BLOCK, "header buffer shorter than one block");
         assert!(
-            self.version == 1 || self.version == FORMAT_VERSION,
+            (1..=FORMAT_VERSION).contains(&self.version),
             "no layout for header version {}",
             self.version
         );
@@ -176,14 +178,14 @@ impl SegmentHeader {
         put(b, H_CRC, &crc.to_le_bytes());
         debug_assert!(
             self.version == 1 || SegmentHeader::decode(b) == Ok(*self),
-            "an encoded version-2 header decodes as itself"
+            "an encoded version-2 or -3 header decodes as itself"
         );
     }
 
     /// Writes every header block of the segment into
-    /// `out[..header_bytes()]`: the header, and in version 2 its copy.
+    /// `out[..header_bytes()]`: the header, and from version 2 on its copy.
     ///
-    /// Cost: one [`encode`](Self::encode) and, in version 2, a 4 KiB copy.
+    /// Cost: one [`encode`](Self::encode) and, from version 2 on, a 4 KiB copy.
     /// Panics if `out` is shorter than `header_bytes()`.
     pub fn encode_blocks(&self, out: &mut [u8]) {
         self.encode(out);
@@ -193,7 +195,7 @@ impl SegmentHeader {
         }
     }
 
-    /// Parses and verifies a header block of version 1 or 2.
+    /// Parses and verifies a header block of version 1, 2 or 3.
     ///
     /// Checks run in the order Short, Blank, BadMagic, Version, Reserved,
     /// Checksum, so a header from a newer format is reported as
@@ -215,7 +217,7 @@ impl SegmentHeader {
             return Err(HeaderError::BadMagic);
         }
         let version = get_u32(block, H_VERSION);
-        if version != 1 && version != FORMAT_VERSION {
+        if !(1..=FORMAT_VERSION).contains(&version) {
             return Err(HeaderError::Version(version));
         }
         let b = &block[..used(version)];

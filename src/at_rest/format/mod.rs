@@ -1,4 +1,5 @@
-//! On-disk format, version 2 (and the version-1 segments it still reads):
+//! On-disk format, version 3 (and the version-1 and -2 segments it still
+//! reads):
 //! segment headers, frames, padding, file names, the manifest and
 //! checkpoint files.
 //!
@@ -18,9 +19,10 @@ pub const BLOCK: usize = 4096;
 /// First eight bytes of every segment file.
 pub const MAGIC: [u8; 8] = *b"RINGWAL1";
 
-/// The format version writers produce. Readers also accept version 1
-/// segments (one header block, no vouch frames, no log id).
-pub const FORMAT_VERSION: u32 = 2;
+/// The format version writers produce. Readers also accept version 2
+/// segments (vouch frames carry no time) and version 1 segments (one
+/// header block, no vouch frames, no log id).
+pub const FORMAT_VERSION: u32 = 3;
 
 /// Size of the fixed frame header that precedes every payload.
 pub const FRAME_HEADER: usize = 24;
@@ -28,7 +30,7 @@ pub const FRAME_HEADER: usize = 24;
 /// Every frame starts at a multiple of this many bytes from the segment start.
 pub const FRAME_ALIGN: usize = 8;
 
-/// Bytes reserved for the header of a version-2 segment, where its first
+/// Bytes reserved for the header of a version-2 or -3 segment, where its first
 /// frame starts: the header block and its copy.
 ///
 /// Whole blocks, so that writing the header can never tear a frame and the

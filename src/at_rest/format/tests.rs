@@ -109,8 +109,8 @@ fn header_errors() {
 
     // A different version is reported as such even though the CRC is now wrong.
     let mut b = encoded_header();
-    put(&mut b, 8, &3u32.to_le_bytes());
-    assert_eq!(SegmentHeader::decode(&b), Err(HeaderError::Version(3)));
+    put(&mut b, 8, &4u32.to_le_bytes());
+    assert_eq!(SegmentHeader::decode(&b), Err(HeaderError::Version(4)));
 
     for off in [12, 16, 20, 24, 33, 40, 55, 63] {
         let mut b = encoded_header();
@@ -754,6 +754,25 @@ fn sample_v2() -> SegmentHeader {
 }
 
 #[test]
+fn v3_header_is_v2_layout_with_its_own_version() {
+    let v2 = sample_v2();
+    let v3 = SegmentHeader { version: 3, ..v2 };
+    assert_eq!(FORMAT_VERSION, 3);
+    assert_eq!((v3.header_bytes(), v3.frames_start()), (8192, 8192));
+    let (mut a, mut b) = (vec![0u8; 2 * BLOCK], vec![0u8; 2 * BLOCK]);
+    v2.encode_blocks(&mut a);
+    v3.encode_blocks(&mut b);
+    assert_eq!(SegmentHeader::decode(&b), Ok(v3));
+    assert_eq!(SegmentHeader::decode(&b[BLOCK..]), Ok(v3), "the copy");
+    assert_eq!(get_u32(&b, 8), 3);
+    let differ: Vec<usize> = (0..2 * BLOCK).filter(|&i| a[i] != b[i]).collect();
+    assert!(
+        differ.iter().all(|&i| (8..16).contains(&(i % BLOCK))),
+        "only the version and the CRC differ: {differ:?}"
+    );
+}
+
+#[test]
 fn v2_header_layout_and_copy() {
     let h = sample_v2();
     assert_eq!((h.header_bytes(), h.frames_start()), (8192, 8192));
@@ -793,15 +812,57 @@ fn v2_header_layout_and_copy() {
 #[test]
 fn vouch_and_skip_frames() {
     let mut b = vec![0u8; 64];
-    encode_vouch(&mut b, SALT, 12345);
+    let v2 = Vouch {
+        durable: 12345,
+        submitted_unix_ns: None,
+    };
+    assert_eq!(encode_vouch(&mut b, SALT, v2), VOUCH_LEN_V2);
     match decode_frame(&b, SALT, MAX_PAYLOAD) {
         Decoded::Frame(f) => {
             assert_eq!(
-                (f.kind, f.lsn, f.len, f.word()),
-                (Kind::Vouch, 0, VOUCH_LEN, Some(12345))
+                (f.kind, f.lsn, f.len, f.word(), f.vouch()),
+                (Kind::Vouch, 0, VOUCH_LEN_V2, Some(12345), Some(v2))
             );
         }
         other => panic!("{other:?}"),
+    }
+    // Version 3: the durable LSN, then the submission time.
+    let v3 = Vouch {
+        durable: 12345,
+        submitted_unix_ns: Some(1_765_000_000_123_456_789),
+    };
+    let mut b = vec![0xAAu8; 64];
+    assert_eq!(encode_vouch(&mut b, SALT, v3), VOUCH_LEN);
+    assert_eq!((VOUCH_LEN, VOUCH_LEN_V2), (40, 32));
+    assert_eq!(get_u32(&b, 4), 16, "payload length");
+    assert_eq!(get_u64(&b, 24), 12345);
+    assert_eq!(get_u64(&b, 32), 1_765_000_000_123_456_789);
+    assert!(b[40..].iter().all(|&x| x == 0xAA), "nothing past the frame");
+    match decode_frame(&b, SALT, MAX_PAYLOAD) {
+        Decoded::Frame(f) => {
+            assert_eq!(
+                (f.kind, f.lsn, f.len, f.vouch()),
+                (Kind::Vouch, 0, VOUCH_LEN, Some(v3))
+            );
+            // word() reads 8-byte payloads only.
+            assert_eq!(f.word(), None);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!((vouch_len(2), vouch_len(3)), (VOUCH_LEN_V2, VOUCH_LEN));
+    // A vouch payload of any other length vouches for nothing; other
+    // kinds are no vouch.
+    for (kind, len) in [
+        (Kind::Vouch, 0),
+        (Kind::Vouch, 12),
+        (Kind::Vouch, 24),
+        (Kind::Padding, 16),
+    ] {
+        let f = encode(SALT, 0, 0, kind, &vec![0; len]);
+        match decode_frame(&f, SALT, MAX_PAYLOAD) {
+            Decoded::Frame(f) => assert_eq!(f.vouch(), None, "{kind:?} {len}"),
+            other => panic!("{other:?}"),
+        }
     }
     encode_skip(&mut b, SALT, 100, 7);
     match decode_frame(&b, SALT, MAX_PAYLOAD) {
