@@ -89,7 +89,9 @@ pub(crate) const TABLE: &[Row] = &[
         kind: Some(Kind::Usage),
         name: "usage",
         status: 2,
-        when: "Bad arguments, or arguments that contradict each other (cat --from 5 --to 3).",
+        when: "Bad arguments (cat --since with neither a duration nor an RFC 3339 time), \
+               or arguments that contradict each other (cat --from 5 --to 3, \
+               --since after --until).",
     },
     Row {
         kind: Some(Kind::NoLog),

@@ -4,7 +4,7 @@
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use base64::Engine as _;
 use ringwal::verify::{self, LastLsnFrom, LogReport, Payloads, RecordAt};
@@ -18,10 +18,11 @@ use super::{Bounds, CatArgs, CmdResult, DumpArgs, Failure, StatArgs, VerifyArgs}
 /// Longest payload prefix the text form of `dump` shows.
 const PREVIEW: usize = 64;
 
-/// A record as the bounds see it: its LSN and stream.
+/// A record as the bounds see it: its LSN, stream and write time.
 trait Keyed {
     fn lsn(&self) -> Lsn;
     fn stream(&self) -> u16;
+    fn written_at(&self) -> Option<SystemTime>;
 }
 
 impl Keyed for RecordAt {
@@ -30,6 +31,9 @@ impl Keyed for RecordAt {
     }
     fn stream(&self) -> u16 {
         self.stream
+    }
+    fn written_at(&self) -> Option<SystemTime> {
+        self.written_at
     }
 }
 
@@ -40,14 +44,27 @@ impl Keyed for Record {
     fn stream(&self) -> u16 {
         self.stream
     }
+    fn written_at(&self) -> Option<SystemTime> {
+        self.written_at
+    }
 }
 
-/// Which records a reading command prints: `--stream`, `--to`, `--limit`.
+/// A write time as `cat --json` and `dump` print it: RFC 3339 in UTC, to
+/// the nanosecond.
+fn rfc3339(t: SystemTime) -> String {
+    humantime::format_rfc3339_nanos(t).to_string()
+}
+
+/// Which records a reading command prints: `--stream`, `--to`, `--limit`,
+/// and `cat`'s `--since` and `--until`.
 #[derive(Clone, Copy)]
 struct Select {
     stream: Option<u16>,
     to: Lsn,
     limit: u64,
+    /// Write times from `.0` to `.1`, both included; `None`: any record,
+    /// with a write time or not.
+    written: Option<(SystemTime, SystemTime)>,
 }
 
 impl Select {
@@ -64,7 +81,54 @@ impl Select {
             stream,
             to: b.to.unwrap_or(Lsn::MAX),
             limit: b.limit.unwrap_or(u64::MAX),
+            written: None,
         })
+    }
+
+    /// Only records written between `since` and `until` (either open),
+    /// which leaves out every record without a write time; a `since`
+    /// after `until` selects nothing and is refused (status 2).
+    fn written(
+        self,
+        since: Option<SystemTime>,
+        until: Option<SystemTime>,
+    ) -> Result<Select, Failure> {
+        if since.is_none() && until.is_none() {
+            return Ok(self);
+        }
+        let (since, until) = (
+            since.unwrap_or(SystemTime::UNIX_EPOCH),
+            until.unwrap_or(SystemTime::UNIX_EPOCH + Duration::from_nanos(u64::MAX)),
+        );
+        if since > until {
+            return Err(Failure::usage(format!(
+                "--since {} is after --until {}: there is nothing to print",
+                rfc3339(since),
+                rfc3339(until)
+            )));
+        }
+        Ok(Select {
+            written: Some((since, until)),
+            ..self
+        })
+    }
+
+    /// Whether `rec` is of the stream and written in the time selected;
+    /// counts in `untimed` a record left out only for having no time.
+    fn wants(&self, rec: &impl Keyed, untimed: &mut u64) -> bool {
+        if self.stream.is_some_and(|s| s != rec.stream()) {
+            return false;
+        }
+        let Some((since, until)) = self.written else {
+            return true;
+        };
+        match rec.written_at() {
+            Some(t) => since <= t && t <= until,
+            None => {
+                *untimed += 1;
+                false
+            }
+        }
     }
 }
 
@@ -94,6 +158,7 @@ fn print_each<T: Keyed>(
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
     let mut failure = None;
     let mut printed_n = 0;
+    let mut untimed = 0;
     // What `cat` and `dump` promise: records in LSN order, each once.
     let mut last_lsn = 0;
     for rec in records {
@@ -110,7 +175,7 @@ fn print_each<T: Keyed>(
         }
         let printed = match rec {
             Ok(rec) if rec.lsn() > select.to => break,
-            Ok(rec) if select.stream.is_some_and(|s| s != rec.stream()) => {
+            Ok(rec) if !select.wants(&rec, &mut untimed) => {
                 if rec.lsn() == select.to {
                     break;
                 }
@@ -136,6 +201,13 @@ fn print_each<T: Keyed>(
     }
     // Show everything read before any damage, then report the damage.
     let flushed = out.flush().map_err(|e| Failure::io("stdout", e));
+    if untimed > 0 {
+        let s = if untimed == 1 { "" } else { "s" };
+        eprintln!(
+            "ringwal: {untimed} record{s} left out: no write time (written before \
+             format version 3), so no time filter matches"
+        );
+    }
     match failure.map_or(flushed, Err) {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(f) if f.is_broken_pipe() => Ok(ExitCode::SUCCESS),
@@ -146,18 +218,29 @@ fn print_each<T: Keyed>(
 /// `ringwal cat`: payloads, one per line, in LSN order; with `--json`,
 /// one object per record.
 pub(crate) fn cat(a: CatArgs) -> CmdResult {
-    let select = Select::new(a.from, a.stream, &a.bounds)?;
+    let select = Select::new(a.from, a.stream, &a.bounds)?.written(a.since, a.until)?;
     let json = a.json;
-    let print = move |out: &mut dyn Write, lsn: Lsn, stream: u16, payload: &[u8]| {
+    let print = move |out: &mut dyn Write,
+                      lsn: Lsn,
+                      stream: u16,
+                      written_at: Option<SystemTime>,
+                      payload: &[u8]| {
         if !json {
             out.write_all(payload)?;
             return out.write_all(b"\n");
         }
+        let written_at = written_at.map(rfc3339);
         let obj = match std::str::from_utf8(payload) {
-            Ok(text) => serde_json::json!({"lsn": lsn, "stream": stream, "payload": text}),
+            Ok(text) => serde_json::json!({
+                "lsn": lsn,
+                "stream": stream,
+                "written_at": written_at,
+                "payload": text,
+            }),
             Err(_) => serde_json::json!({
                 "lsn": lsn,
                 "stream": stream,
+                "written_at": written_at,
                 "payload_b64": base64::engine::general_purpose::STANDARD.encode(payload),
             }),
         };
@@ -168,11 +251,11 @@ pub(crate) fn cat(a: CatArgs) -> CmdResult {
         let every = Duration::from_millis(a.poll_ms);
         let records = verify::follow(&a.dir, &cfg, a.from, every)?;
         return print_each(records, true, select, |out, rec: &Record| {
-            print(out, rec.lsn, rec.stream, &rec.payload)
+            print(out, rec.lsn, rec.stream, rec.written_at, &rec.payload)
         });
     }
     each_record(&a.dir, &cfg, a.from, select, |out, rec| {
-        print(out, rec.lsn, rec.stream, &rec.payload)
+        print(out, rec.lsn, rec.stream, rec.written_at, &rec.payload)
     })
 }
 
@@ -191,21 +274,24 @@ pub(crate) fn dump(a: DumpArgs) -> CmdResult {
                 "segment": rec.segment,
                 "offset": rec.offset,
                 "batch": rec.batch,
+                "written_at": rec.written_at.map(rfc3339),
                 "payload_b64": b64.encode(&rec.payload),
             });
             writeln!(out, "{obj}")
         } else {
             let shown = &rec.payload[..rec.payload.len().min(PREVIEW)];
             let more = rec.payload.len() - shown.len();
+            let written = rec.written_at.map_or_else(|| "-".to_owned(), rfc3339);
             write!(
                 out,
-                "lsn={} stream={} kind={} len={} at={}:{} payload=\"{}\"",
+                "lsn={} stream={} kind={} len={} at={}:{} written={} payload=\"{}\"",
                 rec.lsn,
                 rec.stream,
                 rec.kind.name(),
                 rec.len,
                 rec.segment,
                 rec.offset,
+                written,
                 shown.escape_ascii()
             )?;
             if more > 0 {

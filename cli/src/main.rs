@@ -25,7 +25,7 @@ mod summary;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -187,6 +187,22 @@ pub(crate) fn record_limit_for(segment_bytes: u64) -> usize {
     default.min((segment / 2).max(segment.saturating_sub(64 << 10)))
 }
 
+/// A point in time: a duration meaning that long ago (`10m`, `2h30m`,
+/// `90s`, `1d`) or an RFC 3339 time in UTC (`2026-12-05T10:00:00Z`).
+fn when(s: &str) -> Result<SystemTime, String> {
+    if let Ok(ago) = humantime::parse_duration(s) {
+        return SystemTime::now()
+            .checked_sub(ago)
+            .ok_or_else(|| format!("{s} ago is before the clock's range"));
+    }
+    humantime::parse_rfc3339(s).map_err(|_| {
+        format!(
+            "{s:?} is neither a duration such as 10m, 2h or 1d nor an RFC 3339 \
+             time such as 2026-12-05T10:00:00Z"
+        )
+    })
+}
+
 /// An octal mode such as `640` or `0640`.
 fn octal_mode(s: &str) -> Result<u32, String> {
     u32::from_str_radix(s.trim_start_matches("0o"), 8)
@@ -245,11 +261,22 @@ pub(crate) struct CatArgs {
     /// With --follow: how often to look for new records, in milliseconds.
     #[arg(long, default_value_t = 100, requires = "follow")]
     pub poll_ms: u64,
-    /// One JSON object per record: lsn, stream, and payload (the text) or
-    /// payload_b64 (a payload that is not UTF-8); a failure as an error
-    /// object.
+    /// One JSON object per record: lsn, stream, written_at (its write
+    /// time, RFC 3339, or null), and payload (the text) or payload_b64 (a
+    /// payload that is not UTF-8); a failure as an error object.
     #[arg(long)]
     pub json: bool,
+    /// Print only records written at or after WHEN: a duration meaning
+    /// that long ago (10m, 2h30m, 90s, 1d) or an RFC 3339 time in UTC
+    /// (2026-12-05T10:00:00Z). A record's write time is when the writer
+    /// submitted its write, by the writer's clock. Records of logs written
+    /// before format version 3 have none and never match; cat says on
+    /// stderr how many it left out.
+    #[arg(long, value_name = "WHEN", value_parser = when)]
+    pub since: Option<SystemTime>,
+    /// Print only records written at or before WHEN (as --since).
+    #[arg(long, value_name = "WHEN", value_parser = when)]
+    pub until: Option<SystemTime>,
     #[command(flatten)]
     pub bounds: Bounds,
     #[command(flatten)]
@@ -280,7 +307,8 @@ pub(crate) struct DumpArgs {
     pub from: Lsn,
     /// One JSON object per line: lsn, stream, kind, len, segment, offset,
     /// batch (the first LSN of the record's atomic batch, or null for a
-    /// record appended alone), payload_b64.
+    /// record appended alone), written_at (when its write was submitted,
+    /// RFC 3339, or null before format version 3), payload_b64.
     #[arg(long)]
     pub json: bool,
     /// Print only records of this stream.

@@ -1091,7 +1091,7 @@ fn stat_and_verify_json_describe_nodes_segments_problems_and_totals() {
         let on_disk: u64 = segs.iter().map(|s| s.metadata().unwrap().len()).sum();
         for (row, seg) in rows.iter().zip(&segs) {
             assert_eq!(row["file"], seg.to_str().unwrap());
-            assert_eq!(row["format_version"], 2);
+            assert_eq!(row["format_version"], 3);
             assert_eq!(row["created_from"], "header");
             assert!(row["created_unix_ms"].as_u64().unwrap() > 1_600_000_000_000);
             assert!(row["bytes"].as_u64().unwrap() > 0);
@@ -1824,4 +1824,123 @@ fn max_log_bytes_drops_the_oldest_or_blocks_and_fails_cleanly() {
     assert!(o.status.success(), "{}", stdout(&o));
     let o = run(&["cat", p(&dir)], b"");
     assert!(stdout(&o).lines().count() >= printed);
+}
+
+/// A version-2 segment of node 1, base 1, as a version-2 writer laid it
+/// out (its vouches carry no time): `payloads` in one write, then a clean
+/// close's vouch block.
+fn v2_log(dir: &Path, payloads: &[&[u8]]) {
+    use ringwal::format::{self, Kind, SegmentHeader, Vouch};
+    const SEG: u64 = 64 << 10;
+    const SALT: u64 = 0x0123_4567_89ab_cdef;
+    let mut buf = vec![0u8; SEG as usize];
+    SegmentHeader {
+        version: 2,
+        log_id: 5,
+        key_id: 0,
+        key_check: 0,
+        node: 1,
+        base_lsn: 1,
+        segment_bytes: SEG,
+        salt: SALT,
+        created_unix_ms: 0,
+        torn_window: 0,
+    }
+    .encode_blocks(&mut buf);
+    let untimed = |durable| Vouch {
+        durable,
+        submitted_unix_ns: None,
+    };
+    let mut off = format::HEADER_BYTES;
+    off += format::encode_vouch(&mut buf[off..], SALT, untimed(0));
+    for (i, payload) in payloads.iter().enumerate() {
+        off += format::encode_frame(&mut buf[off..], SALT, i as u64 + 1, 0, Kind::Data, payload);
+    }
+    let pad = format::padding_len(off as u64);
+    format::encode_padding(&mut buf[off..], SALT, pad);
+    off += pad;
+    let n = format::encode_vouch(&mut buf[off..], SALT, untimed(payloads.len() as u64));
+    format::encode_padding(&mut buf[off + n..], SALT, format::BLOCK - n);
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join(format::segment_file_name(1, 1)), &buf).unwrap();
+}
+
+#[test]
+fn cat_since_and_until_select_records_by_write_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = p(dir.path());
+    let stamp = |t: std::time::SystemTime| humantime::format_rfc3339_nanos(t).to_string();
+    let before = std::time::SystemTime::now();
+    let o = run(&["append", log], b"a0\na1\na2\n");
+    assert!(o.status.success(), "{o:?}");
+    // The clock moves on between the two runs' writes.
+    std::thread::sleep(Duration::from_millis(20));
+    let mid = std::time::SystemTime::now();
+    std::thread::sleep(Duration::from_millis(20));
+    let o = run(&["append", log], b"b0\nb1\n");
+    assert!(o.status.success(), "{o:?}");
+    let after = std::time::SystemTime::now();
+    let cat = |args: &[&str]| {
+        let o = run(&[&["cat", log], args].concat(), b"");
+        assert!(o.status.success(), "{o:?}");
+        assert_eq!(stderr(&o), "", "every record has a write time");
+        stdout(&o)
+    };
+    assert_eq!(cat(&["--since", &stamp(mid)]), "b0\nb1\n");
+    assert_eq!(cat(&["--until", &stamp(mid)]), "a0\na1\na2\n");
+    assert_eq!(cat(&["--since", "1d"]), "a0\na1\na2\nb0\nb1\n");
+    let window = ["--since", &stamp(before), "--until", &stamp(after)];
+    assert_eq!(cat(&window), "a0\na1\na2\nb0\nb1\n");
+    assert_eq!(cat(&["--until", "2000-01-01T00:00:00Z"]), "");
+    // With the other bounds: the stream, --to and --limit still apply.
+    assert_eq!(cat(&["--since", &stamp(mid), "--limit", "1"]), "b0\n");
+    assert_eq!(cat(&["--until", &stamp(mid), "--to", "2"]), "a0\na1\n");
+    // The write time in cat's and dump's JSON, within the bounds.
+    for cmd in ["cat", "dump"] {
+        let o = run(&[cmd, log, "--json"], b"");
+        let times: Vec<std::time::SystemTime> = stdout(&o)
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                humantime::parse_rfc3339(v["written_at"].as_str().unwrap()).unwrap()
+            })
+            .collect();
+        assert_eq!(times.len(), 5, "{cmd}");
+        assert!(times[..3].iter().all(|&t| before <= t && t <= mid), "{cmd}");
+        assert!(times[3..].iter().all(|&t| mid <= t && t <= after), "{cmd}");
+    }
+    let o = run(&["dump", log], b"");
+    assert!(
+        stdout(&o).lines().all(|l| l.contains(" written=20")),
+        "{o:?}"
+    );
+    // Values that are no time, or bounds that select nothing: usage.
+    let usage = exit_statuses()["usage"];
+    for args in [
+        vec!["--since", "yesterday"],
+        vec!["--until", "2026-13-01T00:00:00Z"],
+        vec!["--since", "1h", "--until", "2h"],
+    ] {
+        let o = run(&[&["cat", log], &args[..]].concat(), b"");
+        assert_eq!(o.status.code(), Some(usage), "{args:?}: {o:?}");
+        assert_eq!(stdout(&o), "", "{args:?}");
+    }
+    // A log written before format version 3: no record has a write time,
+    // so none matches, and cat says how many it left out.
+    let old = dir.path().join("v2");
+    v2_log(&old, &[b"x", b"y", b"z"]);
+    let o = run(&["cat", p(&old)], b"");
+    assert_eq!(stdout(&o), "x\ny\nz\n", "{o:?}");
+    let o = run(&["cat", p(&old), "--since", "1d"], b"");
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(stdout(&o), "");
+    assert!(stderr(&o).contains("3 records left out"), "{o:?}");
+    let o = run(&["cat", p(&old), "--json"], b"");
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).lines().next().unwrap()).unwrap();
+    assert!(v["written_at"].is_null(), "{v}");
+    let o = run(&["dump", p(&old)], b"");
+    assert!(
+        stdout(&o).lines().all(|l| l.contains(" written=- ")),
+        "{o:?}"
+    );
 }
