@@ -247,8 +247,8 @@ pub(crate) struct End {
 }
 
 /// The write time of the write the walk is in, ns (0: none recorded).
-fn write_time(_w: &scan::Walker) -> u64 {
-    0
+fn write_time(w: &scan::Walker) -> u64 {
+    w.write_time().unwrap_or(0)
 }
 
 /// Build the log of `cfg`'s node in `dir` from the archive behind
