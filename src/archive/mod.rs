@@ -37,6 +37,7 @@ mod follow;
 mod restore;
 mod ship;
 mod store;
+mod walk;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -171,12 +172,19 @@ impl Archiver {
         stop: &Receiver<()>,
         status: &Mutex<Status>,
     ) -> Result<Pass> {
+        // Passes start every `interval` (not `interval` after the last
+        // one ended): a pass that ships a sealed segment takes a good part
+        // of a second, and the recovery point is the interval plus one
+        // pass, not plus two.
         let mut wait = interval;
+        let mut started = Instant::now();
         loop {
-            let stopping = match stop.recv_timeout(wait) {
+            let due = wait.saturating_sub(started.elapsed());
+            let stopping = match stop.recv_timeout(due) {
                 Ok(()) | Err(RecvTimeoutError::Disconnected) => true,
                 Err(RecvTimeoutError::Timeout) => false,
             };
+            started = Instant::now();
             let result = self.pass();
             let fatal = record(status, &result);
             match result {

@@ -12,10 +12,11 @@ use ringwal_platform::{AlignedBuf, OpenHow, Vfs};
 
 use crate::archive::ship::round_up;
 use crate::archive::store::{Names, Store};
+use crate::archive::walk::{self, End};
 use crate::at_rest::format::{self, ArchiveManifest, ArchivedSegment, Manifest, SegmentHeader};
 use crate::config::{Config, DirectIo};
 use crate::error::{ArchiveProblem, Corruption, Error, Lsn, Result};
-use crate::scan::{self, Step};
+use crate::scan;
 use crate::segment::set::{self as segments, LogDir, SegmentFile};
 use crate::segment::{durable, manifest};
 
@@ -161,29 +162,7 @@ impl Builder<'_> {
     ) -> Result<Vec<End>> {
         let mut w = scan::open(&*self.vfs, file, self.dir.node(), Some(log_id))?
             .map_err(|p| p.error(file, self.dir.node()))?;
-        let mut ends = Vec::new();
-        loop {
-            match w.next()? {
-                Step::Record { frame, batch, .. } => {
-                    let whole = batch.is_none()
-                        || frame.flags & format::FLAG_BATCH_END == format::FLAG_BATCH_END;
-                    let lsn = frame.lsn;
-                    if whole {
-                        ends.push(End {
-                            lsn,
-                            at: w.valid_end(),
-                            time_ns: write_time(&w),
-                        });
-                    }
-                }
-                Step::Hole { .. } => ends.push(End {
-                    lsn: w.last_lsn(),
-                    at: w.valid_end(),
-                    time_ns: write_time(&w),
-                }),
-                Step::End(_) => break,
-            }
-        }
+        let (ends, _) = walk::ends(&mut w)?;
         if w.last_lsn() != want_last {
             return Err(self.store.problem(
                 rel,
@@ -236,19 +215,6 @@ impl Builder<'_> {
         }
         let _ = self.vfs.sync_dir(self.dir.path());
     }
-}
-
-/// Where one record (or a batch's last, or a skip) ends in its segment.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct End {
-    pub lsn: Lsn,
-    pub at: u64,
-    pub time_ns: u64,
-}
-
-/// The write time of the write the walk is in, ns (0: none recorded).
-fn write_time(w: &scan::Walker) -> u64 {
-    w.write_time().unwrap_or(0)
 }
 
 /// Build the log of `cfg`'s node in `dir` from the archive behind

@@ -9,9 +9,10 @@ use std::sync::Arc;
 use ringwal_platform::{VFile, Vfs};
 
 use crate::archive::store::{Got, Names, Store};
-use crate::at_rest::format::{self, ArchiveManifest, ArchivedPoint, ArchivedSegment};
+use crate::archive::walk;
+use crate::at_rest::format::{self, ArchiveManifest, ArchivedPoint};
 use crate::error::{ArchiveProblem, Corruption, Error, Lsn, Result};
-use crate::scan::{self, Position, Step, Verdict, Walker};
+use crate::scan::{self, Position, Verdict, Walker};
 use crate::segment::set::{LogDir, SegmentFile};
 use crate::segment::{archived, durable, manifest};
 
@@ -172,8 +173,7 @@ impl Shipper {
         log_id: u64,
     ) -> Result<u64> {
         let mut w = self.open(f, Some(log_id))?;
-        let times = Times::default();
-        let end = w.walk_to_end()?;
+        let (ends, end) = walk::ends(&mut w)?;
         match w.judge(end, Position::sealed())? {
             Verdict::Clean | Verdict::Full => {}
             _ => {
@@ -186,7 +186,7 @@ impl Shipper {
         }
         let len = round_up(end.data_end());
         let bytes = durable::read_prefix(&*self.vfs, &f.path, len)?;
-        let g = times.segment(f.base, w.last_lsn(), &bytes);
+        let g = walk::line(f.base, w.last_lsn(), &bytes, &ends);
         let n = bytes.len() as u64;
         self.store.put(&self.names.segment(f.base), bytes)?;
         // A tail of this segment (or an older one) is superseded by the
@@ -221,23 +221,12 @@ impl Shipper {
             return Ok(0);
         }
         let mut w = self.open(newest, Some(log_id))?;
-        let mut ends: Vec<(Lsn, u64)> = Vec::new();
-        loop {
-            match w.next()? {
-                Step::Record { frame, batch, .. } => {
-                    let last_of_batch = batch.is_none()
-                        || frame.flags & format::FLAG_BATCH_END == format::FLAG_BATCH_END;
-                    let lsn = frame.lsn;
-                    if last_of_batch {
-                        ends.push((lsn, w.valid_end()));
-                    }
-                }
-                Step::Hole { .. } => ends.push((w.last_lsn(), w.valid_end())),
-                Step::End(_) => break,
-            }
-        }
+        let (ends, _) = walk::ends(&mut w)?;
         let bound = bound.max(w.vouched());
-        let Some(&(last, end)) = ends.iter().rev().find(|(lsn, _)| *lsn <= bound) else {
+        let Some(&walk::End {
+            lsn: last, at: end, ..
+        }) = ends.iter().rev().find(|e| e.lsn <= bound)
+        else {
             return Ok(0);
         };
         let have = remote.tail.as_ref().filter(|t| t.base == newest.base);
@@ -245,7 +234,7 @@ impl Shipper {
             return Ok(0);
         }
         let bytes = durable::read_prefix(&*self.vfs, &newest.path, round_up(end))?;
-        let g = Times::default().segment(newest.base, last, &bytes);
+        let g = walk::line(newest.base, last, &bytes, &ends);
         let n = bytes.len() as u64;
         self.store.put(&self.names.tail(newest.base), bytes)?;
         let superseded = remote.tail.replace(g).filter(|t| t.base != newest.base);
@@ -291,28 +280,6 @@ pub(crate) fn read_manifest(store: &Store, names: &Names) -> Result<Option<Archi
         Got::Bytes(b) => ArchiveManifest::decode(&b)
             .map(Some)
             .map_err(|e| store.problem(&rel, ArchiveProblem::Damaged(e))),
-    }
-}
-
-/// The write times a segment's walk saw (0: none recorded).
-#[derive(Clone, Copy, Debug, Default)]
-struct Times {
-    first_ns: u64,
-    last_ns: u64,
-}
-
-impl Times {
-    /// The manifest's entry for an object of `bytes` holding
-    /// `base..=last`.
-    fn segment(self, base: Lsn, last: Lsn, bytes: &[u8]) -> ArchivedSegment {
-        ArchivedSegment {
-            base,
-            last,
-            bytes: bytes.len() as u64,
-            crc: crc32fast::hash(bytes),
-            first_ns: self.first_ns,
-            last_ns: self.last_ns,
-        }
     }
 }
 

@@ -549,3 +549,45 @@ fn a_segment_a_crash_left_unwritten_does_not_seal_the_one_before() {
     .unwrap();
     assert_eq!(records(&back, &cfg), records(&log, &cfg));
 }
+
+#[test]
+fn the_archive_dates_its_objects_and_restores_to_a_time() {
+    let _g = opening_logs();
+    let t = tempfile::tempdir().unwrap();
+    let (log, arch, back) = (
+        t.path().join("log"),
+        t.path().join("arch"),
+        t.path().join("back"),
+    );
+    let cfg = common::cfg(Backend::Threaded);
+    let (wal, _) = Wal::open(&log, cfg.clone()).unwrap();
+    let first = fill(&wal, 250);
+    std::thread::sleep(Duration::from_millis(30));
+    let split = std::time::SystemTime::now();
+    std::thread::sleep(Duration::from_millis(30));
+    let last = fill(&wal, 250);
+    wal.close().unwrap();
+    Archiver::open(&log, &cfg, &url(&arch), &StoreOptions::default())
+        .unwrap()
+        .pass()
+        .unwrap();
+    let l = archive::list(&url(&arch), &StoreOptions::default(), 1)
+        .unwrap()
+        .unwrap();
+    assert!(l.objects.len() >= 2);
+    for o in &l.objects {
+        let (a, b) = o.written.expect("format version 3 dates every write");
+        assert!(a <= b, "{o:?}");
+    }
+    let r = archive::restore(
+        &url(&arch),
+        &StoreOptions::default(),
+        &back,
+        &cfg,
+        RestoreTo::Time(split),
+    )
+    .unwrap();
+    assert_eq!((r.last_lsn, r.given_up), (first, Some((first + 1, last))));
+    let got = records(&back, &cfg);
+    assert_eq!(got.last().map(|r| r.0), Some(first));
+}
