@@ -12,7 +12,7 @@ use crate::archive::store::{Got, Names, Store};
 use crate::archive::walk;
 use crate::at_rest::format::{self, ArchiveManifest, ArchivedPoint};
 use crate::error::{ArchiveProblem, Corruption, Error, Lsn, Result};
-use crate::scan::{self, Position, Verdict, Walker};
+use crate::scan::{self, End, Position, SegmentEnd, Verdict, Walker};
 use crate::segment::set::{LogDir, SegmentFile};
 use crate::segment::{archived, durable, manifest};
 
@@ -42,6 +42,19 @@ pub(crate) struct Shipper {
     _lock: VFile,
     /// The archive manifest as last put (or read at the first pass).
     remote: Option<ArchiveManifest>,
+    /// The newest segment's walk, kept between passes: each pass reads
+    /// only what the writer added since the last (re-walking a 64 MiB
+    /// tail every second cost the appends beside it), and the segment's
+    /// walk as a sealed one finishes it.
+    live: Option<Live>,
+}
+
+/// A walk of the newest segment, resumable.
+struct Live {
+    base: Lsn,
+    walker: Walker,
+    ends: Vec<walk::End>,
+    end: SegmentEnd,
 }
 
 impl Shipper {
@@ -59,6 +72,7 @@ impl Shipper {
             dir,
             _lock: lock,
             remote: None,
+            live: None,
         })
     }
 
@@ -167,13 +181,18 @@ impl Shipper {
     /// Put the sealed segment `f`, then the manifest listing it, then
     /// raise the archive point. Returns the bytes put.
     fn ship_sealed(
-        &self,
+        &mut self,
         remote: &mut ArchiveManifest,
         f: &SegmentFile,
         log_id: u64,
     ) -> Result<u64> {
-        let mut w = self.open(f, Some(log_id))?;
-        let (ends, end) = walk::ends(&mut w)?;
+        let Live {
+            mut walker,
+            ends,
+            end,
+            ..
+        } = self.walk(f, log_id)?;
+        let w = &mut walker;
         match w.judge(end, Position::sealed())? {
             Verdict::Clean | Verdict::Full => {}
             _ => {
@@ -207,7 +226,7 @@ impl Shipper {
     /// `bound` (and below what the writes' vouches prove durable), if it
     /// grew. Returns the bytes put.
     fn ship_tail(
-        &self,
+        &mut self,
         remote: &mut ArchiveManifest,
         newest: &SegmentFile,
         log_id: u64,
@@ -220,12 +239,13 @@ impl Shipper {
         {
             return Ok(0);
         }
-        let mut w = self.open(newest, Some(log_id))?;
-        let (ends, _) = walk::ends(&mut w)?;
-        let bound = bound.max(w.vouched());
-        let Some(&walk::End {
+        let live = self.walk(newest, log_id)?;
+        let bound = bound.max(live.walker.vouched());
+        let found = live.ends.iter().rev().find(|e| e.lsn <= bound).copied();
+        let ends = &self.live.insert(live).ends;
+        let Some(walk::End {
             lsn: last, at: end, ..
-        }) = ends.iter().rev().find(|e| e.lsn <= bound)
+        }) = found
         else {
             return Ok(0);
         };
@@ -234,7 +254,7 @@ impl Shipper {
             return Ok(0);
         }
         let bytes = durable::read_prefix(&*self.vfs, &newest.path, round_up(end))?;
-        let g = walk::line(newest.base, last, &bytes, &ends);
+        let g = walk::line(newest.base, last, &bytes, ends);
         let n = bytes.len() as u64;
         self.store.put(&self.names.tail(newest.base), bytes)?;
         let superseded = remote.tail.replace(g).filter(|t| t.base != newest.base);
@@ -264,6 +284,34 @@ impl Shipper {
                 archived_lsn: lsn,
             },
         )
+    }
+
+    /// The walk of `f` to the end of its frames: the kept one resumed if
+    /// it is of `f` (taken out of `self.live`), else a new one.
+    fn walk(&mut self, f: &SegmentFile, log_id: u64) -> Result<Live> {
+        // A walk that met frames out of line starts over: the file is not
+        // the one it read (recycled, or rewritten under it).
+        let resumable = |l: &Live| {
+            l.base == f.base && !matches!(l.end.end, End::LsnBreak { .. } | End::BatchBreak { .. })
+        };
+        match self.live.take() {
+            Some(mut l) if resumable(&l) => {
+                if l.walker.grew()? {
+                    l.end = walk::ends_into(&mut l.walker, &mut l.ends)?;
+                }
+                Ok(l)
+            }
+            _ => {
+                let mut walker = self.open(f, Some(log_id))?;
+                let (ends, end) = walk::ends(&mut walker)?;
+                Ok(Live {
+                    base: f.base,
+                    walker,
+                    ends,
+                    end,
+                })
+            }
+        }
     }
 
     fn open(&self, f: &SegmentFile, log_id: Option<u64>) -> Result<Walker> {

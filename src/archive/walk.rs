@@ -25,6 +25,13 @@ pub(crate) struct End {
 /// pass over the segment's frames).
 pub(crate) fn ends(w: &mut Walker) -> Result<(Vec<End>, SegmentEnd)> {
     let mut ends = Vec::new();
+    let end = ends_into(w, &mut ends)?;
+    Ok((ends, end))
+}
+
+/// [`ends`] from where `w` stands, adding to `ends`: a walk resumed after
+/// [`Walker::grew`] reads only what the writer added.
+pub(crate) fn ends_into(w: &mut Walker, ends: &mut Vec<End>) -> Result<SegmentEnd> {
     loop {
         let lsn = match w.next()? {
             Step::Record { frame, batch, .. } => {
@@ -36,7 +43,7 @@ pub(crate) fn ends(w: &mut Walker) -> Result<(Vec<End>, SegmentEnd)> {
                 frame.lsn
             }
             Step::Hole { .. } => w.last_lsn(),
-            Step::End(end) => return Ok((ends, end)),
+            Step::End(end) => return Ok(end),
         };
         ends.push(End {
             lsn,
