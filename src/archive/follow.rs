@@ -68,13 +68,13 @@ pub(crate) fn step(b: &Builder<'_>, have: &mut Have, r: &mut Restored) -> Result
         }
         let bytes = b.fetch(&rel, &g)?;
         r.bytes += bytes.len() as u64;
-        let file = if g.base == have.base {
-            grow(b, &rel, have, &bytes)?
+        let (_, bytes) = b.check(&rel, g.base, bytes, remote.log_id, g.last)?;
+        if g.base == have.base {
+            grow(b, &rel, have, &bytes)?;
         } else {
             r.segments += 1;
-            b.write_segment(&rel, g.base, &bytes)?
-        };
-        b.check(&rel, &file, remote.log_id, g.last)?;
+            b.write_segment(&rel, g.base, &bytes)?;
+        }
         *have = Have {
             base: g.base,
             bytes: g.bytes,

@@ -34,6 +34,7 @@
 //! tokio's blocking pool, never from inside an async task.
 
 mod follow;
+mod mem;
 mod restore;
 mod ship;
 mod store;

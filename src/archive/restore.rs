@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use ringwal_platform::{AlignedBuf, OpenHow, Vfs};
 
+use crate::archive::mem::OneFile;
 use crate::archive::ship::round_up;
 use crate::archive::store::{Names, Store};
 use crate::archive::walk::{self, End};
@@ -150,29 +151,33 @@ impl Builder<'_> {
             .push(p);
     }
 
-    /// Walk the segment just written: its frames must run from its base
-    /// to `want_last` (the manifest's word) and end as a writer leaves
-    /// one. Returns the offsets and write times where its records end.
+    /// Walk the object `rel` (`bytes`, the segment `base`'s first bytes)
+    /// in memory: its frames must run from its base to `want_last` (the
+    /// manifest's word). Returns where its records end, with their
+    /// writes' times, and the bytes. Checked before anything is written,
+    /// and without reading the segment back from the disk. Cost: a walk
+    /// (a CRC pass) over the bytes; no I/O.
     pub fn check(
         &self,
         rel: &str,
-        file: &SegmentFile,
+        base: Lsn,
+        bytes: Vec<u8>,
         log_id: u64,
         want_last: Lsn,
-    ) -> Result<Vec<End>> {
-        let mut w = scan::open(&*self.vfs, file, self.dir.node(), Some(log_id))?
-            .map_err(|p| p.error(file, self.dir.node()))?;
-        let (ends, _) = walk::ends(&mut w)?;
-        if w.last_lsn() != want_last {
-            return Err(self.store.problem(
-                rel,
-                ArchiveProblem::Damaged(format!(
-                    "its frames end at LSN {}, the archive manifest says {want_last}",
-                    w.last_lsn()
-                )),
-            ));
+    ) -> Result<(Vec<End>, Vec<u8>)> {
+        let file = self.dir.segment(base);
+        let one = OneFile::new(file.path.clone(), bytes);
+        let damaged = |why: String| self.store.problem(rel, ArchiveProblem::Damaged(why));
+        let walked = scan::open(&one, &file, self.dir.node(), Some(log_id))
+            .and_then(|w| w.map_err(|p| p.error(&file, self.dir.node())))
+            .and_then(|mut w| walk::ends(&mut w).map(|(ends, _)| (ends, w.last_lsn())));
+        let (ends, last) = walked.map_err(|e| damaged(e.to_string()))?;
+        if last != want_last {
+            return Err(damaged(format!(
+                "its frames end at LSN {last}, the archive manifest says {want_last}"
+            )));
         }
-        Ok(ends)
+        Ok((ends, one.into_bytes()))
     }
 
     /// Cut the segment `file` (whose object was `bytes`) after the
@@ -277,10 +282,10 @@ pub(crate) fn build(b: &Builder<'_>, remote: &ArchiveManifest, to: RestoreTo) ->
     for (rel, g) in &pieces[whole..starting] {
         let bytes = b.fetch(rel, g)?;
         r.bytes += bytes.len() as u64;
+        let (ends, bytes) = b.check(rel, g.base, bytes, remote.log_id, g.last)?;
         let file = b.write_segment(rel, g.base, &bytes)?;
         r.segments += 1;
         newest_base = g.base;
-        let ends = b.check(rel, &file, remote.log_id, g.last)?;
         let keep = ends.iter().rev().find(|e| within(e, to)).copied();
         r.last_lsn = keep.map_or(g.base - 1, |e| e.lsn);
         if r.last_lsn < g.last {
@@ -333,9 +338,8 @@ fn restore_whole(
             };
             let one = b.fetch(rel, g).and_then(|bytes| {
                 fetched.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-                let file = b.write_segment(rel, g.base, &bytes)?;
-                drop(bytes);
-                b.check(rel, &file, remote.log_id, g.last)
+                let (_, bytes) = b.check(rel, g.base, bytes, remote.log_id, g.last)?;
+                b.write_segment(rel, g.base, &bytes).map(drop)
             });
             if let Err(e) = one {
                 // The others stop at their next piece.
