@@ -92,6 +92,10 @@ pub(crate) fn read_small(vfs: &dyn Vfs, path: &Path) -> Result<Option<Vec<u8>>> 
     read_from(&file, path, 1 << 16).map(Some)
 }
 
+#[cfg_attr(
+    not(feature = "archive"),
+    expect(dead_code, reason = "used by the archive (feature `archive`)")
+)]
 /// The first `len` bytes of `path` (fewer if it is shorter), through the
 /// page cache. Cost: an open and reads of `len` bytes.
 pub(crate) fn read_prefix(vfs: &dyn Vfs, path: &Path, len: u64) -> Result<Vec<u8>> {
@@ -119,6 +123,10 @@ fn read_from(file: &VFile, path: &Path, max: u64) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
+#[cfg_attr(
+    not(feature = "archive"),
+    expect(dead_code, reason = "used by the archive (feature `archive`)")
+)]
 /// Write `bytes` at `offset` of the existing file `path` and make them
 /// durable. Cost: an open, a write, an fdatasync.
 pub(crate) fn write_durably(vfs: &dyn Vfs, path: &Path, bytes: &[u8], offset: u64) -> Result<()> {

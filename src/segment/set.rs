@@ -101,6 +101,10 @@ impl LogDir {
         self.path.join(format::archived_file_name(self.node))
     }
 
+    #[cfg_attr(
+        not(feature = "archive"),
+        expect(dead_code, reason = "used by the archive (feature `archive`)")
+    )]
     /// The archiver's lock file: one archiver per node.
     pub fn archive_lock(&self) -> PathBuf {
         self.path.join(format::archive_lock_file_name(self.node))
