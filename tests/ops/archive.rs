@@ -4,7 +4,7 @@
 //! standby that follows. S3 and the faults that need processes are in
 //! the CLI's tests (`cli/tests/cli/archive.rs`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +18,14 @@ use crate::common::{self, opening_logs, BACKENDS};
 
 fn url(dir: &Path) -> String {
     format!("file://{}", dir.display())
+}
+
+/// A scratch directory with the paths of a log, its archive and a place
+/// to restore it.
+fn dirs() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
+    let t = tempfile::tempdir().unwrap();
+    let [log, arch, back] = ["log", "arch", "back"].map(|n| t.path().join(n));
+    (t, log, arch, back)
 }
 
 fn payload(i: u64) -> Vec<u8> {
@@ -139,8 +147,7 @@ fn checkpoints_keep_what_the_archive_lacks_and_restore_brings_all_back() {
 #[test]
 fn release_unarchived_lets_checkpoints_and_drops_go_past_the_archive() {
     let _g = opening_logs();
-    let t = tempfile::tempdir().unwrap();
-    let (log, arch) = (t.path().join("log"), t.path().join("arch"));
+    let (_t, log, arch, _) = dirs();
     let cfg = common::small(Backend::Threaded).build();
     let (wal, _) = Wal::open(&log, cfg.clone()).unwrap();
     fill(&wal, 100);
@@ -159,8 +166,7 @@ fn release_unarchived_lets_checkpoints_and_drops_go_past_the_archive() {
     wal.close().unwrap();
 
     // The hard limit's drop respects the archive too, and says so.
-    let t = tempfile::tempdir().unwrap();
-    let (log, arch) = (t.path().join("log"), t.path().join("arch"));
+    let (_t, log, arch, _) = dirs();
     let held = Arc::new(Held::default());
     let limit = 4 * common::SEGMENT_BYTES;
     let cfg = common::small(Backend::Threaded)
@@ -184,8 +190,7 @@ fn release_unarchived_lets_checkpoints_and_drops_go_past_the_archive() {
 #[test]
 fn restore_to_an_lsn_gives_up_the_rest_and_refuses_damage_by_name() {
     let _g = opening_logs();
-    let t = tempfile::tempdir().unwrap();
-    let (log, arch) = (t.path().join("log"), t.path().join("arch"));
+    let (t, log, arch, _) = dirs();
     let cfg = common::cfg(Backend::Threaded);
     let (wal, _) = Wal::open(&log, cfg.clone()).unwrap();
     let last = fill(&wal, 400);
@@ -265,8 +270,7 @@ fn restore_to_an_lsn_gives_up_the_rest_and_refuses_damage_by_name() {
 #[test]
 fn an_archiver_in_another_process_ships_only_what_the_vouches_prove_durable() {
     let _g = opening_logs();
-    let t = tempfile::tempdir().unwrap();
-    let (log, arch) = (t.path().join("log"), t.path().join("arch"));
+    let (_t, log, arch, _) = dirs();
     let cfg = common::cfg(Backend::Threaded);
     let (wal, _) = Wal::open(&log, cfg.clone()).unwrap();
     let mut a = Archiver::open(&log, &cfg, &url(&arch), &StoreOptions::default()).unwrap();
@@ -380,8 +384,7 @@ fn a_store_puts_gets_lists_and_deletes_whole_objects() {
 #[test]
 fn the_dry_run_the_offline_truncation_and_a_damaged_point_keep_what_the_archive_lacks() {
     let _g = opening_logs();
-    let t = tempfile::tempdir().unwrap();
-    let (log, arch) = (t.path().join("log"), t.path().join("arch"));
+    let (_t, log, arch, _) = dirs();
     let cfg = common::cfg(Backend::Threaded);
     let (wal, _) = Wal::open(&log, cfg.clone()).unwrap();
     fill(&wal, 300);
@@ -428,8 +431,7 @@ fn the_dry_run_the_offline_truncation_and_a_damaged_point_keep_what_the_archive_
 #[test]
 fn one_archiver_at_a_time() {
     let _g = opening_logs();
-    let t = tempfile::tempdir().unwrap();
-    let (log, arch) = (t.path().join("log"), t.path().join("arch"));
+    let (_t, log, arch, _) = dirs();
     let cfg = common::cfg(Backend::Threaded);
     let (wal, _) = Wal::open(&log, cfg.clone()).unwrap();
     fill(&wal, 10);
@@ -448,12 +450,7 @@ fn one_archiver_at_a_time() {
 #[test]
 fn an_encrypted_log_stays_encrypted_in_the_archive() {
     let _g = opening_logs();
-    let t = tempfile::tempdir().unwrap();
-    let (log, arch, back) = (
-        t.path().join("log"),
-        t.path().join("arch"),
-        t.path().join("back"),
-    );
+    let (_t, log, arch, back) = dirs();
     let keys = Arc::new(ringwal::StaticKeys::new());
     keys.insert(7, ringwal::Key::new([7; 32]), true);
     let cfg = common::small(Backend::Threaded)
@@ -511,12 +508,7 @@ fn an_encrypted_log_stays_encrypted_in_the_archive() {
 #[test]
 fn a_segment_a_crash_left_unwritten_does_not_seal_the_one_before() {
     let _g = opening_logs();
-    let t = tempfile::tempdir().unwrap();
-    let (log, arch, back) = (
-        t.path().join("log"),
-        t.path().join("arch"),
-        t.path().join("back"),
-    );
+    let (_t, log, arch, back) = dirs();
     let cfg = common::cfg(Backend::Threaded);
     let (wal, _) = Wal::open(&log, cfg.clone()).unwrap();
     let last = fill(&wal, 20);
@@ -553,12 +545,7 @@ fn a_segment_a_crash_left_unwritten_does_not_seal_the_one_before() {
 #[test]
 fn the_archive_dates_its_objects_and_restores_to_a_time() {
     let _g = opening_logs();
-    let t = tempfile::tempdir().unwrap();
-    let (log, arch, back) = (
-        t.path().join("log"),
-        t.path().join("arch"),
-        t.path().join("back"),
-    );
+    let (_t, log, arch, back) = dirs();
     let cfg = common::cfg(Backend::Threaded);
     let (wal, _) = Wal::open(&log, cfg.clone()).unwrap();
     let first = fill(&wal, 250);
