@@ -270,7 +270,8 @@ impl Running {
     }
 
     /// Run one last pass, stop, and return that pass, or the error that
-    /// ended the thread. Blocks for the pass.
+    /// ended the thread. Blocks for the pass. A panic of the archive
+    /// thread (a bug) resumes here.
     ///
     /// # Errors
     ///
@@ -280,7 +281,9 @@ impl Running {
         let thread = self.thread.take().expect("stop runs once");
         match thread.join() {
             Ok(r) => r,
-            Err(_) => Err(Error::InvalidConfig("the archive thread panicked".into())),
+            // A bug of the archiver's: the caller sees the panic itself,
+            // as a join of any thread would show it.
+            Err(panic) => std::panic::resume_unwind(panic),
         }
     }
 }
