@@ -84,7 +84,8 @@ impl Archiver {
     /// # Errors
     ///
     /// [`Error::InvalidConfig`] for a URL that is not `file:///...` or
-    /// `s3://bucket[/prefix]`; [`Error::Locked`] while another archiver
+    /// `s3://bucket[/prefix]`; [`Error::NoLog`] when `dir` does not exist
+    /// (nothing is created); [`Error::Locked`] while another archiver
     /// runs on the node (one at a time: two would each drop the other's
     /// segments from the manifest); `Io` when a local archive directory
     /// or the lock file cannot be made.
@@ -95,7 +96,18 @@ impl Archiver {
         opts: &StoreOptions,
     ) -> Result<Archiver> {
         let store = Store::open(url, opts)?;
-        let dir = LogDir::resolve(&*cfg.vfs, dir.as_ref(), cfg.node())?;
+        let dir = dir.as_ref();
+        let dir = LogDir::resolve(&*cfg.vfs, dir, cfg.node()).map_err(|e| match e {
+            // A mistyped path is no log, not an I/O failure; nothing is
+            // created for it.
+            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                Error::NoLog {
+                    dir: dir.to_path_buf(),
+                    node: cfg.node(),
+                }
+            }
+            e => e,
+        })?;
         Ok(Archiver {
             shipper: Shipper::new(store, cfg.vfs.clone(), dir)?,
             live: None,

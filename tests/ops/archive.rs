@@ -578,3 +578,14 @@ fn the_archive_dates_its_objects_and_restores_to_a_time() {
     let got = records(&back, &cfg);
     assert_eq!(got.last().map(|r| r.0), Some(first));
 }
+
+#[test]
+fn an_archiver_of_a_missing_directory_is_refused_and_creates_nothing() {
+    let (_t, log, arch, _) = dirs();
+    let cfg = common::cfg(Backend::Threaded);
+    let e = Archiver::open(&log, &cfg, &url(&arch), &StoreOptions::default())
+        .err()
+        .expect("no log there");
+    assert!(matches!(e, Error::NoLog { .. }), "{e}");
+    assert!(!log.exists());
+}

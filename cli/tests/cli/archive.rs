@@ -728,11 +728,13 @@ fn writer_and_archiver_killed_together_lose_nothing_older_than_a_pass() {
             Duration::from_micros(300),
             rng.r#gen(),
         );
+        // The archiver refuses a directory with no log yet (as every
+        // command but `append` does): it starts once the writer made one.
+        w.wait_for_acks(1);
         let a = Daemon::start(
             None,
             &["archive", p(&dir), "--to", &url, "--interval", "200ms"],
         );
-        w.wait_for_acks(1);
         std::thread::sleep(Duration::from_millis(rng.gen_range(100..1800)));
         let killed_at = Instant::now();
         if rng.r#gen() {
