@@ -111,8 +111,8 @@ impl Shipper {
         // Established before anything is shipped: from here on no
         // checkpoint removes what the archive lacks.
         self.hold(log_id, remote.sealed_lsn())?;
-        for f in sealed {
-            if self.archived(&remote, f)? {
+        for (i, f) in sealed.iter().enumerate() {
+            if self.archived(&remote, f, files[i + 1].base)? {
                 continue;
             }
             pass.bytes += self.ship_sealed(&mut remote, f, log_id)?;
@@ -156,11 +156,29 @@ impl Shipper {
     /// Whether `f` is in the archive already. A segment past the
     /// archive's last with LSNs missing between is refused: the log
     /// released segments the archive never got.
-    fn archived(&self, remote: &ArchiveManifest, f: &SegmentFile) -> Result<bool> {
+    fn archived(&self, remote: &ArchiveManifest, f: &SegmentFile, next_base: Lsn) -> Result<bool> {
         let Some(last) = remote.segments.last() else {
             return Ok(false);
         };
         if f.base <= last.base {
+            // Archived, if it is the segment the archive holds: one that
+            // goes on past that object's last LSN is another history (a
+            // log restored to an earlier point and written again).
+            let same = remote
+                .segments
+                .iter()
+                .find(|g| g.base == f.base)
+                .is_none_or(|g| g.last + 1 == next_base);
+            if !same {
+                return Err(self.store.problem(
+                    &self.names.segment(f.base),
+                    ArchiveProblem::Mismatch(format!(
+                        "{} no longer ends where its archived object does: the log went \
+                         another way after a restore; archive it to a new prefix",
+                        f.path.display()
+                    )),
+                ));
+            }
             return Ok(true);
         }
         if f.base != last.last + 1 {
@@ -232,6 +250,22 @@ impl Shipper {
         log_id: u64,
         bound: Lsn,
     ) -> Result<u64> {
+        if let Some(g) = remote.segments.iter().find(|g| g.base == newest.base) {
+            // The archive holds this segment sealed: records past its
+            // object's last are another history (see `archived`).
+            let (last, sealed_last) = (self.walk_live(newest, log_id)?, g.last);
+            if last > sealed_last {
+                return Err(self.store.problem(
+                    &self.names.segment(newest.base),
+                    ArchiveProblem::Mismatch(format!(
+                        "{} goes on past LSN {sealed_last}, where its archived object ends: \
+                         the log went another way after a restore; archive it to a new prefix",
+                        newest.path.display()
+                    )),
+                ));
+            }
+            return Ok(0);
+        }
         if remote
             .segments
             .last()
@@ -284,6 +318,12 @@ impl Shipper {
                 archived_lsn: lsn,
             },
         )
+    }
+
+    /// The last LSN of `f`, by the kept walk (resumed, and kept again).
+    fn walk_live(&mut self, f: &SegmentFile, log_id: u64) -> Result<Lsn> {
+        let live = self.walk(f, log_id)?;
+        Ok(self.live.insert(live).walker.last_lsn())
     }
 
     /// The walk of `f` to the end of its frames: the kept one resumed if

@@ -589,3 +589,44 @@ fn an_archiver_of_a_missing_directory_is_refused_and_creates_nothing() {
     assert!(matches!(e, Error::NoLog { .. }), "{e}");
     assert!(!log.exists());
 }
+
+#[test]
+fn a_restored_log_written_again_is_refused_by_its_old_archive() {
+    let _g = opening_logs();
+    let (t, log, arch, back) = dirs();
+    let cfg = common::cfg(Backend::Threaded);
+    let (wal, _) = Wal::open(&log, cfg.clone()).unwrap();
+    fill(&wal, 600);
+    wal.close().unwrap();
+    let opts = StoreOptions::default();
+    Archiver::open(&log, &cfg, &url(&arch), &opts)
+        .unwrap()
+        .pass()
+        .unwrap();
+    // Back to a point inside the first segment, then a new history.
+    archive::restore(&url(&arch), &opts, &back, &cfg, RestoreTo::Lsn(10)).unwrap();
+    let (wal, _) = Wal::open(&back, cfg.clone()).unwrap();
+    fill(&wal, 5);
+    wal.close().unwrap();
+    let e = Archiver::open(&back, &cfg, &url(&arch), &opts)
+        .unwrap()
+        .pass()
+        .unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            Error::Archive {
+                problem: ArchiveProblem::Mismatch(_),
+                ..
+            }
+        ),
+        "{e}"
+    );
+    // To a new prefix it archives whole.
+    let fresh = t.path().join("arch2");
+    let p = Archiver::open(&back, &cfg, &url(&fresh), &opts)
+        .unwrap()
+        .pass()
+        .unwrap();
+    assert_eq!(p.last_lsn, records(&back, &cfg).last().unwrap().0);
+}
