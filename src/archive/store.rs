@@ -332,7 +332,7 @@ impl Store {
             object_store::Error::NotFound { .. } => ArchiveProblem::Missing,
             object_store::Error::PermissionDenied { .. }
             | object_store::Error::Unauthenticated { .. } => ArchiveProblem::Refused,
-            _ => refused_by_text(&e.to_string()),
+            _ => by_answer(&e),
         };
         Error::Archive {
             object: self.url_of(rel),
@@ -342,17 +342,25 @@ impl Store {
     }
 }
 
-/// S3 reports a bad key or a missing bucket inside a generic error: read
-/// its code from the text, else call it unreachable (worth a retry).
-fn refused_by_text(text: &str) -> ArchiveProblem {
+/// What an error `object_store` gives no variant of means: one that never
+/// reached the store (connect, timeout: typed in its source chain) is
+/// worth a retry; otherwise the store answered, and an S3 error code in
+/// its answer says whether with a missing bucket or a refusal. Codes by
+/// name only: a bare status like "403" also matched a port number in the
+/// message (`127.0.0.1:40391`), which made a refused connection fatal.
+fn by_answer(e: &object_store::Error) -> ArchiveProblem {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if c.is::<object_store::client::HttpError>() {
+            return ArchiveProblem::Unreachable;
+        }
+        cause = c.source();
+    }
+    let text = e.to_string();
     let has = |code: &str| text.contains(code);
     if has("NoSuchBucket") || has("NoSuchKey") {
         ArchiveProblem::Missing
-    } else if has("AccessDenied")
-        || has("InvalidAccessKeyId")
-        || has("SignatureDoesNotMatch")
-        || has("403")
-    {
+    } else if has("AccessDenied") || has("InvalidAccessKeyId") || has("SignatureDoesNotMatch") {
         ArchiveProblem::Refused
     } else {
         ArchiveProblem::Unreachable
@@ -420,5 +428,34 @@ impl Names {
             self.node,
             format::segment_file_name(self.node, base)
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn generic(text: &str) -> object_store::Error {
+        object_store::Error::Generic {
+            store: "S3",
+            source: text.to_string().into(),
+        }
+    }
+
+    #[test]
+    fn an_answer_is_read_by_its_s3_code_never_by_a_number() {
+        let refused_connect = generic(
+            "Error performing PUT http://127.0.0.1:40391/b/x in 544ms, after 3 retries - \
+             HTTP error: error sending request",
+        );
+        assert_eq!(by_answer(&refused_connect), ArchiveProblem::Unreachable);
+        assert_eq!(
+            by_answer(&generic("<Code>AccessDenied</Code>")),
+            ArchiveProblem::Refused
+        );
+        assert_eq!(
+            by_answer(&generic("<Code>NoSuchBucket</Code>")),
+            ArchiveProblem::Missing
+        );
     }
 }
