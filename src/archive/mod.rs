@@ -337,7 +337,7 @@ pub fn restore(
 ) -> Result<Restored> {
     let store = Store::open(url, opts)?;
     let dir = dir.as_ref();
-    let restored = again_if_superseded(|| restore::restore(&store, dir, cfg, to))?;
+    let restored = restore::restore(&store, dir, cfg, to)?;
     if restored.given_up.is_some() {
         let mut pit = cfg.clone();
         pit.recovery = RecoveryMode::PointInTime;
@@ -383,18 +383,11 @@ pub fn follow(
     cfg.vfs
         .create_dir_all(dir, cfg.dir_mode())
         .map_err(|e| Error::io(dir, e))?;
-    let b = restore::Builder {
-        store: &store,
-        names: Names::new(cfg.node()),
-        vfs: cfg.vfs.clone(),
-        dir: LogDir::new(dir, cfg.node()),
-        direct: cfg.direct_io(),
-        created: std::sync::Mutex::new(Vec::new()),
-    };
+    let b = restore::Builder::new(&store, dir, cfg);
     // No writer may open the standby while it is being written: it holds
     // the node's writer lock, as a writer would. Readers take none.
     let _lock = crate::segment::set::lock_writer(&*cfg.vfs, &b.dir)?;
-    let (mut restored, mut have) = again_if_superseded(|| follow::start(&b))?;
+    let (mut restored, mut have) = follow::start(&b)?;
     let nap = Duration::from_millis(50);
     loop {
         let mut waited = Duration::ZERO;
@@ -407,33 +400,10 @@ pub fn follow(
         }
         match follow::step(&b, &mut have, &mut restored) {
             Ok(_) => {}
-            Err(e) if retryable(&e) || tail_superseded(&e) => {
+            Err(e) if retryable(&e) => {
                 crate::obs::trace::event!(warn, error = %e.chain(), "standby step failed; retrying");
             }
             Err(e) => return Err(e),
-        }
-    }
-}
-
-/// Whether `e` is a tail object gone since the manifest naming it was
-/// read: a live archiver sealed that segment meanwhile, put a manifest
-/// naming the sealed object, and removed the tail. A new read of the
-/// manifest finds the sealed object, so it is no damage.
-fn tail_superseded(e: &Error) -> bool {
-    matches!(e, Error::Archive { object, problem: ArchiveProblem::Missing, .. }
-        if object.contains("/tail/"))
-}
-
-/// `f` (a restore, which leaves nothing behind when it fails), run
-/// again from a new read of the manifest while a live archiver's seal
-/// takes the tail away under it; a few times, since each seal is
-/// seconds apart at most under load, not a loop.
-fn again_if_superseded<T>(mut f: impl FnMut() -> Result<T>) -> Result<T> {
-    let mut tries = 0;
-    loop {
-        match f() {
-            Err(e) if tail_superseded(&e) && tries < 3 => tries += 1,
-            r => return r,
         }
     }
 }
