@@ -610,20 +610,19 @@ fn block_log_waits_for_the_archive_then_goes_on() {
     let dir = root.path().join("log");
     let url = garage.s3_url("full");
     let limited = |input: &[u8]| {
-        let mut cmd = ringwal();
-        cmd.args(["append", p(&dir), "--segment-bytes", "65536"])
-            .args(["--max-log-bytes", "262144", "--full-timeout-ms", "300"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = spawn(&mut cmd);
-        let mut stdin = child.stdin.take().unwrap();
-        let input = input.to_vec();
-        let feeder = std::thread::spawn(move || {
-            let _ = stdin.write_all(&input);
-        });
-        let out = child.wait_with_output().unwrap();
-        feeder.join().unwrap();
+        let out = crate::common::run(
+            &[
+                "append",
+                p(&dir),
+                "--segment-bytes",
+                "65536",
+                "--max-log-bytes",
+                "262144",
+                "--full-timeout-ms",
+                "300",
+            ],
+            input,
+        );
         let acked: Vec<Lsn> = String::from_utf8_lossy(&out.stdout)
             .lines()
             .map(|l| l.parse().unwrap())
