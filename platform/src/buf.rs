@@ -38,48 +38,95 @@ pub struct AlignedBuf {
     claimed_to: usize,
 }
 
-/// A heap allocation freed when the last holder lets go.
+/// One buffer's share of a [`Region`]: the memory stays allocated while
+/// any holder of either is left.
 pub(crate) struct Allocation {
-    ptr: NonNull<u8>,
-    layout: Layout,
     /// Slots of the buffer handed out and not yet released: kept here so
     /// that a slot holds one reference count, not two.
     claims: AtomicUsize,
+    /// The memory the buffer lies in, shared by the buffers carved from it.
+    /// Held, never read: its drop frees the memory.
+    _region: Arc<Region>,
 }
 
-// SAFETY: an Allocation is a pointer, a layout and an atomic count;
-// holders other than the owning AlignedBuf never dereference it, except a
-// Slot within its own claimed range (which nothing else touches while it
-// is out), and freeing from any thread is allowed by the global allocator.
-unsafe impl Send for Allocation {}
-// SAFETY: as above: shared references never touch the bytes.
-unsafe impl Sync for Allocation {}
+/// Memory from the global allocator, zeroed, freed when the last buffer
+/// carved from it (and every holder of one's [`Allocation`]) lets go.
+struct Region {
+    ptr: NonNull<u8>,
+    layout: Layout,
+}
 
-impl Drop for Allocation {
+// SAFETY: a Region is a pointer and a layout; nothing dereferences it
+// through the Region (its buffers own their disjoint ranges), and the
+// global allocator allows freeing from any thread.
+unsafe impl Send for Region {}
+// SAFETY: as above: shared references never touch the bytes.
+unsafe impl Sync for Region {}
+
+impl Drop for Region {
     fn drop(&mut self) {
         // SAFETY: ptr was allocated with exactly this layout in
-        // `AlignedBuf::new`, and this is the last holder.
+        // `Region::zeroed`, and this is the last holder.
         unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) }
     }
 }
 
-// SAFETY: AlignedBuf is the only user of its allocation's bytes, like a
+// SAFETY: AlignedBuf is the only user of its range's bytes, like a
 // Vec<u8>; moving it between threads moves that exclusive use.
 unsafe impl Send for AlignedBuf {}
 // SAFETY: shared access only hands out `&[u8]`, which is Sync for u8.
 unsafe impl Sync for AlignedBuf {}
 
-impl AlignedBuf {
-    /// Allocate a zeroed buffer of at least `cap` bytes (rounded up to a
-    /// multiple of [`BLOCK`], minimum one block).
-    ///
-    /// Panics if the allocation fails, like `Vec` does.
-    pub fn new(cap: usize) -> AlignedBuf {
-        let cap = cap.max(1).div_ceil(BLOCK) * BLOCK;
-        let layout = Self::layout(cap);
-        // SAFETY: layout has a non-zero size (cap >= BLOCK).
-        let raw = unsafe { alloc::alloc_zeroed(layout) };
+/// Bytes of a transparent huge page on x86-64 and arm64 Linux.
+const HUGE_PAGE: usize = 2 << 20;
+
+/// Regions of at least this many bytes are made of whole huge pages
+/// (Linux; elsewhere, and below this, of ordinary pages). Why: a disk
+/// takes a bounded number of memory segments per request (254 on the
+/// virtio disk of docs/benchmarks.md), and each 4 KiB page is one
+/// unless its neighbour happens to be physically next to it, so a
+/// staging buffer's 1 MiB + 12 KiB write went to the device as two
+/// requests (1,040,384 and 12,288 bytes, in a block trace). From huge
+/// pages it is one, and `ringwal bench` with 1 MiB records from 4
+/// producers went from 3,454-4,476 to 5,119-5,878 records/s (write p50
+/// 755-990 us to 512-627 us). Cost: a region is rounded up to whole
+/// huge pages (at most 2 MiB - 4 KiB of slack), faulted in whole at
+/// allocation (a memset) instead of page by page on first use.
+const HUGE_FROM: usize = 1 << 20;
+const _: () = assert!(HUGE_FROM <= HUGE_PAGE && HUGE_PAGE.is_multiple_of(BLOCK));
+
+impl Region {
+    /// `bytes` (a non-zero multiple of [`BLOCK`]) of zeroed memory,
+    /// aligned to a block, or made of huge pages from [`HUGE_FROM`]
+    /// bytes. Panics if the allocation fails, like `Vec` does.
+    fn zeroed(bytes: usize) -> Arc<Region> {
+        assert!(
+            bytes >= BLOCK && bytes.is_multiple_of(BLOCK),
+            "region of {bytes} bytes is not a whole number of blocks"
+        );
+        let huge = cfg!(target_os = "linux") && bytes >= HUGE_FROM;
+        let layout = if huge {
+            Layout::from_size_align(bytes.next_multiple_of(HUGE_PAGE), HUGE_PAGE)
+        } else {
+            Layout::from_size_align(bytes, BLOCK)
+        }
+        .expect("aligned buffer layout");
+        // SAFETY: layout has a non-zero size (bytes >= BLOCK).
+        let raw = unsafe {
+            if huge {
+                alloc::alloc(layout)
+            } else {
+                alloc::alloc_zeroed(layout)
+            }
+        };
         let ptr = NonNull::new(raw).unwrap_or_else(|| alloc::handle_alloc_error(layout));
+        if huge {
+            advise_huge(ptr, layout.size());
+            // SAFETY: ptr points to layout.size() bytes just allocated and
+            // not yet shared; writing zeroes initialises them (and faults
+            // them in, as huge pages where the kernel gave them).
+            unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, layout.size()) };
+        }
         // What O_DIRECT and a registered write rely on, and what every
         // whole-block prefix write relies on to stay inside the buffer.
         assert!(
@@ -87,17 +134,83 @@ impl AlignedBuf {
             "allocator returned {:p}, not aligned to {BLOCK}",
             ptr.as_ptr()
         );
+        Arc::new(Region { ptr, layout })
+    }
+}
+
+/// Ask for huge pages under `len` bytes at `ptr` (huge-page aligned, not
+/// yet touched). Best effort: where the kernel keeps them for `madvise`
+/// only, this is what makes it use them; where it refuses (huge pages
+/// off, a kernel without them), ordinary pages serve. Cost: one syscall.
+#[cfg(target_os = "linux")]
+fn advise_huge(ptr: NonNull<u8>, len: usize) {
+    // SAFETY: [ptr, ptr + len) is one allocation of this process, aligned
+    // to a page; MADV_HUGEPAGE changes only how it is backed, not its
+    // contents or validity.
+    let _ = unsafe { libc::madvise(ptr.as_ptr().cast(), len, libc::MADV_HUGEPAGE) };
+}
+
+#[cfg(not(target_os = "linux"))]
+fn advise_huge(_ptr: NonNull<u8>, _len: usize) {}
+
+impl AlignedBuf {
+    /// Allocate a zeroed buffer of at least `cap` bytes (rounded up to a
+    /// multiple of [`BLOCK`], minimum one block); from 1 MiB, of huge
+    /// pages where Linux gives them (see [`AlignedBuf::many`]).
+    ///
+    /// Panics if the allocation fails, like `Vec` does.
+    pub fn new(cap: usize) -> AlignedBuf {
+        let cap = Self::rounded(cap);
+        let region = Region::zeroed(cap);
+        let ptr = region.ptr;
+        AlignedBuf::carved(ptr, cap, region)
+    }
+
+    /// `n` zeroed buffers of `cap` bytes each (rounded as in
+    /// [`new`](Self::new)), lying side by side in one region of memory.
+    /// From 1 MiB in all, the region is made of huge pages where Linux
+    /// gives them: a write from one of the buffers is then one or two
+    /// physically contiguous pieces, which a disk takes as one request
+    /// (see docs/benchmarks-history.md, "Staging buffers of huge pages").
+    ///
+    /// Cost: one allocation of `n * cap` bytes rounded up to whole huge
+    /// pages, zeroed at once, and one reference count per buffer. Panics
+    /// if the allocation fails.
+    pub fn many(n: usize, cap: usize) -> Vec<AlignedBuf> {
+        let cap = Self::rounded(cap);
+        let total = cap.checked_mul(n.max(1)).expect("buffers' size overflows");
+        let region = Region::zeroed(total);
+        (0..n)
+            .map(|i| {
+                // SAFETY: i * cap + cap <= total, the region's size, so the
+                // pointer stays inside it.
+                let ptr = unsafe { NonNull::new_unchecked(region.ptr.as_ptr().add(i * cap)) };
+                AlignedBuf::carved(ptr, cap, region.clone())
+            })
+            .collect()
+    }
+
+    fn rounded(cap: usize) -> usize {
+        cap.max(1).div_ceil(BLOCK) * BLOCK
+    }
+
+    /// The buffer of `cap` bytes at `ptr`, its own range of `region`.
+    fn carved(ptr: NonNull<u8>, cap: usize, region: Arc<Region>) -> AlignedBuf {
+        debug_assert!(
+            ptr.as_ptr().addr() + cap <= region.ptr.as_ptr().addr() + region.layout.size(),
+            "a buffer lies inside its region"
+        );
         assert!(
-            cap >= BLOCK && cap.is_multiple_of(BLOCK),
-            "capacity {cap} is not a whole number of blocks"
+            ptr.as_ptr().addr().is_multiple_of(BLOCK) && cap >= BLOCK && cap.is_multiple_of(BLOCK),
+            "buffer at {:p} of {cap} bytes is not whole aligned blocks",
+            ptr.as_ptr()
         );
         AlignedBuf {
             ptr,
             cap,
             alloc: Arc::new(Allocation {
-                ptr,
-                layout,
                 claims: AtomicUsize::new(0),
+                _region: region,
             }),
             claimed_to: 0,
         }
@@ -108,10 +221,6 @@ impl AlignedBuf {
     #[cfg(target_os = "linux")]
     pub(crate) fn allocation(&self) -> &Arc<Allocation> {
         &self.alloc
-    }
-
-    fn layout(cap: usize) -> Layout {
-        Layout::from_size_align(cap, BLOCK).expect("aligned buffer layout")
     }
 
     /// Capacity in bytes (a multiple of [`BLOCK`]).
@@ -287,6 +396,43 @@ impl std::fmt::Debug for AlignedBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn many_buffers_share_a_region_without_overlapping() {
+        // 3 x (1 MiB + 12 KiB): past HUGE_FROM, so a huge-page region.
+        let cap = (1 << 20) + 3 * BLOCK;
+        let mut bufs = AlignedBuf::many(3, cap - 100);
+        assert_eq!(bufs.len(), 3);
+        for (i, b) in bufs.iter_mut().enumerate() {
+            assert_eq!(b.capacity(), cap);
+            assert_eq!(b.addr() % BLOCK, 0);
+            assert!(b.as_slice().iter().all(|&x| x == 0), "buffer {i} is zeroed");
+            b.as_mut_slice().fill(i as u8 + 1);
+        }
+        let mut addrs: Vec<usize> = bufs.iter().map(|b| b.addr()).collect();
+        addrs.sort_unstable();
+        assert!(
+            addrs.windows(2).all(|w| w[1] - w[0] >= cap),
+            "ranges overlap"
+        );
+        for (i, b) in bufs.iter().enumerate() {
+            assert!(
+                b.as_slice().iter().all(|&x| x == i as u8 + 1),
+                "buffer {i} kept its bytes"
+            );
+        }
+        // A holder of one buffer's allocation (a queue's registration)
+        // keeps the region alive after every buffer is gone.
+        let held = bufs[1].alloc.clone();
+        drop(bufs);
+        assert_eq!(held.claims.load(Ordering::SeqCst), 0);
+        // Small regions stay on ordinary pages, still aligned and zeroed.
+        let small = AlignedBuf::many(4, 100);
+        assert!(small
+            .iter()
+            .all(|b| b.capacity() == BLOCK && b.addr() % BLOCK == 0));
+        assert!(AlignedBuf::many(0, 4096).is_empty());
+    }
 
     #[test]
     fn aligned_zeroed_and_rounded() {

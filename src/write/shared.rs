@@ -146,14 +146,14 @@ fn writable_bytes(cfg: &Config, header: &SegmentHeader, write_at: u64, same_keyi
 }
 
 /// Every staging buffer the log will ever use, allocated once: one per
-/// write in flight, one being filled and one closed waiting for the ring.
+/// write in flight, one being filled and one closed waiting for the ring;
+/// side by side in one region of huge pages (`AlignedBuf::many`), so that
+/// each write is one request to the disk.
 fn staging_buffers(cfg: &Config) -> Vec<AlignedBuf> {
     let n = cfg.max_inflight + 2;
     // Fewer and the ring could stall with every buffer waiting for another.
     assert!(n >= 3, "{n} staging buffers, at least 3 needed");
-    (0..n)
-        .map(|_| AlignedBuf::new(cfg.buffer_bytes()))
-        .collect()
+    AlignedBuf::many(n, cfg.buffer_bytes())
 }
 
 /// `spin`, unless this process may run on one CPU only (or cannot tell).
