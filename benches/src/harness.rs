@@ -9,6 +9,10 @@
 //!
 //! Output: a table on stdout, a progress line on stderr, `results.json`
 //! and `chart.svg` in the output directory. See `docs/benchmarks.md`.
+//!
+//! With `--busy-neighbour`, another process spins on the last CPU during
+//! every measured run (`neighbour.rs`), as a node runs its log beside the
+//! work that feeds it; every table then says so in its title.
 
 mod chart;
 mod files;
@@ -16,6 +20,7 @@ mod floor;
 mod load;
 mod machine;
 mod measure;
+mod neighbour;
 mod progress;
 mod recovery;
 mod report;
@@ -33,6 +38,7 @@ use clap::Parser;
 
 use machine::Machine;
 use measure::{Raw, Window};
+use neighbour::Spent;
 use report::{
     CaseResult, Probe, RecoveryResult, Report, Settings, SweepRep, SweepResult, SysResult,
 };
@@ -140,6 +146,21 @@ struct Args {
     /// the table's `bg` column says how busy it was during the run.
     #[arg(long, default_value_t = 1.0)]
     quiet_wait_secs: f64,
+    /// Measure beside a busy neighbour: before each measured run (its
+    /// warm-up included) start another process (the harness again) that
+    /// spins in a loop making no syscalls, pinned to the last CPU this
+    /// process may run on, and kill it after the run, so the settle and
+    /// quiet waits between runs see the machine without it. Every table
+    /// title says "busy neighbour on CPU N", results.json records it and
+    /// the share of a CPU the neighbour got in each run, and the `bg`
+    /// column leaves it out. Refused on a machine (or cpuset) with a
+    /// single CPU.
+    #[arg(long)]
+    busy_neighbour: bool,
+    /// Be the busy neighbour (what --busy-neighbour runs): pin to this
+    /// CPU and spin until stdin closes.
+    #[arg(long = "neighbour-spin", hide = true, value_name = "CPU")]
+    neighbour_spin: Option<usize>,
 }
 
 fn parse_bytes(s: &str) -> Result<u64, String> {
@@ -169,15 +190,18 @@ struct Case {
     producers: usize,
     systems: Vec<System>,
     floor: System,
+    /// The busy neighbour's CPU, when the case runs beside one.
+    neighbour: Option<usize>,
 }
 
 impl Case {
     fn name(&self) -> String {
         format!(
-            "closed loop · durable {} records · {} producer{}",
+            "closed loop · durable {} records · {} producer{}{}",
             report::human_size(self.size),
             self.producers,
-            if self.producers == 1 { "" } else { "s" }
+            if self.producers == 1 { "" } else { "s" },
+            report::beside(self.neighbour)
         )
     }
 }
@@ -190,6 +214,8 @@ struct Run {
     floor_file: Option<std::fs::File>,
     payload_small: Vec<u8>,
     payload_large: Vec<u8>,
+    /// The busy neighbour's CPU (`--busy-neighbour`).
+    neighbour: Option<usize>,
 }
 
 impl Run {
@@ -307,6 +333,22 @@ impl Run {
     }
 }
 
+/// One measured run, `f`, beside the busy neighbour on `cpu` if there is
+/// one (see [`neighbour::beside`]). The run's background CPU counts every
+/// process but the harness, the neighbour too: what it spun over the
+/// window, at the rate it spun over the whole run, is taken out, so `bg`
+/// stays the noise from outside the benchmark.
+fn measured(
+    cpu: Option<usize>,
+    f: impl FnOnce() -> io::Result<Raw>,
+) -> io::Result<(Raw, Option<Spent>)> {
+    let (mut raw, spent) = neighbour::beside(cpu, f)?;
+    if let Some(s) = &spent {
+        raw.cpu.others = raw.cpu.others.saturating_sub(s.over(raw.elapsed));
+    }
+    Ok((raw, spent))
+}
+
 /// Run `f`, turning a panic (some peers panic on I/O errors) into an error.
 fn guarded<T>(f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| {
@@ -336,6 +378,7 @@ fn run_case(run: &mut Run, case: &Case) -> CaseResult {
             p99_vs_floor: None,
             p99_vs_ringwal: None,
             errors: Vec::new(),
+            neighbour: Vec::new(),
         })
         .collect();
     let mut hists: Vec<Vec<hdrhistogram::Histogram<u64>>> = vec![Vec::new(); case.systems.len()];
@@ -352,13 +395,17 @@ fn run_case(run: &mut Run, case: &Case) -> CaseResult {
                 rep + 1,
                 reps
             ));
+            // Quiet first, then the neighbour: the wait for a quiet
+            // machine must not wait for our own spinner.
             run.quiet();
-            let res = guarded(|| run.closed(sys, case.size, case.producers));
+            let nb = run.neighbour;
+            let res = guarded(|| measured(nb, || run.closed(sys, case.size, case.producers)));
             progress::pause();
             match res {
-                Ok(raw) => {
+                Ok((raw, spent)) => {
                     results[i].reps.push(raw.sample());
                     hists[i].push(raw.hist);
+                    results[i].neighbour.extend(spent);
                 }
                 Err(e) => {
                     progress::note(&format!("{} failed: {e}", sys.name()));
@@ -380,6 +427,7 @@ fn run_case(run: &mut Run, case: &Case) -> CaseResult {
         producers: case.producers,
         reference_floor: case.floor,
         systems: results,
+        busy_neighbour: case.neighbour,
     };
     c.compute_ratios();
     c
@@ -443,14 +491,16 @@ fn sweep_once(run: &mut Run, sys: System, hint: f64, rep: usize) -> io::Result<S
             report::thousands(rate)
         ));
         run.quiet();
-        let raw = guarded(|| probe(run, &target, rate));
+        let raw = guarded(|| measured(run.neighbour, || probe(run, &target, rate)));
         progress::pause();
-        let s = raw?.sample();
+        let (raw, neighbour) = raw?;
+        let s = raw.sample();
         let pass = s.missed == 0 && s.p99_us < sla_us;
         probes.push(Probe {
             rate,
             sample: s,
             pass,
+            neighbour,
         });
         std::thread::sleep(Duration::from_millis(a.settle_ms));
         Ok(pass)
@@ -586,14 +636,20 @@ fn run_recovery(run: &mut Run) -> io::Result<RecoveryResult> {
     run.settle();
     let mut passes = Vec::new();
     let mut dropped = true;
+    let mut beside = Vec::new();
     for rep in 0..a.recovery_reps {
         progress::begin(format!(
             "recovery · raw read + open/replay · pass {}/{}",
             rep + 1,
             a.recovery_reps
         ));
-        let (p, d) = recovery::pass(&dir, rep % 2 == 1, || run.quiet())?;
+        // A pass times two reads and calls `before` ahead of each: the
+        // neighbour of the read before is stopped there, the machine
+        // waited on without it, and a new one started for the next read.
+        let busy = NeighbourPerRead::new(run.neighbour);
+        let (p, d) = recovery::pass(&dir, rep % 2 == 1, || busy.next(|| run.quiet()))?;
         progress::pause();
+        beside.extend(busy.finish()?);
         dropped &= d;
         passes.push(p);
     }
@@ -622,7 +678,66 @@ fn run_recovery(run: &mut Run) -> io::Result<RecoveryResult> {
         cache_dropped: dropped,
         filled,
         passes,
+        neighbour: beside,
     })
+}
+
+/// A busy neighbour for each timed read of a recovery pass, whose
+/// `before` hook (a plain `Fn()`) is the only place to start one: the
+/// neighbours' records, and the first failure to start or stop one,
+/// which [`finish`](Self::finish) returns after the pass.
+struct NeighbourPerRead {
+    cpu: Option<usize>,
+    running: std::cell::RefCell<Option<neighbour::Neighbour>>,
+    spent: std::cell::RefCell<Vec<Spent>>,
+    failed: std::cell::RefCell<Option<io::Error>>,
+}
+
+impl NeighbourPerRead {
+    fn new(cpu: Option<usize>) -> NeighbourPerRead {
+        NeighbourPerRead {
+            cpu,
+            running: Default::default(),
+            spent: Default::default(),
+            failed: Default::default(),
+        }
+    }
+
+    /// Stop the running neighbour, if any; then `quiet`; then start the
+    /// next one.
+    fn next(&self, quiet: impl FnOnce()) {
+        self.stop();
+        quiet();
+        if let Some(cpu) = self.cpu {
+            match neighbour::Neighbour::start(cpu) {
+                Ok(n) => *self.running.borrow_mut() = Some(n),
+                Err(e) => self.fail(e),
+            }
+        }
+    }
+
+    fn stop(&self) {
+        let running = self.running.borrow_mut().take();
+        if let Some(n) = running {
+            match n.stop() {
+                Ok(s) => self.spent.borrow_mut().push(s),
+                Err(e) => self.fail(e),
+            }
+        }
+    }
+
+    fn fail(&self, e: io::Error) {
+        self.failed.borrow_mut().get_or_insert(e);
+    }
+
+    /// Stop the last neighbour; what each did, or the first failure.
+    fn finish(self) -> io::Result<Vec<Spent>> {
+        self.stop();
+        match self.failed.into_inner() {
+            Some(e) => Err(e),
+            None => Ok(self.spent.into_inner()),
+        }
+    }
 }
 
 /// Systems to run, and those asked for that this build cannot run (name,
@@ -651,6 +766,10 @@ fn choose_systems(a: &Args) -> Result<Chosen, String> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(cpu) = args.neighbour_spin {
+        // This process is a busy neighbour, not a harness.
+        return neighbour::serve(cpu);
+    }
     match real_main(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -672,6 +791,13 @@ fn real_main(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         return Err("--reps, --secs and every --producers value must be positive".into());
     }
     let (chosen, unavailable) = choose_systems(&args)?;
+    // Before anything is created: a machine that cannot host a neighbour
+    // refuses at once.
+    let neighbour = if args.busy_neighbour {
+        Some(neighbour::last_cpu()?)
+    } else {
+        None
+    };
     let base = args.dir.clone().unwrap_or_else(std::env::temp_dir);
     let root = base.join(format!("ringwal-harness-{}", std::process::id()));
     std::fs::create_dir_all(&root)?;
@@ -686,7 +812,8 @@ fn real_main(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(&args.out)?;
     progress::start();
 
-    let machine = Machine::probe(&root);
+    let mut machine = Machine::probe(&root);
+    machine.busy_neighbour = neighbour;
     progress::note(&format!("machine: {}", machine.summary()));
     progress::note(&format!("running in {}", root.display()));
 
@@ -701,6 +828,7 @@ fn real_main(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         floor_file: None,
         payload_small,
         payload_large,
+        neighbour,
     };
     let has = |w: &str| args.workloads.iter().any(|x| x == w);
     let logs: Vec<System> = chosen.iter().copied().filter(|s| !s.is_floor()).collect();
@@ -730,6 +858,7 @@ fn real_main(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 producers: p,
                 systems,
                 floor,
+                neighbour,
             });
         }
     }
@@ -744,6 +873,7 @@ fn real_main(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             producers: args.large_producers,
             systems,
             floor: System::Floor1m,
+            neighbour,
         });
     }
 

@@ -1,5 +1,6 @@
 //! What the numbers were measured on: CPUs, kernel, the disk and
-//! filesystem under the benchmark directory, the date and the commit.
+//! filesystem under the benchmark directory, the date and the commit, and
+//! the CPU a busy neighbour took (`--busy-neighbour`).
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -19,6 +20,10 @@ pub struct Machine {
     pub dir: String,
     pub ringwal_commit: String,
     pub running_as_root: bool,
+    /// The CPU a busy neighbour spun on during every measured run
+    /// (`--busy-neighbour`); `None`: no neighbour. Part of the machine
+    /// the figures were taken on: one CPU of `nproc` was not free.
+    pub busy_neighbour: Option<usize>,
 }
 
 impl Machine {
@@ -34,16 +39,18 @@ impl Machine {
             dir: dir.display().to_string(),
             ringwal_commit: commit(),
             running_as_root: is_root(),
+            busy_neighbour: None,
         }
     }
 
     /// One line for the top of the report.
     pub fn summary(&self) -> String {
         format!(
-            "{} · {} CPUs ({}) · {:.0} GiB · Linux {} · disk {} · {} · commit {}",
+            "{} · {} CPUs ({}){} · {:.0} GiB · Linux {} · disk {} · {} · commit {}",
             self.date_utc,
             self.nproc,
             self.cpu,
+            crate::report::beside(self.busy_neighbour),
             self.mem_gib,
             self.kernel,
             self.disk,

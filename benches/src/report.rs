@@ -1,5 +1,6 @@
 //! Results: the structures written to JSON, the table printed on stdout,
-//! and the five targets the grid is held to, computed from them.
+//! and the targets the grid is held to, computed from them: five, and two
+//! more for a run beside a busy neighbour.
 
 use std::fmt::Write as _;
 
@@ -7,6 +8,7 @@ use serde::Serialize;
 
 use crate::machine::Machine;
 use crate::measure::Sample;
+use crate::neighbour::Spent;
 use crate::recovery::{Filled, Pass};
 use crate::systems::System;
 
@@ -48,6 +50,20 @@ pub struct SysResult {
     pub p99_vs_floor: Option<f64>,
     pub p99_vs_ringwal: Option<f64>,
     pub errors: Vec<String>,
+    /// With `--busy-neighbour`: what the neighbour did in each run that
+    /// succeeded, in run order (its CPU share shows it really spun).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub neighbour: Vec<Spent>,
+}
+
+impl SysResult {
+    /// The median share of a CPU the busy neighbour got across the runs
+    /// (`None`: no neighbour).
+    pub fn neighbour_share(&self) -> Option<f64> {
+        let mut v: Vec<f64> = self.neighbour.iter().map(|n| n.cpu_share).collect();
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied()
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -57,6 +73,8 @@ pub struct CaseResult {
     pub producers: usize,
     pub reference_floor: System,
     pub systems: Vec<SysResult>,
+    /// The CPU a busy neighbour spun on during every run of the case.
+    pub busy_neighbour: Option<usize>,
 }
 
 impl CaseResult {
@@ -101,6 +119,9 @@ pub struct Probe {
     pub rate: f64,
     pub sample: Sample,
     pub pass: bool,
+    /// With `--busy-neighbour`: what the neighbour did during the probe.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub neighbour: Option<Spent>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -151,6 +172,10 @@ pub struct RecoveryResult {
     /// reads of one pass ran seconds apart, so this is less exposed to the
     /// machine changing between passes.
     pub replay_vs_raw_paired: f64,
+    /// With `--busy-neighbour`: what the neighbour did during each timed
+    /// read (two per pass).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub neighbour: Vec<Spent>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -175,6 +200,13 @@ pub struct Report {
     pub recovery_error: Option<String>,
     pub targets: Vec<Target>,
     pub total_secs: f64,
+}
+
+/// ` · busy neighbour on CPU N` for a run beside one, else nothing: for
+/// every title, so that a table from such a run cannot be taken for one
+/// from a quiet machine.
+pub fn beside(cpu: Option<usize>) -> String {
+    cpu.map_or_else(String::new, |c| format!(" · busy neighbour on CPU {c}"))
 }
 
 /// `12345.6` as `12,346`.
@@ -250,6 +282,12 @@ impl Report {
             o,
             "ops = records (floors: device writes); CPU/op = harness process CPU µs per op; spread = (max-min)/median of ops/s across runs; bg, bgMB/s = CPUs used and MB/s written by other processes during the run (noise; 2 CPUs = this machine fully taken)"
         );
+        if let Some(cpu) = self.machine.busy_neighbour {
+            let _ = writeln!(
+                o,
+                "busy neighbour on CPU {cpu}: another process spun there (pinned, no syscalls) through every measured run, warm-up included, and not between runs; nb = the share of a CPU it got (median of the runs); bg leaves it out"
+            );
+        }
         for (name, why) in &self.unavailable {
             let _ = writeln!(o, "not measured: {name}: {why}");
         }
@@ -262,10 +300,11 @@ impl Report {
             let _ = writeln!(o);
             let _ = writeln!(
                 o,
-                "== open loop: highest {} durable rate with p99 < {} µs (latency from each record's intended send time; median of {} sweeps) ==",
+                "== open loop: highest {} durable rate with p99 < {} µs (latency from each record's intended send time; median of {} sweeps){} ==",
                 human_size(self.sweeps[0].size),
                 thousands(sla as f64),
-                st.reps
+                st.reps,
+                beside(self.machine.busy_neighbour)
             );
             let driver = if st.open_threads_only {
                 format!("every system: {} worker threads, each sending the next due record and waiting for it", st.open_workers)
@@ -352,7 +391,7 @@ impl Report {
             let _ = writeln!(o);
             let _ = writeln!(
                 o,
-                "== recovery: {} records of {} B, {:.2} GB of log in {} segments; median of {} passes{} ==",
+                "== recovery: {} records of {} B, {:.2} GB of log in {} segments; median of {} passes{}{} ==",
                 thousands(r.filled.records as f64),
                 r.filled.payload_bytes / r.filled.records.max(1),
                 r.filled.log_bytes as f64 / 1e9,
@@ -362,7 +401,8 @@ impl Report {
                     ", page cache dropped before each"
                 } else {
                     "; page cache NOT dropped (not root): reads may come from memory"
-                }
+                },
+                beside(self.machine.busy_neighbour)
             );
             let _ = writeln!(
                 o,
@@ -390,7 +430,7 @@ impl Report {
         }
         if !self.targets.is_empty() {
             let _ = writeln!(o);
-            let _ = writeln!(o, "== targets ==");
+            let _ = writeln!(o, "== targets{} ==", beside(self.machine.busy_neighbour));
             for t in &self.targets {
                 let verdict = match t.met {
                     Some(true) => "MET",
@@ -409,7 +449,8 @@ impl Report {
         o
     }
 
-    /// The five targets the grid is held to, from whatever this run measured.
+    /// The targets the grid is held to, from whatever this run measured:
+    /// five, and beside a busy neighbour two more of its own.
     pub fn compute_targets(&mut self, size: usize, max_p: usize, large: (usize, usize)) {
         let mut t = Vec::new();
         // 1. Closed loop, many producers.
@@ -538,7 +579,64 @@ impl Report {
             met: Some(r.replay_mb_s >= 1000.0 || r.replay_vs_raw >= 0.7),
         });
         t.push(five.unwrap_or_else(|| unmeasured(5, what)));
+        if let Some(cpu) = self.machine.busy_neighbour {
+            t.extend(self.neighbour_targets(size, cpu));
+        }
         self.targets = t;
+    }
+
+    /// The two targets of a run beside a busy neighbour on `cpu`: the
+    /// CPU taken must cost ringwal no more than it costs the peers.
+    fn neighbour_targets(&self, size: usize, cpu: usize) -> [Target; 2] {
+        // 6. One producer against okaywal.
+        let what_six = format!(
+            "durable {}, 1 producer, busy neighbour on CPU {cpu}: ringwal records/s vs okaywal",
+            human_size(size)
+        );
+        let six = self.case(size, 1).and_then(|c| {
+            let rw = c.median(System::RingwalUring)?;
+            let ok = c.median(System::Okaywal)?;
+            let r = rw.ops_per_s / ok.ops_per_s;
+            Some(Target {
+                id: 6,
+                what: what_six.clone(),
+                measured: format!(
+                    "{} vs {} records/s = {r:.2}x",
+                    thousands(rw.ops_per_s),
+                    thousands(ok.ops_per_s)
+                ),
+                ratio: Some(r),
+                goal: ">= 0.9x".into(),
+                met: Some(r >= 0.9),
+            })
+        });
+        // 7. Sixteen producers against the best peer.
+        let what_seven = format!(
+            "durable {}, 16 producers, busy neighbour on CPU {cpu}: ringwal records/s vs best peer",
+            human_size(size)
+        );
+        let seven = self.case(size, 16).and_then(|c| {
+            let rw = c.median(System::RingwalUring)?;
+            let (peer, pm) = c.best_peer()?;
+            let r = rw.ops_per_s / pm.ops_per_s;
+            Some(Target {
+                id: 7,
+                what: what_seven.clone(),
+                measured: format!(
+                    "{} vs {} {} records/s = {r:.2}x",
+                    thousands(rw.ops_per_s),
+                    peer.name(),
+                    thousands(pm.ops_per_s)
+                ),
+                ratio: Some(r),
+                goal: ">= 1.5x".into(),
+                met: Some(r >= 1.5),
+            })
+        });
+        [
+            six.unwrap_or_else(|| unmeasured(6, what_six)),
+            seven.unwrap_or_else(|| unmeasured(7, what_seven)),
+        ]
     }
 }
 
@@ -553,7 +651,7 @@ pub fn case_table(c: &CaseResult) -> String {
     );
     let _ = writeln!(
         o,
-        "{:<17} {:>9} {:>6} {:>8} {:>7} {:>7} {:>8} {:>8} {:>7} {:>9} {:>8} {:>9} {:>8} {:>5} {:>6}  note",
+        "{:<17} {:>9} {:>6} {:>8} {:>7} {:>7} {:>8} {:>8} {:>7} {:>9} {:>8} {:>9} {:>8} {:>5} {:>6}{}  note",
         "system",
         "ops/s",
         "spread",
@@ -568,14 +666,20 @@ pub fn case_table(c: &CaseResult) -> String {
         "p99/floor",
         "p99/rw",
         "bg",
-        "bgMB/s"
+        "bgMB/s",
+        // Only beside a neighbour: a quiet run's table stays as it was.
+        if c.busy_neighbour.is_some() {
+            format!(" {:>5}", "nb")
+        } else {
+            String::new()
+        }
     );
     for r in &c.systems {
         match &r.median {
             Some(m) => {
                 let _ = writeln!(
                     o,
-                    "{:<17} {:>9} {:>6} {:>8.1} {:>7} {:>7} {:>8} {:>8} {:>7.1} {:>9} {:>8} {:>9} {:>8} {:>5.2} {:>6.1}  {}",
+                    "{:<17} {:>9} {:>6} {:>8.1} {:>7} {:>7} {:>8} {:>8} {:>7.1} {:>9} {:>8} {:>9} {:>8} {:>5.2} {:>6.1}{}  {}",
                     r.name,
                     thousands(m.ops_per_s),
                     spread(&r.reps),
@@ -591,6 +695,11 @@ pub fn case_table(c: &CaseResult) -> String {
                     ratio(r.p99_vs_ringwal),
                     m.background_cpus,
                     m.background_write_mb_s,
+                    match (c.busy_neighbour, r.neighbour_share()) {
+                        (Some(_), Some(share)) => format!(" {share:>5.2}"),
+                        (Some(_), None) => format!(" {:>5}", "-"),
+                        (None, _) => String::new(),
+                    },
                     m.note.clone().unwrap_or_default()
                 );
             }
@@ -630,7 +739,7 @@ fn unmeasured(id: u32, what: String) -> Target {
 
 #[cfg(test)]
 mod tests {
-    use super::{human_size, thousands};
+    use super::*;
 
     #[test]
     fn formats() {
@@ -641,5 +750,135 @@ mod tests {
         assert_eq!(human_size(1024), "1 KiB");
         assert_eq!(human_size(1 << 20), "1 MiB");
         assert_eq!(human_size(100), "100 B");
+    }
+
+    fn sample(ops_per_s: f64) -> Sample {
+        Sample {
+            ops: ops_per_s as u64,
+            secs: 1.0,
+            ops_per_s,
+            mb_per_s: ops_per_s / 1000.0,
+            p50_us: 100,
+            p99_us: 200,
+            p999_us: 300,
+            max_us: 400,
+            cpu_us_per_op: 1.0,
+            background_cpus: 0.0,
+            background_write_mb_s: 0.0,
+            missed: 0,
+            note: None,
+            late_p99_us: None,
+        }
+    }
+
+    fn case(producers: usize, figures: &[(System, f64)]) -> CaseResult {
+        CaseResult {
+            name: String::new(),
+            size: 1024,
+            producers,
+            reference_floor: System::FloorQd1,
+            systems: figures
+                .iter()
+                .map(|&(system, ops)| SysResult {
+                    system,
+                    name: system.name(),
+                    description: "",
+                    reps: vec![sample(ops)],
+                    median: Some(sample(ops)),
+                    curve: Vec::new(),
+                    ops_vs_floor: None,
+                    ops_vs_ringwal: None,
+                    p99_vs_floor: None,
+                    p99_vs_ringwal: None,
+                    errors: Vec::new(),
+                    neighbour: Vec::new(),
+                })
+                .collect(),
+            busy_neighbour: Some(1),
+        }
+    }
+
+    fn report(busy_neighbour: Option<usize>, cases: Vec<CaseResult>) -> Report {
+        let mut machine = Machine::probe(std::path::Path::new("/"));
+        machine.busy_neighbour = busy_neighbour;
+        Report {
+            machine,
+            settings: Settings {
+                tight_timer_slack: false,
+                nice: 0,
+                reps: 1,
+                secs: 1.0,
+                warmup_secs: 0.0,
+                sla_ms: 1.0,
+                probe_secs: 1.0,
+                open_workers: 1,
+                open_threads_only: false,
+                baseline_file_mib: 1,
+                floor_file_mib: 1,
+                command: String::new(),
+            },
+            systems: Vec::new(),
+            unavailable: Vec::new(),
+            cases,
+            sweeps: Vec::new(),
+            recovery: None,
+            recovery_error: None,
+            targets: Vec::new(),
+            total_secs: 0.0,
+        }
+    }
+
+    #[test]
+    fn busy_neighbour_titles_and_targets() {
+        assert_eq!(beside(Some(3)), " · busy neighbour on CPU 3");
+        assert_eq!(beside(None), "");
+
+        // A quiet run: the five targets, no word of a neighbour.
+        let mut quiet = report(None, Vec::new());
+        quiet.compute_targets(1024, 16, (1 << 20, 4));
+        assert_eq!(quiet.targets.len(), 5);
+        assert!(!quiet.table().contains("neighbour"));
+
+        // Beside a neighbour, nothing measured: seven, the last two
+        // unmeasured.
+        let mut none = report(Some(1), Vec::new());
+        none.compute_targets(1024, 16, (1 << 20, 4));
+        let ids: Vec<u32> = none.targets.iter().map(|t| t.id).collect();
+        assert_eq!(ids, [1, 2, 3, 4, 5, 6, 7]);
+        assert!(none.targets[5..].iter().all(|t| t.met.is_none()));
+        assert!(none
+            .table()
+            .contains("== targets · busy neighbour on CPU 1 =="));
+
+        // Both cells measured: 6 against okaywal alone, 7 against the
+        // best peer, each against its goal.
+        let mut both = report(
+            Some(1),
+            vec![
+                case(
+                    1,
+                    &[(System::RingwalUring, 850.0), (System::Okaywal, 1000.0)],
+                ),
+                case(
+                    16,
+                    &[
+                        (System::RingwalUring, 16_000.0),
+                        (System::Okaywal, 9_000.0),
+                        (System::RaftEngine, 10_000.0),
+                    ],
+                ),
+            ],
+        );
+        both.compute_targets(1024, 16, (1 << 20, 4));
+        let six = &both.targets[5];
+        assert_eq!((six.id, six.met), (6, Some(false)), "{six:?}");
+        assert!((six.ratio.unwrap() - 0.85).abs() < 1e-9, "{six:?}");
+        let seven = &both.targets[6];
+        assert_eq!((seven.id, seven.met), (7, Some(true)), "{seven:?}");
+        assert!((seven.ratio.unwrap() - 1.6).abs() < 1e-9, "{seven:?}");
+        assert!(seven.measured.contains("raft-engine"), "{seven:?}");
+        // A case beside a neighbour has the neighbour's column.
+        let table = case_table(&both.cases[0]);
+        assert!(table.contains(" nb "), "{table}");
     }
 }

@@ -9,6 +9,10 @@
 //! reuse checkpointed segments, which is the steady state the figures
 //! describe (with `--dir` nothing is checkpointed, and every roll prepares
 //! a new file, so large records run slower there).
+//!
+//! With `--busy-neighbour` another process spins on the last CPU while
+//! the producers run (see `neighbour.rs`): the figures of a log that
+//! shares its machine with the work feeding it.
 
 use std::collections::VecDeque;
 use std::path::Path;
@@ -23,6 +27,7 @@ use ringwal::channel::{AckResult, Channels, RecordSender};
 use ringwal::{Backend, Durability, Level, Lsn, Stats, Ticket, Wal};
 
 use super::inspect::human_bytes;
+use super::neighbour::{self, Neighbour, Spent};
 use super::{ApiArg, BenchArgs, CmdResult, Failure, PayloadArg};
 
 /// Highest latency the histograms track exactly (one hour, in µs); larger
@@ -79,6 +84,13 @@ pub(crate) fn run(a: BenchArgs) -> CmdResult {
     if a.window == 0 {
         return Err(Failure::usage("--window must be at least 1"));
     }
+    // Before anything is opened: a machine that cannot host a neighbour
+    // refuses at once.
+    let neighbour_cpu = if a.busy_neighbour {
+        Some(neighbour::last_cpu()?)
+    } else {
+        None
+    };
     let level = a.level;
     let configured = a.backend.unwrap_or_default();
 
@@ -120,7 +132,7 @@ pub(crate) fn run(a: BenchArgs) -> CmdResult {
     let wal = Arc::new(wal);
 
     println!(
-        "ringwal bench: backend={} sync={} inflight={} wait_spin={}us producers={} size={} B payload={:?} compress={} encrypted={} level={} api={} window={} batch={} secs={} segment={} MiB checkpoint={} dir={}",
+        "ringwal bench: backend={} sync={} inflight={} wait_spin={}us producers={} size={} B payload={:?} compress={} encrypted={} level={} api={} window={} batch={} secs={} segment={} MiB checkpoint={} {}dir={}",
         backend.name(),
         a.sync_method.name(),
         a.inflight,
@@ -137,6 +149,8 @@ pub(crate) fn run(a: BenchArgs) -> CmdResult {
         a.secs,
         a.segment_mib,
         if a.dir.is_none() { "behind-durable" } else { "off" },
+        // Only when on: the line stays as it was for every other run.
+        neighbour_cpu.map_or_else(String::new, |c| format!("busy_neighbour=cpu{c} ")),
         dir.display()
     );
     let st = wal.stats();
@@ -144,14 +158,19 @@ pub(crate) fn run(a: BenchArgs) -> CmdResult {
     if let Some(w) = memory_warning(&st) {
         println!("warning:     {w}: these are not a disk's numbers");
     }
+    // Started after the log is open and stopped as soon as the load
+    // ends: it disturbs what is measured, not the setup. On an early
+    // return the guard kills it.
+    let busy = neighbour_cpu.map(Neighbour::start).transpose()?;
     let res = load(&wal, &a, level)?;
+    let spent = busy.map(Neighbour::stop).transpose()?;
     Arc::into_inner(wal)
         .expect("the channel threads are joined")
         .close()?;
 
-    report(&a, backend, &res);
+    report(&a, backend, &res, spent.as_ref());
     if let Some(path) = &a.json {
-        write_json(path, &a, &st, &res)?;
+        write_json(path, &a, &st, &res, spent.as_ref())?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -574,7 +593,7 @@ impl Results {
     }
 }
 
-fn report(a: &BenchArgs, backend: Backend, r: &Results) {
+fn report(a: &BenchArgs, backend: Backend, r: &Results, busy: Option<&Spent>) {
     println!(
         "records:     {} in {:.2} s ({} producers, {}, {})",
         r.records,
@@ -635,6 +654,19 @@ fn report(a: &BenchArgs, backend: Backend, r: &Results) {
             s.others.max()
         );
     }
+    if let Some(n) = busy {
+        // The share shows the neighbour really spun: near 1, or less
+        // where the producers and the ring took turns on its CPU.
+        println!(
+            "neighbour:   pid {} spinning on CPU {} (allowed: {}) got {:.2} of a CPU ({:.2} s of CPU in {:.2} s)",
+            n.pid,
+            n.cpu,
+            n.cpus_allowed,
+            n.share(),
+            n.cpu_secs,
+            n.wall_secs
+        );
+    }
 }
 
 /// `size` bytes of JSON telemetry: one metric sample per line, hosts,
@@ -668,7 +700,13 @@ fn telemetry(size: usize) -> Vec<u8> {
     out.into_bytes()
 }
 
-fn write_json(path: &Path, a: &BenchArgs, st: &Stats, r: &Results) -> Result<(), Failure> {
+fn write_json(
+    path: &Path,
+    a: &BenchArgs,
+    st: &Stats,
+    r: &Results,
+    busy: Option<&Spent>,
+) -> Result<(), Failure> {
     let obj = serde_json::json!({
         "records_per_s": r.records_per_s(),
         "mb_per_s": r.mb_per_s(a.size),
@@ -709,6 +747,7 @@ fn write_json(path: &Path, a: &BenchArgs, st: &Stats, r: &Results) -> Result<(),
             "others_p999_us": s.others.value_at_quantile(0.999),
             "others_max_us": s.others.max(),
         })),
+        "busy_neighbour": busy.map(Spent::json),
     });
     let mut text = serde_json::to_string_pretty(&obj)
         .map_err(|e| Failure::other(format!("encoding JSON: {e}")))?;

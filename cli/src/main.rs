@@ -18,6 +18,7 @@ mod bench;
 mod docs;
 mod exit;
 mod inspect;
+mod neighbour;
 mod ops;
 mod progress;
 mod summary;
@@ -83,6 +84,10 @@ enum Command {
     Completions(CompletionsArgs),
     /// Print the manual page (roff).
     Man,
+    /// The process `bench --busy-neighbour` starts beside it: pin to one
+    /// CPU and spin until stdin closes. Internal, so hidden.
+    #[command(name = neighbour::SUBCOMMAND, hide = true)]
+    BusyNeighbourSpin(neighbour::SpinArgs),
 }
 
 /// Arguments of `ringwal append`.
@@ -505,6 +510,16 @@ pub(crate) struct BenchArgs {
     /// default temporary directory (its checkpoints reveal the segments).
     #[arg(long, conflicts_with_all = ["dir", "api"])]
     pub roll_stall: bool,
+    /// Measure beside a busy neighbour: before the load starts, start
+    /// another process (this executable again) that spins in a loop
+    /// making no syscalls, pinned to the last CPU this process may run
+    /// on, and kill it when the load ends; as a node runs its log beside
+    /// the work that produces the records. The report says which CPU and
+    /// how much of it the neighbour got. Refused on a machine (or
+    /// cpuset) with a single CPU, where it could only take turns with
+    /// the bench.
+    #[arg(long)]
+    pub busy_neighbour: bool,
 }
 
 /// `--payload` values.
@@ -587,7 +602,10 @@ impl Command {
             Command::Restore(a) => a.json,
             Command::Archive(a) => matches!(&a.ls, Some(archive::ArchiveCommand::Ls(l)) if l.json),
             // `bench --json FILE` writes its results to a file.
-            Command::Bench(_) | Command::Completions(_) | Command::Man => false,
+            Command::Bench(_)
+            | Command::Completions(_)
+            | Command::Man
+            | Command::BusyNeighbourSpin(_) => false,
         }
     }
 }
@@ -622,6 +640,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => bench::run(a),
         Command::Completions(a) => docs::completions(a),
         Command::Man => docs::man(),
+        Command::BusyNeighbourSpin(a) => neighbour::spin(a),
     };
     exit::report(result, json)
 }

@@ -2,9 +2,10 @@
 //! checked against a model: the command-line contract (`commands`), the
 //! exit-status contract against every kind of trouble (`contract`),
 //! `ringwal append` under SIGKILL (`crash`), reading past LSNs a repair
-//! gave up (`given_up`), the model-based contract test (`model`), and object
+//! gave up (`given_up`), the model-based contract test (`model`), object
 //! storage against a real S3 server (`s3`) and the archive's faults
-//! (`archive`).
+//! (`archive`), and `bench --busy-neighbour`'s spinning process
+//! (`neighbour`).
 //! One binary, so that the dependencies are linked once.
 //!
 //! Every test here that spawns a process or opens a log shares one lock
@@ -20,4 +21,5 @@ mod contract;
 mod crash;
 mod given_up;
 mod model;
+mod neighbour;
 mod s3;
