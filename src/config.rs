@@ -924,9 +924,11 @@ impl ConfigBuilder {
     /// Default [`DEFAULT_WAIT_SPIN`] (1 ms, past the slowest of most
     /// durable writes on a virtio disk). Async waits never spin.
     ///
-    /// Cost: up to this much CPU per wait of a lone waiter; in exchange
-    /// its wake-up needs no futex and, on a virtual machine, no halted
-    /// CPU to be restarted.
+    /// Cost: up to this much CPU per wait of a lone waiter, yielded every
+    /// 16 polls (a `sched_yield`) to any thread waiting for that CPU, such
+    /// as the ring thread on a machine whose other CPUs are busy; in
+    /// exchange its wake-up needs no futex and, on a virtual machine, no
+    /// halted CPU to be restarted.
     pub fn wait_spin(mut self, spin: Duration) -> Self {
         self.cfg.wait_spin = spin;
         self

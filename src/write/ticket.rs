@@ -139,8 +139,9 @@ impl Ticket {
     /// every record written so far (shared with all concurrent waiters).
     /// Cost: no syscall if already reached; otherwise, while it is the
     /// log's only blocked waiter, it first spins for up to
-    /// [`Config::wait_spin`](crate::Config::wait_spin) (1 ms by default;
-    /// it stops as soon as a second thread waits), then parks on
+    /// [`Config::wait_spin`](crate::Config::wait_spin) (1 ms by default,
+    /// yielding the CPU every 16 polls; it stops as soon as a second
+    /// thread waits), then parks on
     /// a futex word of its own and is woken exactly once its LSN is
     /// covered (the ring batches the wakes of one advance into one
     /// `io_uring_enter`). The thread holds one entry
