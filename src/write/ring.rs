@@ -82,6 +82,9 @@ struct Ring {
     /// Records the last advance of the watermarks answered: one is the
     /// sign of a lone producer (see `lone`).
     last_advance: u64,
+    /// The last write pushed was small and durable alone (see
+    /// `flush_bound`).
+    pushed_small: bool,
 }
 
 /// Partly filled batches allowed in flight at once (full ones are limited
@@ -284,6 +287,7 @@ impl Ring {
             observer,
             started: Started::new(depth),
             last_advance: 0,
+            pushed_small: false,
         }
     }
 
@@ -352,7 +356,7 @@ impl Ring {
                 break;
             }
             let wait = self.next_wait(progress);
-            self.q.set_lone(self.lone());
+            self.q.set_lone(self.lone() || self.flush_bound());
             if let Err(e) = self.q.run(wait) {
                 self.fail(Poison::from_error(
                     "io_uring_enter failed",
@@ -561,6 +565,26 @@ impl Ring {
     /// Cost: one atomic load.
     fn lone(&self) -> bool {
         self.last_advance <= 1 && self.sh.acks().blocked_waiters() <= 1
+    }
+
+    /// Whether the write last pushed is bound by the device's flush
+    /// rather than its bandwidth: durable alone (a flush of its own) and
+    /// below [`SUBMIT_FIRST_BYTES`]. Such a write, when nothing else is in
+    /// the kernel, is done in place (`IoQueue::set_lone`), as a lone
+    /// record's is. Why: through the ring, a durable direct write on a
+    /// disk without FUA completes on a kernel worker bound to the CPU that
+    /// took the disk's interrupt, which flushes and only then posts the
+    /// completion; when another process keeps that CPU busy, the worker
+    /// waits for the scheduler's next tick. `ringwal bench
+    /// --busy-neighbour`, 1 KiB records from 16 producers: 4,307 and 4,385
+    /// records/s through the ring (every write 4 ms), 105,480 and 103,805
+    /// in place; on a quiet machine level or better (112,215-117,580
+    /// against 115,257-122,429, alternating rounds). Larger writes still
+    /// go through the ring, where several in flight use the device's
+    /// bandwidth (and a busy interrupt CPU still costs them a tick: see
+    /// docs/benchmarks-history.md). Cost: none (a flag set at the push).
+    fn flush_bound(&self) -> bool {
+        self.pushed_small
     }
 
     fn reap(&mut self) -> bool {
@@ -792,6 +816,7 @@ impl Ring {
         let c = &self.sh.counters();
         c.writes.fetch_add(1, Ordering::Relaxed);
         c.write_bytes.fetch_add(batch.len as u64, Ordering::Relaxed);
+        self.pushed_small = durable && batch.len < SUBMIT_FIRST_BYTES;
         let op = Op::Write {
             file: self.seg.file.clone(),
             buf: batch.buf,
