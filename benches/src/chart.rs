@@ -1,10 +1,14 @@
-//! The SVG chart: latency percentile curves of the main case, throughput
-//! against producers, and open-loop p99 against offered rate.
+//! The SVG charts: latency percentile curves of the main case, throughput
+//! against producers, and open-loop p99 against offered rate; and with
+//! `--grid`, the grid's cells side by side (`grid.svg`).
 
 use std::path::Path;
 
+use plotters::coord::Shift;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
+use crate::grid::{span, Fig, Grid, Row};
 use crate::report::{human_size, thousands, Report};
 use crate::systems::System;
 
@@ -267,5 +271,230 @@ fn sweep(r: &Report, area: &DrawingArea<SVGBackend, plotters::coord::Shift>) -> 
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()?;
+    Ok(())
+}
+
+/// One bar of the grid's chart.
+struct Bar {
+    /// Index of its cell (the x position of its group).
+    cell: usize,
+    /// Its place in the group: ringwal, threaded, best peer, floor.
+    slot: usize,
+    system: System,
+    value: f64,
+}
+
+/// A cell's systems in the order of its bars.
+fn slots(r: &Row) -> [Option<&Fig>; 4] {
+    [
+        r.ringwal.as_ref(),
+        r.threaded.as_ref(),
+        r.best_peer.as_ref(),
+        r.floor.as_ref(),
+    ]
+}
+
+/// The bars of every cell, `value` of each system measured in it.
+fn grid_bars(g: &Grid, value: impl Fn(&Row, &Fig) -> Option<f64>) -> Vec<Bar> {
+    let mut v = Vec::new();
+    for (cell, r) in g.rows.iter().enumerate() {
+        for (slot, f) in slots(r).into_iter().enumerate() {
+            let Some(f) = f else { continue };
+            if let Some(value) = value(r, f) {
+                v.push(Bar {
+                    cell,
+                    slot,
+                    system: f.system,
+                    value,
+                });
+            }
+        }
+    }
+    v
+}
+
+/// The left and right edges of a bar: four slots share 0.8 of the unit
+/// a cell has on the axis, its centre at the cell's index.
+fn bar_x(b: &Bar) -> (f64, f64) {
+    let left = b.cell as f64 - 0.4 + b.slot as f64 * 0.2;
+    (left + 0.015, left + 0.185)
+}
+
+/// What the legend calls a bar: the peer says it is the best one, and the
+/// large-record floor, which writes a different size in each large cell,
+/// says so instead of one cell's name.
+fn bar_legend(slot: usize, s: System) -> String {
+    match (slot, s) {
+        (2, _) => format!("{} (best peer)", s.name()),
+        (_, System::Floor1m) => "floor at the record size, producers in flight".into(),
+        _ => s.name().into(),
+    }
+}
+
+/// The bars, one series per system and slot (a colour and a legend entry
+/// each), each bar labelled above its top with `text` of its value.
+fn draw_bars<'a, 'b: 'a, X, Y>(
+    chart: &mut ChartContext<'a, SVGBackend<'b>, Cartesian2d<X, Y>>,
+    bars: &[Bar],
+    base: f64,
+    text: impl Fn(f64) -> String,
+) -> Res
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let mut keys: Vec<(usize, System)> = bars.iter().map(|b| (b.slot, b.system)).collect();
+    keys.sort();
+    keys.dedup();
+    for (slot, sys) in keys {
+        let c = color(sys);
+        let mine = bars.iter().filter(|b| b.slot == slot && b.system == sys);
+        chart
+            .draw_series(mine.map(|b| {
+                let (x0, x1) = bar_x(b);
+                Rectangle::new([(x0, base), (x1, b.value)], c.filled())
+            }))?
+            .label(bar_legend(slot, sys))
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], c.filled()));
+    }
+    let style =
+        TextStyle::from(("sans-serif", 11).into_font()).pos(Pos::new(HPos::Center, VPos::Bottom));
+    chart.draw_series(bars.iter().map(|b| {
+        let (x0, x1) = bar_x(b);
+        Text::new(text(b.value), ((x0 + x1) / 2.0, b.value), style.clone())
+    }))?;
+    if bars.is_empty() {
+        // An empty legend would be a stray box.
+        return Ok(());
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    Ok(())
+}
+
+/// The x axis of the grid: a unit per cell, its centre at the cell's
+/// index. (A coordinate with the cells as its only key points cannot
+/// take a label formatter in plotters 0.3.7: the labels come from
+/// [`cell_name`], asked for as many as there are cells.)
+fn cell_axis(g: &Grid) -> std::ops::Range<f64> {
+    -0.5..g.rows.len().max(1) as f64 - 0.5
+}
+
+/// The cell centred at `x`; nothing between cells, should plotters put a
+/// label there.
+fn cell_name(g: &Grid, x: f64) -> String {
+    if (x - x.round()).abs() > 1e-6 || x < -0.1 {
+        return String::new();
+    }
+    g.rows
+        .get(x.round() as usize)
+        .map_or_else(String::new, Row::short)
+}
+
+/// The grid's chart at `path`: throughput relative to the best peer, and
+/// p99, of each system in each cell.
+pub fn draw_grid(g: &Grid, path: &Path) -> Res {
+    let root = SVGBackend::new(path, (1100, 1100)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let title = format!(
+        "ringwal {} · {} · commit {}",
+        g.title(),
+        span(&g.head.started_utc, &g.head.finished_utc),
+        g.head.commit
+    );
+    let root = root.titled(&title, ("sans-serif", 18))?;
+    let panels = root.split_evenly((2, 1));
+    grid_throughput(g, &panels[0])?;
+    grid_p99(g, &panels[1])?;
+    root.present()?;
+    Ok(())
+}
+
+/// Relative to the best peer rather than to the floor: the floor's unit
+/// changes from cell to cell (4 KiB writes one at a time, at depth 8,
+/// then the record's size), a peer's is always the cell's own records.
+fn grid_throughput(g: &Grid, area: &DrawingArea<SVGBackend, Shift>) -> Res {
+    let bars = grid_bars(g, |r, f| {
+        let peer = r.best_peer.as_ref()?.ops_per_s;
+        (peer > 0.0).then(|| f.ops_per_s / peer)
+    });
+    // Bars in the lower 60%: the legend takes the top right.
+    let top = bars.iter().map(|b| b.value).fold(1.0f64, f64::max) / 0.6;
+    let mut chart = ChartBuilder::on(area)
+        .caption(
+            format!(
+                "Throughput relative to the best peer (okaywal or raft-engine) in each cell; median of {} runs of {:.1} s",
+                g.head.reps, g.head.secs
+            ),
+            ("sans-serif", 16),
+        )
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(64)
+        .build_cartesian_2d(cell_axis(g), 0f64..top)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(g.rows.len())
+        .x_desc("durable closed loop: record size × producers")
+        .y_desc("records/s ÷ best peer's (floors: writes/s)")
+        .x_label_formatter(&|x| cell_name(g, *x))
+        .y_label_formatter(&|y| format!("{y:.1}x"))
+        .draw()?;
+    // The best peer's level, which every bar is read against.
+    let n = g.rows.len() as f64;
+    chart.draw_series(LineSeries::new(
+        vec![(-0.5, 1.0), (n - 0.5, 1.0)],
+        BLACK.stroke_width(1),
+    ))?;
+    draw_bars(&mut chart, &bars, 0.0, |v| format!("{v:.2}x"))?;
+    // A cell without a peer has no bars here: say why, not leave it blank.
+    let note =
+        TextStyle::from(("sans-serif", 12).into_font()).pos(Pos::new(HPos::Center, VPos::Bottom));
+    chart.draw_series(
+        g.rows
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.best_peer.is_none())
+            .map(|(i, _)| Text::new("no peer measured", (i as f64, top * 0.05), note.clone())),
+    )?;
+    Ok(())
+}
+
+fn grid_p99(g: &Grid, area: &DrawingArea<SVGBackend, Shift>) -> Res {
+    let bars = grid_bars(g, |_, f| Some(f.p99_us.max(1) as f64));
+    let (lo, hi) = bars.iter().fold((f64::MAX, 1.0f64), |(a, b), x| {
+        (a.min(x.value), b.max(x.value))
+    });
+    // Decades above the highest bar until it is in the lower 60%: the
+    // legend takes the top right.
+    let mut yr = log_range(lo, hi);
+    while (hi / yr.start).log10() > 0.6 * (yr.end / yr.start).log10() {
+        yr.end *= 10.0;
+    }
+    let base = yr.start;
+    let mut chart = ChartBuilder::on(area)
+        .caption(
+            "p99 latency of each system in each cell (µs, log scale)",
+            ("sans-serif", 16),
+        )
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(64)
+        .build_cartesian_2d(cell_axis(g), yr.log_scale())?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(g.rows.len())
+        .x_desc("durable closed loop: record size × producers")
+        .y_desc("p99 (µs, log)")
+        .x_label_formatter(&|x| cell_name(g, *x))
+        .y_label_formatter(&|y| thousands(*y))
+        .draw()?;
+    draw_bars(&mut chart, &bars, base, thousands)?;
     Ok(())
 }

@@ -13,10 +13,15 @@
 //! With `--busy-neighbour`, another process spins on the last CPU during
 //! every measured run (`neighbour.rs`), as a node runs its log beside the
 //! work that feeds it; every table then says so in its title.
+//!
+//! With `--grid`, the project's standard grid (`grid.rs`): five
+//! closed-loop cells in one run, summed up as one table, `grid.md` and
+//! `grid.svg`.
 
 mod chart;
 mod files;
 mod floor;
+mod grid;
 mod load;
 mod machine;
 mod measure;
@@ -53,22 +58,34 @@ struct Args {
     /// Default: the system temp dir (/tmp).
     #[arg(long)]
     dir: Option<PathBuf>,
-    /// Where results.json, chart.svg and table.txt go.
+    /// Where results.json, chart.svg and table.txt go (and with --grid,
+    /// grid.md and grid.svg).
     #[arg(long, default_value = "results")]
     out: PathBuf,
-    /// Systems to measure, comma-separated (default: all in this build):
-    /// ringwal-uring, ringwal-threaded, okaywal, raft-engine, walrus,
-    /// groupcommit, tokio-uring, floor-4k-qd1, floor-4k-qd1-ring (one-producer
-    /// cases only), floor-4k-qd8, floor-1m-qd4.
+    /// Systems to measure, comma-separated (default: all in this build;
+    /// with --grid, the grid's): ringwal-uring, ringwal-threaded, okaywal,
+    /// raft-engine, walrus, groupcommit, tokio-uring, floor-4k-qd1,
+    /// floor-4k-qd1-ring (one-producer cases only), floor-4k-qd8,
+    /// floor-1m-qd4.
     #[arg(long, value_delimiter = ',')]
     systems: Vec<String>,
-    /// Workloads, comma-separated: closed, large, sweep, recovery.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "closed,large,sweep,recovery"
-    )]
+    /// Workloads, comma-separated: closed, large, sweep, recovery
+    /// (default: all four; with --grid, none but the grid).
+    #[arg(long, value_delimiter = ',')]
     workloads: Vec<String>,
+    /// Measure the standard grid in this one run: durable closed loop,
+    /// 1 KiB records at 1, 16 and 64 producers, 64 KiB at 8 and 1 MiB at
+    /// 4, each cell against its floor (floor-4k-qd1 and floor-4k-qd1-ring
+    /// at 1 producer, floor-4k-qd8 at 16 and 64, floor-1m-qd4 at the
+    /// record's size and the cell's producers in flight for the large
+    /// records). Systems default to ringwal-uring, ringwal-threaded,
+    /// okaywal, raft-engine and those floors (--systems narrows them);
+    /// other workloads run only if --workloads names them. The cells are
+    /// fixed: --size, --producers and --large-* do not change them. Adds
+    /// the grid as one table (stdout, table.txt, `grid` in results.json),
+    /// grid.md (the same table in markdown, for the docs) and grid.svg.
+    #[arg(long)]
+    grid: bool,
     /// Producer counts for the closed loop with small records.
     #[arg(long, value_delimiter = ',', default_value = "1,8,64")]
     producers: Vec<usize>,
@@ -212,8 +229,8 @@ struct Run {
     root: PathBuf,
     next_dir: usize,
     floor_file: Option<std::fs::File>,
-    payload_small: Vec<u8>,
-    payload_large: Vec<u8>,
+    /// A random payload of every record size measured.
+    payloads: Vec<Vec<u8>>,
     /// The busy neighbour's CPU (`--busy-neighbour`).
     neighbour: Option<usize>,
 }
@@ -227,11 +244,10 @@ impl Run {
     }
 
     fn payload(&self, size: usize) -> &[u8] {
-        if size == self.payload_small.len() {
-            &self.payload_small
-        } else {
-            &self.payload_large
-        }
+        self.payloads
+            .iter()
+            .find(|p| p.len() == size)
+            .expect("a payload made for every record size measured")
     }
 
     fn window(&self) -> Window {
@@ -745,7 +761,9 @@ impl NeighbourPerRead {
 type Chosen = (Vec<System>, Vec<(String, String)>);
 
 fn choose_systems(a: &Args) -> Result<Chosen, String> {
-    let wanted: Vec<System> = if a.systems.is_empty() {
+    let wanted: Vec<System> = if a.systems.is_empty() && a.grid {
+        grid::SYSTEMS.to_vec()
+    } else if a.systems.is_empty() {
         systems::ALL.to_vec()
     } else {
         a.systems
@@ -780,8 +798,22 @@ fn main() -> ExitCode {
     }
 }
 
-fn real_main(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+/// The workloads to run: those `--workloads` names, else all four; with
+/// `--grid` none, since a grid run is for the grid's figures and the rest
+/// would take longer than the grid itself.
+fn workloads(a: &Args) -> Vec<String> {
+    match (&a.workloads[..], a.grid) {
+        ([], true) => Vec::new(),
+        ([], false) => ["closed", "large", "sweep", "recovery"]
+            .map(String::from)
+            .to_vec(),
+        (named, _) => named.to_vec(),
+    }
+}
+
+fn real_main(mut args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let started = Instant::now();
+    args.workloads = workloads(&args);
     for w in &args.workloads {
         if !["closed", "large", "sweep", "recovery"].contains(&w.as_str()) {
             return Err(format!("unknown workload {w:?}").into());
@@ -817,23 +849,51 @@ fn real_main(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     progress::note(&format!("machine: {}", machine.summary()));
     progress::note(&format!("running in {}", root.display()));
 
-    let mut payload_small = vec![0u8; args.size];
-    floor::fill_random(&mut payload_small);
-    let mut payload_large = vec![0u8; args.large_size];
-    floor::fill_random(&mut payload_large);
+    let mut sizes = vec![args.size, args.large_size];
+    if args.grid {
+        sizes.extend(grid::CELLS.iter().map(|c| c.size));
+    }
+    sizes.sort_unstable();
+    sizes.dedup();
+    let payloads = sizes
+        .into_iter()
+        .map(|n| {
+            let mut p = vec![0u8; n];
+            floor::fill_random(&mut p);
+            p
+        })
+        .collect();
     let mut run = Run {
         args: args.clone(),
         root: root.clone(),
         next_dir: 0,
         floor_file: None,
-        payload_small,
-        payload_large,
+        payloads,
         neighbour,
     };
     let has = |w: &str| args.workloads.iter().any(|x| x == w);
     let logs: Vec<System> = chosen.iter().copied().filter(|s| !s.is_floor()).collect();
 
     let mut plan = Vec::new();
+    if args.grid {
+        // First, so that the grid's figures are the run's earliest and
+        // closest together in time.
+        for cell in grid::CELLS {
+            let systems: Vec<System> = chosen
+                .iter()
+                .copied()
+                .filter(|s| !s.is_floor() || cell.floors().contains(s))
+                .collect();
+            plan.push(Case {
+                size: cell.size,
+                producers: cell.producers,
+                systems,
+                floor: cell.floor(),
+                neighbour,
+            });
+        }
+    }
+    let in_grid = plan.len();
     if has("closed") {
         let mut ps = args.producers.clone();
         ps.sort_unstable();
@@ -878,12 +938,26 @@ fn real_main(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
 
     let mut cases = Vec::new();
+    let mut grid = None;
     for case in &plan {
         let c = run_case(&mut run, case);
         // Show each case as soon as it is done.
         progress::pause();
         eprintln!("\n{}", report::case_table(&c));
         cases.push(c);
+        if cases.len() == in_grid && args.grid {
+            let head = grid::Head {
+                started_utc: machine.date_utc.clone(),
+                finished_utc: machine::utc_now(),
+                commit: machine.ringwal_commit.clone(),
+                machine: machine.hardware(),
+                reps: args.reps,
+                secs: args.secs,
+                warmup_secs: args.warmup,
+                busy_neighbour: neighbour,
+            };
+            grid = Some(grid::Grid::new(head, &cases[..in_grid]));
+        }
     }
 
     let sweeps = if has("sweep") && !logs.is_empty() {
@@ -917,25 +991,51 @@ fn real_main(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         recovery,
         recovery_error,
         targets: Vec::new(),
+        grid,
         total_secs: started.elapsed().as_secs_f64(),
     };
-    let max_p = args.producers.iter().copied().max().unwrap_or(1);
-    rep.compute_targets(args.size, max_p, (args.large_size, args.large_producers));
+    // The cells the targets and chart.svg read: with --grid the grid's,
+    // whatever --size and --producers say.
+    let (main_size, max_p, large) = if args.grid {
+        let (small, large) = (grid::CELLS[0], grid::CELLS[grid::CELLS.len() - 1]);
+        let most = grid::CELLS
+            .iter()
+            .filter(|c| c.size == small.size)
+            .map(|c| c.producers)
+            .max()
+            .unwrap_or(1);
+        (small.size, most, (large.size, large.producers))
+    } else {
+        let most = args.producers.iter().copied().max().unwrap_or(1);
+        (args.size, most, (args.large_size, args.large_producers))
+    };
+    rep.compute_targets(main_size, max_p, large);
     let table = rep.table();
     println!("{table}");
     std::fs::write(args.out.join("table.txt"), &table)?;
     let json = serde_json::to_string_pretty(&rep)?;
     std::fs::write(args.out.join("results.json"), json + "\n")?;
     let svg = args.out.join("chart.svg");
-    if let Err(e) = chart::draw(&rep, &svg, args.size, max_p) {
+    if let Err(e) = chart::draw(&rep, &svg, main_size, max_p) {
         eprintln!("harness: chart not drawn: {e}");
     }
-    eprintln!(
-        "wrote {}, {} and {}",
-        args.out.join("table.txt").display(),
-        args.out.join("results.json").display(),
-        svg.display()
-    );
+    let mut wrote = vec![
+        args.out.join("table.txt"),
+        args.out.join("results.json"),
+        svg,
+    ];
+    if let Some(g) = &rep.grid {
+        let md = args.out.join("grid.md");
+        std::fs::write(&md, g.markdown())?;
+        wrote.push(md);
+        let svg = args.out.join("grid.svg");
+        match chart::draw_grid(g, &svg) {
+            Ok(()) => wrote.push(svg),
+            Err(e) => eprintln!("harness: grid chart not drawn: {e}"),
+        }
+    }
+    let wrote: Vec<String> = wrote.iter().map(|p| p.display().to_string()).collect();
+    eprintln!("wrote {}", wrote.join(", "));
     Ok(())
 }
 
@@ -969,7 +1069,17 @@ fn own_nice() -> i64 {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_bytes;
+    use super::{parse_bytes, workloads, Args};
+    use clap::Parser;
+
+    #[test]
+    fn grid_runs_only_the_workloads_named() {
+        let w = |argv: &[&str]| workloads(&Args::parse_from([&["harness"], argv].concat()));
+        assert_eq!(w(&[]), ["closed", "large", "sweep", "recovery"]);
+        assert!(w(&["--grid"]).is_empty());
+        assert_eq!(w(&["--grid", "--workloads", "sweep"]), ["sweep"]);
+        assert_eq!(w(&["--workloads", "closed,large"]), ["closed", "large"]);
+    }
 
     #[test]
     fn sizes() {

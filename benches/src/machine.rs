@@ -43,6 +43,15 @@ impl Machine {
         }
     }
 
+    /// The machine alone, without the date, commit or neighbour: for a
+    /// header that gives those separately (the grid's).
+    pub fn hardware(&self) -> String {
+        format!(
+            "{} CPUs ({}) · {:.0} GiB · Linux {} · disk {} · {}",
+            self.nproc, self.cpu, self.mem_gib, self.kernel, self.disk, self.filesystem
+        )
+    }
+
     /// One line for the top of the report.
     pub fn summary(&self) -> String {
         format!(

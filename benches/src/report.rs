@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use crate::grid::Grid;
 use crate::machine::Machine;
 use crate::measure::Sample;
 use crate::neighbour::Spent;
@@ -199,6 +200,9 @@ pub struct Report {
     pub recovery: Option<RecoveryResult>,
     pub recovery_error: Option<String>,
     pub targets: Vec<Target>,
+    /// With `--grid`: the five standard cells as one table.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grid: Option<Grid>,
     pub total_secs: f64,
 }
 
@@ -294,6 +298,11 @@ impl Report {
         for c in &self.cases {
             let _ = writeln!(o);
             o.push_str(&case_table(c));
+        }
+        // After the cases it sums up, before the targets read off it.
+        if let Some(g) = &self.grid {
+            let _ = writeln!(o);
+            o.push_str(&g.table());
         }
         if !self.sweeps.is_empty() {
             let sla = self.sweeps[0].sla_us;
@@ -824,6 +833,7 @@ mod tests {
             recovery: None,
             recovery_error: None,
             targets: Vec::new(),
+            grid: None,
             total_secs: 0.0,
         }
     }
