@@ -58,6 +58,12 @@ pub struct Completion {
     pub result: io::Result<()>,
     /// The op, handed back so its buffer can be reused.
     pub op: Op,
+    /// Whether it was performed in place, by blocking calls on the thread
+    /// that runs the queue (the threaded queue always; io_uring when the
+    /// caller said its load is lone), rather than by the kernel
+    /// asynchronously: a caller comparing the two ways by their latency
+    /// needs to know which each was.
+    pub in_place: bool,
 }
 
 /// Assert what every queue needs of an op it is handed, at push: a

@@ -62,7 +62,12 @@ impl IoQueue for ThreadedQueue {
                 crate::queue::execute_blocking(&op)
             };
             failed |= result.is_err();
-            self.done.push_back(Completion { id, result, op });
+            self.done.push_back(Completion {
+                id,
+                result,
+                op,
+                in_place: true,
+            });
             did = true;
         }
         self.tally.check(self.in_flight());

@@ -352,6 +352,7 @@ impl UringQueue {
                 id: slot.id,
                 result,
                 op: slot.op,
+                in_place: false,
             });
         }
     }
@@ -397,13 +398,25 @@ impl UringQueue {
     /// asynchronously, its flush run by a kernel worker whose wake-up, and
     /// then this thread's, are two more hand-offs on the record's path
     /// than a `pwritev2` that flushes in place. Returns whether it did.
+    ///
+    /// With several queued, only the first is done, and the others wait
+    /// for the next `run`: the caller then publishes this one's completion
+    /// before the next write blocks it again, one operation at a time, as
+    /// the threaded queue goes.
     fn run_lone(&mut self) -> bool {
-        if !self.lone || self.live() > 0 || self.queued.len() != 1 || !self.done.is_empty() {
+        if !self.lone || self.live() > 0 || !self.done.is_empty() {
             return false;
         }
-        let (id, op) = self.queued.pop_front().expect("one queued, checked above");
+        let Some((id, op)) = self.queued.pop_front() else {
+            return false;
+        };
         let result = execute_blocking(&op);
-        self.done.push_back(Completion { id, result, op });
+        self.done.push_back(Completion {
+            id,
+            result,
+            op,
+            in_place: true,
+        });
         true
     }
 
@@ -448,7 +461,12 @@ impl IoQueue for UringQueue {
                 io::ErrorKind::Unsupported,
                 "io_uring needs a real file",
             ));
-            self.done.push_back(Completion { id, result, op });
+            self.done.push_back(Completion {
+                id,
+                result,
+                op,
+                in_place: false,
+            });
         } else {
             self.queued.push_back((id, op));
         }
@@ -735,8 +753,9 @@ mod tests {
 
     /// A lone operation, when the caller says its load is lone, is done in
     /// place: its completion is there when `run` returns, even without a
-    /// wait, and a failure is reported the same way. Two operations, or
-    /// the caller not saying so, go through the ring.
+    /// wait, and a failure is reported the same way. Of several queued,
+    /// one is done per `run`, in order. The caller not saying so, they go
+    /// through the ring. Each completion says which way it went.
     #[test]
     fn a_lone_write_is_done_in_place_and_others_through_the_ring() {
         let dir = tempfile::tempdir().unwrap();
@@ -756,23 +775,28 @@ mod tests {
         };
         q.push(1, write(&f, 7, 0));
         assert!(!q.run_lone(), "not lone unless the caller says so");
-        q.set_lone(true);
-        q.push(2, write(&f, 8, 4096));
-        assert!(!q.run_lone(), "two queued operations go through the ring");
-        assert_eq!(q.queued.len(), 2);
         let mut seen = Vec::new();
-        while seen.len() < 2 {
+        while seen.is_empty() {
             q.run(Wait::Block).unwrap();
             while let Some(c) = q.pop() {
                 c.result.unwrap();
+                assert!(!c.in_place, "through the ring");
                 seen.push(c.id);
             }
         }
+        q.set_lone(true);
+        q.push(2, write(&f, 8, 4096));
         q.push(3, write(&f, 9, 8192));
-        q.run(Wait::NoWait).unwrap();
-        let c = q.pop().expect("the lone write completed inside run");
-        assert_eq!(c.id, 3);
-        c.result.unwrap();
+        for id in [2, 3] {
+            q.run(Wait::NoWait).unwrap();
+            let c = q
+                .pop()
+                .expect("the first queued write completed inside run");
+            assert_eq!(c.id, id);
+            assert!(c.in_place);
+            c.result.unwrap();
+            assert!(q.pop().is_none(), "one operation per run");
+        }
         assert_eq!(q.in_flight(), 0);
         let data = std::fs::read(dir.path().join("f")).unwrap();
         assert!(data[..4096].iter().all(|&b| b == 7));

@@ -8,6 +8,7 @@ mod claim;
 pub(crate) mod doorbell;
 mod ledger;
 pub(crate) mod log_files;
+mod placement;
 pub(crate) mod reserve;
 pub(crate) mod retention;
 pub(crate) mod ring;

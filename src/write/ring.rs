@@ -20,6 +20,7 @@ use crate::segment::lifecycle::{self, ActiveSegment, Preparer, Spare};
 use crate::segment::set::{Live, SegmentFile};
 use crate::write::doorbell::RingSleep;
 use crate::write::ledger::{Ledger, OpKind};
+use crate::write::placement::{Placement, Way};
 use crate::write::shared::Shared;
 use crate::write::staging::{Ask, Batch, Exchange, Found};
 use crate::write::sync_budget::{Demand, SyncBudget};
@@ -82,9 +83,13 @@ struct Ring {
     /// Records the last advance of the watermarks answered: one is the
     /// sign of a lone producer (see `lone`).
     last_advance: u64,
-    /// The last write pushed was small and durable alone (see
-    /// `flush_bound`).
-    pushed_small: bool,
+    /// Where durable writes go: in place or through the queue (see
+    /// `write/placement.rs`); the ways of the writes pushed since the
+    /// queue last ran (`(any through the ring, any in place)`), and the
+    /// way the queue was last told, which operations it left queued keep.
+    placement: Placement,
+    pushed: (bool, bool),
+    told_in_place: bool,
 }
 
 /// Partly filled batches allowed in flight at once (full ones are limited
@@ -287,7 +292,9 @@ impl Ring {
             observer,
             started: Started::new(depth),
             last_advance: 0,
-            pushed_small: false,
+            placement: Placement::default(),
+            pushed: (false, false),
+            told_in_place: false,
         }
     }
 
@@ -356,7 +363,8 @@ impl Ring {
                 break;
             }
             let wait = self.next_wait(progress);
-            self.q.set_lone(self.lone() || self.flush_bound());
+            let in_place = self.in_place();
+            self.q.set_lone(self.lone() || in_place);
             if let Err(e) = self.q.run(wait) {
                 self.fail(Poison::from_error(
                     "io_uring_enter failed",
@@ -541,6 +549,11 @@ impl Ring {
         if self.failed() || !self.ex.taken.is_empty() || self.budget.over_budget() {
             return 0;
         }
+        // A probe of writing in place waits for the writes in flight, so
+        // that its write runs alone, as in place means.
+        if self.placement.drain_for_probe() && self.ledger.writes() > 0 {
+            return 0;
+        }
         self.sh
             .cfg()
             .max_inflight
@@ -567,24 +580,33 @@ impl Ring {
         self.last_advance <= 1 && self.sh.acks().blocked_waiters() <= 1
     }
 
-    /// Whether the write last pushed is bound by the device's flush
-    /// rather than its bandwidth: durable alone (a flush of its own) and
-    /// below [`SUBMIT_FIRST_BYTES`]. Such a write, when nothing else is in
-    /// the kernel, is done in place (`IoQueue::set_lone`), as a lone
-    /// record's is. Why: through the ring, a durable direct write on a
-    /// disk without FUA completes on a kernel worker bound to the CPU that
-    /// took the disk's interrupt, which flushes and only then posts the
-    /// completion; when another process keeps that CPU busy, the worker
-    /// waits for the scheduler's next tick. `ringwal bench
-    /// --busy-neighbour`, 1 KiB records from 16 producers: 4,307 and 4,385
-    /// records/s through the ring (every write 4 ms), 105,480 and 103,805
-    /// in place; on a quiet machine level or better (112,215-117,580
-    /// against 115,257-122,429, alternating rounds). Larger writes still
-    /// go through the ring, where several in flight use the device's
-    /// bandwidth (and a busy interrupt CPU still costs them a tick: see
-    /// docs/benchmarks-history.md). Cost: none (a flag set at the push).
-    fn flush_bound(&self) -> bool {
-        self.pushed_small
+    /// Whether the operations now queued are done in place, one at a
+    /// time, blocking this thread (`IoQueue::set_lone`), when nothing else
+    /// is in the kernel: as a lone record's is, and as `Placement` says for
+    /// durable writes (a flush-bound one always; large ones while the
+    /// queue's completions are measured stalled, or for a probe). Why:
+    /// through io_uring, a durable direct write on a disk without FUA
+    /// completes on a kernel worker bound to the interrupt's CPU, and when
+    /// another process keeps that CPU busy the worker waits for the
+    /// scheduler's next tick. `ringwal bench --busy-neighbour`, 1 KiB
+    /// records from 16 producers: 4,307 and 4,385 records/s through the
+    /// ring (every write 4 ms), 105,480 and 103,805 in place; on a quiet
+    /// machine level or better (112,215-117,580 against 115,257-122,429,
+    /// alternating rounds). Cost: none.
+    ///
+    /// A write pushed for the ring takes every operation queued with it
+    /// there (one done in place would hold the others back); writes pushed
+    /// only for in place are done so; with none pushed, what the queue
+    /// still holds keeps the way it was queued for.
+    fn in_place(&mut self) -> bool {
+        let told = match self.pushed {
+            (true, _) => false,
+            (false, true) => true,
+            (false, false) => self.told_in_place,
+        };
+        self.pushed = (false, false);
+        self.told_in_place = told;
+        told
     }
 
     fn reap(&mut self) -> bool {
@@ -600,10 +622,17 @@ impl Ring {
         let kind = self.ledger.complete(c.id);
         let counters = &self.sh.counters();
         if let Some(since) = self.started.end(c.id) {
-            match kind {
-                OpKind::Write { .. } => counters.write_latency.record(since),
-                OpKind::Sync { .. } => counters.sync_latency.record(since),
-                OpKind::Barrier => {}
+            match (kind, &c.op) {
+                (OpKind::Write { durable: true, .. }, Op::Write { len, .. }) => {
+                    counters.write_latency.record(since);
+                    // In flight with it: those still out, and itself.
+                    let depth = self.ledger.writes() + 1;
+                    self.placement
+                        .completed(*len, c.in_place, since.elapsed(), depth);
+                }
+                (OpKind::Write { .. }, _) => counters.write_latency.record(since),
+                (OpKind::Sync { .. }, _) => counters.sync_latency.record(since),
+                (OpKind::Barrier, _) => {}
             }
         }
         counters
@@ -816,7 +845,10 @@ impl Ring {
         let c = &self.sh.counters();
         c.writes.fetch_add(1, Ordering::Relaxed);
         c.write_bytes.fetch_add(batch.len as u64, Ordering::Relaxed);
-        self.pushed_small = durable && batch.len < SUBMIT_FIRST_BYTES;
+        match self.placement.way(batch.len, durable) {
+            Way::Ring => self.pushed.0 = true,
+            Way::InPlace => self.pushed.1 = true,
+        }
         let op = Op::Write {
             file: self.seg.file.clone(),
             buf: batch.buf,
