@@ -84,10 +84,6 @@ enum Command {
     Completions(CompletionsArgs),
     /// Print the manual page (roff).
     Man,
-    /// The process `bench --busy-neighbour` starts beside it: pin to one
-    /// CPU and spin until stdin closes. Internal, so hidden.
-    #[command(name = neighbour::SUBCOMMAND, hide = true)]
-    BusyNeighbourSpin(neighbour::SpinArgs),
 }
 
 /// Arguments of `ringwal append`.
@@ -602,10 +598,7 @@ impl Command {
             Command::Restore(a) => a.json,
             Command::Archive(a) => matches!(&a.ls, Some(archive::ArchiveCommand::Ls(l)) if l.json),
             // `bench --json FILE` writes its results to a file.
-            Command::Bench(_)
-            | Command::Completions(_)
-            | Command::Man
-            | Command::BusyNeighbourSpin(_) => false,
+            Command::Bench(_) | Command::Completions(_) | Command::Man => false,
         }
     }
 }
@@ -620,6 +613,12 @@ fn json_requested() -> bool {
 /// Parse the arguments, run the command, and turn the outcome into an
 /// exit status (see [`exit::TABLE`]).
 fn main() -> ExitCode {
+    // The process `bench --busy-neighbour` starts beside it is this
+    // executable asked through its environment, not a subcommand, so
+    // that no help, manual page or completion script offers it.
+    if let Some(spun) = neighbour::spin_if_asked() {
+        return exit::report(spun, false);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return exit::parse_failure(e, json_requested()),
@@ -640,7 +639,6 @@ fn main() -> ExitCode {
         Command::Bench(a) => bench::run(a),
         Command::Completions(a) => docs::completions(a),
         Command::Man => docs::man(),
-        Command::BusyNeighbourSpin(a) => neighbour::spin(a),
     };
     exit::report(result, json)
 }

@@ -3,8 +3,8 @@
 //! produces the records, not on an otherwise idle machine, so figures
 //! taken with every CPU free flatter a design that needs them all.
 //!
-//! The neighbour is this executable again, run as the hidden subcommand
-//! `busy-neighbour-spin --cpu N`: a process of its own, so that its CPU
+//! The neighbour is this executable again, run with
+//! `RINGWAL_BUSY_NEIGHBOUR_CPU=N` in its environment: a process of its own, so that its CPU
 //! time is not the bench's and its one thread is scheduled as any other
 //! program's would be. It pins itself to the CPU, says so on stdout,
 //! then spins in a loop that makes no syscalls. A [`Neighbour`] kills and
@@ -20,18 +20,25 @@ use std::time::Instant;
 use super::{CmdResult, Failure};
 use crate::exit::Kind;
 
-/// The hidden subcommand that makes a process the neighbour.
-pub(crate) const SUBCOMMAND: &str = "busy-neighbour-spin";
+/// The environment variable that makes this executable the neighbour:
+/// the CPU to pin to and spin on.
+const ENV: &str = "RINGWAL_BUSY_NEIGHBOUR_CPU";
 
 /// What the neighbour prints once pinned, just before it starts spinning.
 const READY: &str = "spinning";
 
-/// Arguments of the hidden `ringwal busy-neighbour-spin`.
-#[derive(Debug, clap::Args)]
-pub(crate) struct SpinArgs {
-    /// The CPU to pin to and spin on.
-    #[arg(long)]
-    pub cpu: usize,
+/// If this process was started as a neighbour ([`ENV`] set), be one:
+/// spin until stdin closes. `None` for every other run. Cost: one
+/// environment lookup.
+pub(crate) fn spin_if_asked() -> Option<CmdResult> {
+    let cpu = std::env::var_os(ENV)?;
+    Some(match cpu.to_str().and_then(|c| c.parse::<usize>().ok()) {
+        Some(cpu) => spin(cpu),
+        None => Err(Failure::other(format!(
+            "busy neighbour: {ENV}={} is not a CPU number",
+            cpu.to_string_lossy()
+        ))),
+    })
 }
 
 /// The CPU a neighbour takes: the last one this process may run on (its
@@ -60,10 +67,10 @@ pub(crate) fn last_cpu() -> Result<usize, Failure> {
     }
 }
 
-/// `ringwal busy-neighbour-spin --cpu N`: pin to CPU N, say so, then spin
-/// until stdin closes. Returns only on failure to start.
-pub(crate) fn spin(a: SpinArgs) -> CmdResult {
-    ringwal_platform::cpu::pin_current(a.cpu)
+/// Pin to `cpu`, say so, then spin until stdin closes. Returns only on
+/// failure to start.
+fn spin(cpu: usize) -> CmdResult {
+    ringwal_platform::cpu::pin_current(cpu)
         .map_err(|e| Failure::other(format!("busy neighbour: {e}")))?;
     // The spinning thread makes no syscall, so it cannot notice that the
     // bench has gone; this thread, asleep in a read, can: the pipe's
@@ -152,7 +159,7 @@ impl Neighbour {
         let exe = std::env::current_exe()
             .map_err(|e| Failure::io("busy neighbour: this executable's path", e))?;
         let child = Command::new(&exe)
-            .args([SUBCOMMAND, "--cpu", &cpu.to_string()])
+            .env(ENV, cpu.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

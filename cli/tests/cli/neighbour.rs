@@ -72,8 +72,8 @@ fn bench_busy_neighbour_spins_on_the_last_cpu_and_is_gone_after() {
     // Killed and reaped: no process of that id, or (the id reused in
     // the meantime) none that is a neighbour.
     let proc_dir = Path::new("/proc").join(pid.to_string());
-    let still_spinning = std::fs::read(proc_dir.join("cmdline"))
-        .is_ok_and(|c| String::from_utf8_lossy(&c).contains("busy-neighbour-spin"));
+    let still_spinning = std::fs::read(proc_dir.join("environ"))
+        .is_ok_and(|c| String::from_utf8_lossy(&c).contains("RINGWAL_BUSY_NEIGHBOUR_CPU="));
     assert!(!still_spinning, "neighbour {pid} left running");
 }
 
