@@ -124,7 +124,8 @@ fn part1(args: &Args, url: &str) {
             // A fresh archive point per round: the directory's is the
             // last round's otherwise, and it would ship nothing.
             let _ = std::fs::remove_file(log.join("00001.archived"));
-            let mut a = Archiver::open(&log, &cfg(), &u, &StoreOptions::default()).expect("archiver");
+            let mut a =
+                Archiver::open(&log, &cfg(), &u, &StoreOptions::default()).expect("archiver");
             let t = Instant::now();
             let p = a.pass().expect("pass");
             p.bytes as f64 / t.elapsed().as_secs_f64() / 1e6
@@ -136,7 +137,10 @@ fn part1(args: &Args, url: &str) {
             let a = run_arch(r);
             (run_plain(r), a)
         };
-        println!("part 1 round {r}: plain put {p:.0} MB/s, archiver {a:.0} MB/s, ratio {:.2}", a / p);
+        println!(
+            "part 1 round {r}: plain put {p:.0} MB/s, archiver {a:.0} MB/s, ratio {:.2}",
+            a / p
+        );
         plain.push(p);
         arch.push(a);
         ratio.push(a / p);
@@ -176,7 +180,10 @@ fn load_round(dir: &Path, secs: u64, url: Option<&str>) -> (Histogram<u64>, Vec<
                 let rec = vec![7u8; 1024];
                 while !stop.load(Ordering::Relaxed) {
                     let t = Instant::now();
-                    wal.append(1, &rec).expect("append").wait(Level::Durable).expect("durable");
+                    wal.append(1, &rec)
+                        .expect("append")
+                        .wait(Level::Durable)
+                        .expect("durable");
                     h.record(t.elapsed().as_nanos() as u64).expect("record");
                 }
                 hist.lock().expect("lock").add(h).expect("add");
@@ -195,7 +202,10 @@ fn load_round(dir: &Path, secs: u64, url: Option<&str>) -> (Histogram<u64>, Vec<
             let archived = r.status().last_lsn;
             if start.elapsed() > Duration::from_secs(3) {
                 // When the newest archived record became durable.
-                let when = timeline.iter().find(|(_, d)| *d >= archived).map(|(t, _)| *t);
+                let when = timeline
+                    .iter()
+                    .find(|(_, d)| *d >= archived)
+                    .map(|(t, _)| *t);
                 if let (Some(when), true) = (when, archived > 0) {
                     ages.push(now.duration_since(when).as_secs_f64() * 1e3);
                 }
@@ -219,7 +229,8 @@ fn load_round(dir: &Path, secs: u64, url: Option<&str>) -> (Histogram<u64>, Vec<
 
 fn part2(args: &Args, url: &str) {
     let dir = args.dir.join("load-log");
-    let (mut without, mut with, mut ratio, mut tput) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut without, mut with, mut ratio, mut tput) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut ages_all = Vec::new();
     for r in 0..args.rounds {
         let u = format!("{}/load-{r}", url.trim_end_matches('/'));
@@ -232,7 +243,10 @@ fn part2(args: &Args, url: &str) {
             let a = run(false);
             (a, run(true))
         };
-        let (p_without, p_with) = (a.0.value_at_quantile(0.99) as f64, b.0.value_at_quantile(0.99) as f64);
+        let (p_without, p_with) = (
+            a.0.value_at_quantile(0.99) as f64,
+            b.0.value_at_quantile(0.99) as f64,
+        );
         let rate = |h: &Histogram<u64>| h.len() as f64 / args.secs as f64;
         println!(
             "part 2 round {r}: p99 without {:.0} us, with {:.0} us ({:.2}x); records/s without {:.0}, with {:.0}; \
@@ -286,7 +300,10 @@ fn part4(args: &Args, url: &str) {
         .expect("archiver")
         .pass()
         .expect("pass");
-    let bytes: u64 = segment_files(&log).iter().map(|f| std::fs::metadata(f).expect("stat").len()).sum();
+    let bytes: u64 = segment_files(&log)
+        .iter()
+        .map(|f| std::fs::metadata(f).expect("stat").len())
+        .sum();
     let (mut rec, mut res, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
     for r in 0..args.rounds {
         drop_caches();
@@ -298,7 +315,8 @@ fn part4(args: &Args, url: &str) {
         let to = args.dir.join(format!("restored-{r}"));
         drop_caches();
         let t = Instant::now();
-        let got = archive::restore(&u, &StoreOptions::default(), &to, &cfg(), RestoreTo::End).expect("restore");
+        let got = archive::restore(&u, &StoreOptions::default(), &to, &cfg(), RestoreTo::End)
+            .expect("restore");
         let restore = t.elapsed().as_secs_f64();
         let (a, b) = (scanned / recovery / 1e6, got.bytes as f64 / restore / 1e6);
         println!(

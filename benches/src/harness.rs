@@ -174,10 +174,6 @@ struct Args {
     /// single CPU.
     #[arg(long)]
     busy_neighbour: bool,
-    /// Be the busy neighbour (what --busy-neighbour runs): pin to this
-    /// CPU and spin until stdin closes.
-    #[arg(long = "neighbour-spin", hide = true, value_name = "CPU")]
-    neighbour_spin: Option<usize>,
 }
 
 fn parse_bytes(s: &str) -> Result<u64, String> {
@@ -704,7 +700,7 @@ fn run_recovery(run: &mut Run) -> io::Result<RecoveryResult> {
 /// which [`finish`](Self::finish) returns after the pass.
 struct NeighbourPerRead {
     cpu: Option<usize>,
-    running: std::cell::RefCell<Option<neighbour::Neighbour>>,
+    running: std::cell::RefCell<Option<ringwal_platform::neighbour::Neighbour>>,
     spent: std::cell::RefCell<Vec<Spent>>,
     failed: std::cell::RefCell<Option<io::Error>>,
 }
@@ -725,7 +721,7 @@ impl NeighbourPerRead {
         self.stop();
         quiet();
         if let Some(cpu) = self.cpu {
-            match neighbour::Neighbour::start(cpu) {
+            match neighbour::start(cpu) {
                 Ok(n) => *self.running.borrow_mut() = Some(n),
                 Err(e) => self.fail(e),
             }
@@ -735,7 +731,7 @@ impl NeighbourPerRead {
     fn stop(&self) {
         let running = self.running.borrow_mut().take();
         if let Some(n) = running {
-            match n.stop() {
+            match neighbour::stop(n) {
                 Ok(s) => self.spent.borrow_mut().push(s),
                 Err(e) => self.fail(e),
             }
@@ -783,11 +779,12 @@ fn choose_systems(a: &Args) -> Result<Chosen, String> {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
-    if let Some(cpu) = args.neighbour_spin {
-        // This process is a busy neighbour, not a harness.
-        return neighbour::serve(cpu);
+    // Started by --busy-neighbour as the neighbour: be one, not a harness.
+    if let Some(e) = neighbour::serve_if_asked() {
+        eprintln!("harness: {e}");
+        return ExitCode::FAILURE;
     }
+    let args = Args::parse();
     match real_main(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

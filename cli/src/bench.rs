@@ -27,8 +27,9 @@ use ringwal::channel::{AckResult, Channels, RecordSender};
 use ringwal::{Backend, Durability, Level, Lsn, Stats, Ticket, Wal};
 
 use super::inspect::human_bytes;
-use super::neighbour::{self, Neighbour, Spent};
+use super::neighbour;
 use super::{ApiArg, BenchArgs, CmdResult, Failure, PayloadArg};
+use ringwal_platform::neighbour::Spent;
 
 /// Highest latency the histograms track exactly (one hour, in µs); larger
 /// values are recorded as this.
@@ -161,9 +162,9 @@ pub(crate) fn run(a: BenchArgs) -> CmdResult {
     // Started after the log is open and stopped as soon as the load
     // ends: it disturbs what is measured, not the setup. On an early
     // return the guard kills it.
-    let busy = neighbour_cpu.map(Neighbour::start).transpose()?;
+    let busy = neighbour_cpu.map(neighbour::start).transpose()?;
     let res = load(&wal, &a, level)?;
-    let spent = busy.map(Neighbour::stop).transpose()?;
+    let spent = busy.map(neighbour::stop).transpose()?;
     Arc::into_inner(wal)
         .expect("the channel threads are joined")
         .close()?;
@@ -747,7 +748,7 @@ fn write_json(
             "others_p999_us": s.others.value_at_quantile(0.999),
             "others_max_us": s.others.max(),
         })),
-        "busy_neighbour": busy.map(Spent::json),
+        "busy_neighbour": busy.map(neighbour::json),
     });
     let mut text = serde_json::to_string_pretty(&obj)
         .map_err(|e| Failure::other(format!("encoding JSON: {e}")))?;

@@ -27,6 +27,7 @@
 mod buf;
 pub mod cpu;
 pub mod file;
+pub mod neighbour;
 mod notify;
 mod queue;
 #[cfg(feature = "sim")]
