@@ -548,18 +548,9 @@ mod tests {
             systems: figures
                 .iter()
                 .map(|&(system, ops, mb, p99)| SysResult {
-                    system,
-                    name: system.name(),
-                    description: "",
                     reps: vec![sample(ops, mb, p99, 0.1)],
                     median: Some(sample(ops, mb, p99, 0.1)),
-                    curve: Vec::new(),
-                    ops_vs_floor: None,
-                    ops_vs_ringwal: None,
-                    p99_vs_floor: None,
-                    p99_vs_ringwal: None,
-                    errors: Vec::new(),
-                    neighbour: Vec::new(),
+                    ..SysResult::unmeasured(system, "")
                 })
                 .collect(),
             busy_neighbour: None,

@@ -378,20 +378,7 @@ fn run_case(run: &mut Run, case: &Case) -> CaseResult {
     let mut results: Vec<SysResult> = case
         .systems
         .iter()
-        .map(|&s| SysResult {
-            system: s,
-            name: s.name(),
-            description: s.describe(),
-            reps: Vec::new(),
-            median: None,
-            curve: Vec::new(),
-            ops_vs_floor: None,
-            ops_vs_ringwal: None,
-            p99_vs_floor: None,
-            p99_vs_ringwal: None,
-            errors: Vec::new(),
-            neighbour: Vec::new(),
-        })
+        .map(|&s| SysResult::unmeasured(s, s.describe()))
         .collect();
     let mut hists: Vec<Vec<hdrhistogram::Histogram<u64>>> = vec![Vec::new(); case.systems.len()];
     let n = case.systems.len();

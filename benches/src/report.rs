@@ -58,6 +58,24 @@ pub struct SysResult {
 }
 
 impl SysResult {
+    /// `system` with no run measured yet (`reps` empty, no ratios).
+    pub fn unmeasured(system: System, description: &'static str) -> SysResult {
+        SysResult {
+            system,
+            name: system.name(),
+            description,
+            reps: Vec::new(),
+            median: None,
+            curve: Vec::new(),
+            ops_vs_floor: None,
+            ops_vs_ringwal: None,
+            p99_vs_floor: None,
+            p99_vs_ringwal: None,
+            errors: Vec::new(),
+            neighbour: Vec::new(),
+        }
+    }
+
     /// The median share of a CPU the busy neighbour got across the runs
     /// (`None`: no neighbour).
     pub fn neighbour_share(&self) -> Option<f64> {
@@ -789,18 +807,9 @@ mod tests {
             systems: figures
                 .iter()
                 .map(|&(system, ops)| SysResult {
-                    system,
-                    name: system.name(),
-                    description: "",
                     reps: vec![sample(ops)],
                     median: Some(sample(ops)),
-                    curve: Vec::new(),
-                    ops_vs_floor: None,
-                    ops_vs_ringwal: None,
-                    p99_vs_floor: None,
-                    p99_vs_ringwal: None,
-                    errors: Vec::new(),
-                    neighbour: Vec::new(),
+                    ..SysResult::unmeasured(system, "")
                 })
                 .collect(),
             busy_neighbour: Some(1),
