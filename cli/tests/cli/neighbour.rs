@@ -48,12 +48,13 @@ fn bench_busy_neighbour_spins_on_the_last_cpu_and_is_gone_after() {
     // The kernel's word that it was pinned, read while it ran.
     assert_eq!(nb["cpus_allowed"], cpu.to_string(), "{v}");
     // It spun: a neighbour that only slept, or never ran, would show
-    // next to nothing. Under other tests' load it may get less than a
-    // whole CPU, but not this little.
+    // next to nothing (0 or 1 clock tick). Beside the other tests' busy
+    // threads on its CPU it may get much less than a whole CPU, but a
+    // spinning thread gets its share: five ticks of a second at least.
     let share = nb["cpu_share"].as_f64().unwrap();
     let wall = nb["wall_secs"].as_f64().unwrap();
     assert!(wall >= 0.9, "the neighbour ran {wall} s of a 1 s load: {v}");
-    assert!(share > 0.3, "the neighbour got {share} of a CPU: {v}");
+    assert!(share > 0.05, "the neighbour got {share} of a CPU: {v}");
     assert!(
         share < 1.2,
         "one pinned thread cannot use {share} CPUs: {v}"
