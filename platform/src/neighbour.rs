@@ -185,6 +185,8 @@ impl Neighbour {
     }
 
     /// Stop the neighbour: read the CPU time it used, kill it, reap it.
+    /// Cost: a read of `/proc`, a `kill` and a `wait`.
+    ///
     /// Errors: it had exited before (so it did not spin the whole run),
     /// or `/proc` no longer shows its CPU time.
     pub fn stop(mut self) -> io::Result<Spent> {
