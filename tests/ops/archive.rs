@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ringwal::archive::{self, Archiver, Got, RestoreTo, Store, StoreOptions};
+use ringwal::archive::{self, Archiver, Got, RestoreTo, Restored, Store, StoreOptions};
 use ringwal::{
     ArchiveProblem, Backend, Config, DurabilityObserver, Error, Level, Lsn, Wal, WhenFull,
 };
@@ -26,6 +26,16 @@ fn dirs() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
     let t = tempfile::tempdir().unwrap();
     let [log, arch, back] = ["log", "arch", "back"].map(|n| t.path().join(n));
     (t, log, arch, back)
+}
+
+/// An archiver of the log in `log` into `arch` (default store options).
+fn archiver(log: &Path, cfg: &Config, arch: &Path) -> ringwal::Result<Archiver> {
+    Archiver::open(log, cfg, &url(arch), &StoreOptions::default())
+}
+
+/// Restore the archive in `arch` (default store options) into `to`.
+fn restore(arch: &Path, to: &Path, cfg: &Config, upto: RestoreTo) -> ringwal::Result<Restored> {
+    archive::restore(&url(arch), &StoreOptions::default(), to, cfg, upto)
 }
 
 fn payload(i: u64) -> Vec<u8> {
@@ -65,12 +75,7 @@ impl DurabilityObserver for Held {
 fn checkpoints_keep_what_the_archive_lacks_and_restore_brings_all_back() {
     let _g = opening_logs();
     for backend in BACKENDS {
-        let t = tempfile::tempdir().unwrap();
-        let (log, arch, back) = (
-            t.path().join("log"),
-            t.path().join("arch"),
-            t.path().join("back"),
-        );
+        let (_t, log, arch, back) = dirs();
         let held = Arc::new(Held::default());
         let cfg = common::small(backend).observer(held.clone()).build();
         let (wal, _) = Wal::open(&log, cfg.clone()).unwrap();
@@ -115,14 +120,7 @@ fn checkpoints_keep_what_the_archive_lacks_and_restore_brings_all_back() {
 
         // The archive holds every record ever appended, the ones the log
         // released included.
-        let r = archive::restore(
-            &url(&arch),
-            &StoreOptions::default(),
-            &back,
-            &cfg,
-            RestoreTo::End,
-        )
-        .unwrap();
+        let r = restore(&arch, &back, &cfg, RestoreTo::End).unwrap();
         assert_eq!(
             (r.first_lsn, r.last_lsn, r.given_up),
             (1, last, None),
@@ -199,10 +197,9 @@ fn restore_to_an_lsn_gives_up_the_rest_and_refuses_damage_by_name() {
         .pass()
         .unwrap();
     wal.close().unwrap();
-    let opts = StoreOptions::default();
 
     let to = t.path().join("to");
-    let r = archive::restore(&url(&arch), &opts, &to, &cfg, RestoreTo::Lsn(123)).unwrap();
+    let r = restore(&arch, &to, &cfg, RestoreTo::Lsn(123)).unwrap();
     assert_eq!((r.last_lsn, r.given_up), (123, Some((124, last))));
     let got = records(&to, &cfg);
     assert_eq!(got.last().map(|r| r.0), Some(123));
@@ -218,7 +215,7 @@ fn restore_to_an_lsn_gives_up_the_rest_and_refuses_damage_by_name() {
     wal.close().unwrap();
 
     // A directory holding a log is refused and left as it was.
-    let e = archive::restore(&url(&arch), &opts, &to, &cfg, RestoreTo::End).unwrap_err();
+    let e = restore(&arch, &to, &cfg, RestoreTo::End).unwrap_err();
     assert!(
         matches!(
             &e,
@@ -243,7 +240,7 @@ fn restore_to_an_lsn_gives_up_the_rest_and_refuses_damage_by_name() {
     bytes[9000] ^= 0x40;
     std::fs::write(victim, &bytes).unwrap();
     let to = t.path().join("damaged");
-    let e = archive::restore(&url(&arch), &opts, &to, &cfg, RestoreTo::End).unwrap_err();
+    let e = restore(&arch, &to, &cfg, RestoreTo::End).unwrap_err();
     let name = victim.file_name().unwrap().to_str().unwrap();
     assert!(
         matches!(&e, Error::Archive { problem: ArchiveProblem::Damaged(_), object, .. } if object.ends_with(name)),
@@ -255,7 +252,7 @@ fn restore_to_an_lsn_gives_up_the_rest_and_refuses_damage_by_name() {
         "nothing left behind"
     );
     std::fs::remove_file(victim).unwrap();
-    let e = archive::restore(&url(&arch), &opts, &to, &cfg, RestoreTo::End).unwrap_err();
+    let e = restore(&arch, &to, &cfg, RestoreTo::End).unwrap_err();
     assert!(
         matches!(&e, Error::Archive { problem: ArchiveProblem::Missing, object, .. } if object.ends_with(name)),
         "{e}"
@@ -273,7 +270,7 @@ fn an_archiver_in_another_process_ships_only_what_the_vouches_prove_durable() {
     let (_t, log, arch, _) = dirs();
     let cfg = common::cfg(Backend::Threaded);
     let (wal, _) = Wal::open(&log, cfg.clone()).unwrap();
-    let mut a = Archiver::open(&log, &cfg, &url(&arch), &StoreOptions::default()).unwrap();
+    let mut a = archiver(&log, &cfg, &arch).unwrap();
     for round in 0..5 {
         // One record a write: each write vouches for the ones before it.
         for i in 0..60 {
@@ -436,12 +433,10 @@ fn one_archiver_at_a_time() {
     let (wal, _) = Wal::open(&log, cfg.clone()).unwrap();
     fill(&wal, 10);
     let first = Archiver::attach(&wal, &url(&arch), &StoreOptions::default()).unwrap();
-    let e = Archiver::open(&log, &cfg, &url(&arch), &StoreOptions::default())
-        .err()
-        .expect("locked");
+    let e = archiver(&log, &cfg, &arch).err().expect("locked");
     assert!(matches!(e, Error::Locked { .. }), "{e}");
     drop(first);
-    let mut second = Archiver::open(&log, &cfg, &url(&arch), &StoreOptions::default()).unwrap();
+    let mut second = archiver(&log, &cfg, &arch).unwrap();
     // A clean close vouches for every record: all of them go.
     wal.close().unwrap();
     assert_eq!(second.pass().unwrap().last_lsn, 10);
@@ -466,7 +461,7 @@ fn an_encrypted_log_stays_encrypted_in_the_archive() {
     }
     last.unwrap().wait(Level::Durable).unwrap();
     wal.close().unwrap();
-    let mut a = Archiver::open(&log, &cfg, &url(&arch), &StoreOptions::default()).unwrap();
+    let mut a = archiver(&log, &cfg, &arch).unwrap();
     assert_eq!(a.pass().unwrap().last_lsn, 2000);
     drop(a);
     // No object shows a payload in the clear.
@@ -486,14 +481,7 @@ fn an_encrypted_log_stays_encrypted_in_the_archive() {
         );
     }
     // Restored, it reads with the key and not without.
-    archive::restore(
-        &url(&arch),
-        &StoreOptions::default(),
-        &back,
-        &cfg,
-        RestoreTo::End,
-    )
-    .unwrap();
+    restore(&arch, &back, &cfg, RestoreTo::End).unwrap();
     let got = records(&back, &cfg);
     assert_eq!(got.len(), 2000);
     assert!(got.iter().all(|(_, p)| p.starts_with(marker)));
@@ -517,7 +505,7 @@ fn a_segment_a_crash_left_unwritten_does_not_seal_the_one_before() {
     // name over a blank, preallocated file.
     let blank = log.join(ringwal::format::segment_file_name(1, last + 1));
     std::fs::write(&blank, vec![0u8; common::SEGMENT_BYTES as usize]).unwrap();
-    let mut a = Archiver::open(&log, &cfg, &url(&arch), &StoreOptions::default()).unwrap();
+    let mut a = archiver(&log, &cfg, &arch).unwrap();
     let p = a.pass().unwrap();
     assert_eq!(
         (p.sealed, p.archived_lsn, p.last_lsn),
@@ -531,14 +519,7 @@ fn a_segment_a_crash_left_unwritten_does_not_seal_the_one_before() {
     wal.close().unwrap();
     assert_eq!(a.pass().unwrap().last_lsn, last);
     drop(a);
-    archive::restore(
-        &url(&arch),
-        &StoreOptions::default(),
-        &back,
-        &cfg,
-        RestoreTo::End,
-    )
-    .unwrap();
+    restore(&arch, &back, &cfg, RestoreTo::End).unwrap();
     assert_eq!(records(&back, &cfg), records(&log, &cfg));
 }
 
@@ -554,10 +535,7 @@ fn the_archive_dates_its_objects_and_restores_to_a_time() {
     std::thread::sleep(Duration::from_millis(30));
     let last = fill(&wal, 250);
     wal.close().unwrap();
-    Archiver::open(&log, &cfg, &url(&arch), &StoreOptions::default())
-        .unwrap()
-        .pass()
-        .unwrap();
+    archiver(&log, &cfg, &arch).unwrap().pass().unwrap();
     let l = archive::list(&url(&arch), &StoreOptions::default(), 1)
         .unwrap()
         .unwrap();
@@ -566,14 +544,7 @@ fn the_archive_dates_its_objects_and_restores_to_a_time() {
         let (a, b) = o.written.expect("format version 3 dates every write");
         assert!(a <= b, "{o:?}");
     }
-    let r = archive::restore(
-        &url(&arch),
-        &StoreOptions::default(),
-        &back,
-        &cfg,
-        RestoreTo::Time(split),
-    )
-    .unwrap();
+    let r = restore(&arch, &back, &cfg, RestoreTo::Time(split)).unwrap();
     assert_eq!((r.last_lsn, r.given_up), (first, Some((first + 1, last))));
     let got = records(&back, &cfg);
     assert_eq!(got.last().map(|r| r.0), Some(first));
@@ -583,9 +554,7 @@ fn the_archive_dates_its_objects_and_restores_to_a_time() {
 fn an_archiver_of_a_missing_directory_is_refused_and_creates_nothing() {
     let (_t, log, arch, _) = dirs();
     let cfg = common::cfg(Backend::Threaded);
-    let e = Archiver::open(&log, &cfg, &url(&arch), &StoreOptions::default())
-        .err()
-        .expect("no log there");
+    let e = archiver(&log, &cfg, &arch).err().expect("no log there");
     assert!(matches!(e, Error::NoLog { .. }), "{e}");
     assert!(!log.exists());
 }
@@ -598,20 +567,13 @@ fn a_restored_log_written_again_is_refused_by_its_old_archive() {
     let (wal, _) = Wal::open(&log, cfg.clone()).unwrap();
     fill(&wal, 600);
     wal.close().unwrap();
-    let opts = StoreOptions::default();
-    Archiver::open(&log, &cfg, &url(&arch), &opts)
-        .unwrap()
-        .pass()
-        .unwrap();
+    archiver(&log, &cfg, &arch).unwrap().pass().unwrap();
     // Back to a point inside the first segment, then a new history.
-    archive::restore(&url(&arch), &opts, &back, &cfg, RestoreTo::Lsn(10)).unwrap();
+    restore(&arch, &back, &cfg, RestoreTo::Lsn(10)).unwrap();
     let (wal, _) = Wal::open(&back, cfg.clone()).unwrap();
     fill(&wal, 5);
     wal.close().unwrap();
-    let e = Archiver::open(&back, &cfg, &url(&arch), &opts)
-        .unwrap()
-        .pass()
-        .unwrap_err();
+    let e = archiver(&back, &cfg, &arch).unwrap().pass().unwrap_err();
     assert!(
         matches!(
             &e,
@@ -624,9 +586,6 @@ fn a_restored_log_written_again_is_refused_by_its_old_archive() {
     );
     // To a new prefix it archives whole.
     let fresh = t.path().join("arch2");
-    let p = Archiver::open(&back, &cfg, &url(&fresh), &opts)
-        .unwrap()
-        .pass()
-        .unwrap();
+    let p = archiver(&back, &cfg, &fresh).unwrap().pass().unwrap();
     assert_eq!(p.last_lsn, records(&back, &cfg).last().unwrap().0);
 }
