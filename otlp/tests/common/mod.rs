@@ -269,3 +269,32 @@ pub fn frames(wal: &Path) -> Vec<(u16, Vec<u8>)> {
     .expect("replaying the log");
     out
 }
+
+/// A traces request (OTLP protobuf) with one span per name, each carrying
+/// `pad` bytes of trace state (0: none), so that a few of them can fill a
+/// small segment.
+pub fn traces(names: &[&str], pad: usize) -> Vec<u8> {
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
+    use prost::Message;
+    let spans = names
+        .iter()
+        .map(|n| Span {
+            name: n.to_string(),
+            trace_state: "x".repeat(pad),
+            span_id: vec![1; 8],
+            trace_id: vec![2; 16],
+            ..Span::default()
+        })
+        .collect();
+    ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            scope_spans: vec![ScopeSpans {
+                spans,
+                ..ScopeSpans::default()
+            }],
+            ..ResourceSpans::default()
+        }],
+    }
+    .encode_to_vec()
+}

@@ -9,33 +9,11 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::common::{exchange, frames, parse_response, post, start, Response, BIN};
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
-use prost::Message;
+use crate::common::{self, exchange, frames, parse_response, post, start, Response, BIN};
 use tokio_rustls::rustls;
 
 const LOOPBACK: &str = "127.0.0.1:0";
 const TOKEN: &str = "s3cret-t0ken";
-
-/// A traces request with one span named `name`.
-fn span(name: &str) -> Vec<u8> {
-    ExportTraceServiceRequest {
-        resource_spans: vec![ResourceSpans {
-            scope_spans: vec![ScopeSpans {
-                spans: vec![Span {
-                    name: name.into(),
-                    span_id: vec![1; 8],
-                    trace_id: vec![2; 16],
-                    ..Span::default()
-                }],
-                ..ScopeSpans::default()
-            }],
-            ..ResourceSpans::default()
-        }],
-    }
-    .encode_to_vec()
-}
 
 /// Write `contents` to `dir/name` with `mode`.
 fn write_file(dir: &Path, name: &str, contents: &str, mode: u32) -> PathBuf {
@@ -79,7 +57,12 @@ fn without_the_bearer_token_an_export_is_refused_with_401_and_not_stored() {
         &[("Authorization", "Bearer")],
     ];
     for headers in refused {
-        let r = post(server.addr, "/v1/traces", headers, &span("refused"));
+        let r = post(
+            server.addr,
+            "/v1/traces",
+            headers,
+            &common::traces(&["refused"], 0),
+        );
         assert_eq!(r.status, 401, "{headers:?}");
         assert_eq!(r.header("www-authenticate"), Some("Bearer"), "{headers:?}");
         assert!(!r.body.is_empty(), "a google.rpc.Status explains it");
@@ -92,12 +75,12 @@ fn without_the_bearer_token_an_export_is_refused_with_401_and_not_stored() {
             server.addr,
             "/v1/traces",
             &[("Authorization", &upper)],
-            &span("x")
+            &common::traces(&["x"], 0)
         )
         .status,
         401
     );
-    let kept = span("kept");
+    let kept = common::traces(&["kept"], 0);
     let r = post(
         server.addr,
         "/v1/traces",
@@ -183,10 +166,10 @@ fn over_tls_an_export_with_the_token_lands_and_one_without_it_or_in_plaintext_do
     let server = start(&wal, &out, LOOPBACK, &flags);
     let bearer = format!("Bearer {TOKEN}");
 
-    let kept = span("over tls");
+    let kept = common::traces(&["over tls"], 0);
     let r = tls_exchange(server.addr, &ca, &[("Authorization", &bearer)], &kept);
     assert_eq!(r.status, 200, "{r:?}");
-    let r = tls_exchange(server.addr, &ca, &[], &span("no token"));
+    let r = tls_exchange(server.addr, &ca, &[], &common::traces(&["no token"], 0));
     assert_eq!(r.status, 401, "{r:?}");
 
     // Plain HTTP to the TLS port: no HTTP answer, nothing stored.
@@ -196,7 +179,7 @@ fn over_tls_an_export_with_the_token_lands_and_one_without_it_or_in_plaintext_do
         ("Content-Type", "application/x-protobuf"),
         ("Authorization", bearer.as_str()),
     ];
-    let plain = span("plaintext");
+    let plain = common::traces(&["plaintext"], 0);
     let answer = exchange(
         &mut tcp,
         server.addr,

@@ -9,33 +9,9 @@ use crate::common::{self, blocks, files, frames, post, request, start};
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
-use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use prost::Message;
 
 const LOOPBACK: &str = "127.0.0.1:0";
-
-/// A traces request with one span per name.
-fn spans(names: &[&str]) -> Vec<u8> {
-    let spans = names
-        .iter()
-        .map(|n| Span {
-            name: n.to_string(),
-            span_id: vec![1; 8],
-            trace_id: vec![2; 16],
-            ..Span::default()
-        })
-        .collect();
-    ExportTraceServiceRequest {
-        resource_spans: vec![ResourceSpans {
-            scope_spans: vec![ScopeSpans {
-                spans,
-                ..ScopeSpans::default()
-            }],
-            ..ResourceSpans::default()
-        }],
-    }
-    .encode_to_vec()
-}
 
 /// A logs request with one record whose body is `padding` bytes long.
 fn log_of(padding: usize) -> Vec<u8> {
@@ -83,7 +59,7 @@ fn malformed_bodies_are_refused_with_400_and_nothing_of_them_is_stored() {
     let tmp = tempfile::tempdir().unwrap();
     let (wal, out) = (tmp.path().join("wal"), tmp.path().join("out"));
     let server = start(&wal, &out, LOOPBACK, &["--block-age-ms", "50"]);
-    let good = spans(&["kept"]);
+    let good = common::traces(&["kept"], 0);
     let malformed: [&[u8]; 4] = [
         // A varint where the resource list (a message) belongs.
         &[0x08, 0x01],
@@ -120,7 +96,7 @@ fn wrong_types_encodings_methods_and_paths_are_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let (wal, out) = (tmp.path().join("wal"), tmp.path().join("out"));
     let server = start(&wal, &out, LOOPBACK, &[]);
-    let body = spans(&["x"]);
+    let body = common::traces(&["x"], 0);
     let json = request(
         server.addr,
         "POST",
@@ -185,7 +161,7 @@ fn compressed_bodies_are_stored_decompressed_and_broken_ones_are_400() {
     let tmp = tempfile::tempdir().unwrap();
     let (wal, out) = (tmp.path().join("wal"), tmp.path().join("out"));
     let server = start(&wal, &out, LOOPBACK, &[]);
-    let a = spans(&["gzipped"]);
+    let a = common::traces(&["gzipped"], 0);
     let r = post(
         server.addr,
         "/v1/traces",
@@ -193,7 +169,7 @@ fn compressed_bodies_are_stored_decompressed_and_broken_ones_are_400() {
         &gzip(&a),
     );
     assert_eq!(r.status, 200);
-    let b = spans(&["deflated"]);
+    let b = common::traces(&["deflated"], 0);
     let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
     z.write_all(&b).unwrap();
     let r = post(
@@ -203,7 +179,7 @@ fn compressed_bodies_are_stored_decompressed_and_broken_ones_are_400() {
         &z.finish().unwrap(),
     );
     assert_eq!(r.status, 200);
-    let mut broken = gzip(&spans(&["broken"]));
+    let mut broken = gzip(&common::traces(&["broken"], 0));
     let mid = broken.len() / 2;
     broken[mid] ^= 0xff;
     let r = post(
@@ -297,7 +273,7 @@ fn after_sigkill_the_next_start_puts_every_acknowledged_body_in_a_block_once() {
     let names = ["a", "b", "c", "d", "e"];
     for n in &names[..3] {
         assert_eq!(
-            post(server.addr, "/v1/traces", &[], &spans(&[n])).status,
+            post(server.addr, "/v1/traces", &[], &common::traces(&[n], 0)).status,
             200
         );
     }
@@ -312,7 +288,7 @@ fn after_sigkill_the_next_start_puts_every_acknowledged_body_in_a_block_once() {
     assert_eq!(span_names(&out), ["a", "b", "c"]);
     for n in &names[3..] {
         assert_eq!(
-            post(server.addr, "/v1/traces", &[], &spans(&[n])).status,
+            post(server.addr, "/v1/traces", &[], &common::traces(&[n], 0)).status,
             200
         );
     }

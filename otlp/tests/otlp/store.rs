@@ -8,7 +8,6 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use prost::Message;
 use ringwal::archive::{Store, StoreOptions};
 
@@ -16,28 +15,6 @@ use crate::common::garage::Garage;
 use crate::common::{self, post, start_with_env, Server};
 
 const LOOPBACK: &str = "127.0.0.1:0";
-
-/// A traces request of one span, `name`, padded so that a few of them
-/// fill a small segment: the log then rolls, and a receiver that let go
-/// of bodies too early would truncate them away.
-fn span(name: &str) -> Vec<u8> {
-    ExportTraceServiceRequest {
-        resource_spans: vec![ResourceSpans {
-            scope_spans: vec![ScopeSpans {
-                spans: vec![Span {
-                    name: name.to_string(),
-                    trace_state: "x".repeat(8000),
-                    span_id: vec![1; 8],
-                    trace_id: vec![2; 16],
-                    ..Span::default()
-                }],
-                ..ScopeSpans::default()
-            }],
-            ..ResourceSpans::default()
-        }],
-    }
-    .encode_to_vec()
-}
 
 /// This process's own client for `url` on `garage`, its settings given
 /// rather than taken from the environment.
@@ -145,7 +122,12 @@ fn wait_for_blocks(store: &Store, sent: &[String], within: Duration) {
 fn export(server: &Server, phase: &str, count: usize, sent: &mut Vec<String>) {
     for i in 0..count {
         let name = format!("{phase}-{i}");
-        let r = post(server.addr, "/v1/traces", &[], &span(&name));
+        let r = post(
+            server.addr,
+            "/v1/traces",
+            &[],
+            &common::traces(&[&name], 8000),
+        );
         assert_eq!(r.status, 200, "{name}");
         sent.push(name);
     }
