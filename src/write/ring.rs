@@ -622,16 +622,18 @@ impl Ring {
         let kind = self.ledger.complete(c.id);
         let counters = &self.sh.counters();
         if let Some(since) = self.started.end(c.id) {
+            let took = since.elapsed();
             match (kind, &c.op) {
-                (OpKind::Write { durable: true, .. }, Op::Write { len, .. }) => {
-                    counters.write_latency.record(since);
-                    // In flight with it: those still out, and itself.
-                    let depth = self.ledger.writes() + 1;
-                    self.placement
-                        .completed(*len, c.in_place, since.elapsed(), depth);
+                (OpKind::Write { durable, .. }, Op::Write { len, .. }) => {
+                    counters.write_latency.record(took);
+                    if durable {
+                        // In flight with it: those still out, and itself.
+                        let depth = self.ledger.writes() + 1;
+                        self.placement.completed(*len, c.in_place, took, depth);
+                    }
                 }
-                (OpKind::Write { .. }, _) => counters.write_latency.record(since),
-                (OpKind::Sync { .. }, _) => counters.sync_latency.record(since),
+                (OpKind::Write { .. }, _) => counters.write_latency.record(took),
+                (OpKind::Sync { .. }, _) => counters.sync_latency.record(took),
                 (OpKind::Barrier, _) => {}
             }
         }
