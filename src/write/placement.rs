@@ -65,7 +65,7 @@ const PROBE_SHIFT: u32 = 1;
 
 /// The ring's choice of where large durable writes go, from what it has
 /// measured.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Placement {
     /// Large writes go in place (the ring measured itself stalled).
     in_place: bool,
@@ -74,12 +74,24 @@ pub(crate) struct Placement {
     /// none measured yet).
     ring_us: u64,
     alone_us: u64,
-    /// Large writes since the last probe, and how many the next waits for
-    /// (0: [`PROBE_EVERY`]).
+    /// Large writes since the last probe, and how many the next waits for.
     since_probe: u32,
     probe_every: u32,
     /// A probe is due: the next large write goes the other way.
     probe: bool,
+}
+
+impl Default for Placement {
+    fn default() -> Placement {
+        Placement {
+            in_place: false,
+            ring_us: 0,
+            alone_us: 0,
+            since_probe: 0,
+            probe_every: PROBE_EVERY,
+            probe: false,
+        }
+    }
 }
 
 /// Which way a large write should go now.
@@ -136,20 +148,16 @@ impl Placement {
         };
         let was = self.in_place;
         self.choose();
-        let every = match self.probe_every {
-            0 => PROBE_EVERY,
-            n => n,
-        };
         if self.probe && probed {
             self.probe = false;
             self.probe_every = if self.in_place == was {
-                every.saturating_mul(2).min(PROBE_EVERY_MAX)
+                self.probe_every.saturating_mul(2).min(PROBE_EVERY_MAX)
             } else {
                 PROBE_EVERY
             };
         }
         self.since_probe += 1;
-        if self.since_probe >= every && !self.probe {
+        if self.since_probe >= self.probe_every && !self.probe {
             self.since_probe = 0;
             self.probe = true;
         }
