@@ -384,6 +384,7 @@ impl Config {
     pub fn builder() -> ConfigBuilder {
         ConfigBuilder {
             cfg: Config::default(),
+            record_limit_set: false,
         }
     }
 
@@ -601,6 +602,36 @@ impl Config {
         })
     }
 
+    /// The largest record limit up to `cap` such that a record of every
+    /// length up to it fits an empty segment (each limit tried with the
+    /// staging buffers it would size); `cap` itself when it fits, or when
+    /// the segment size is out of range (validation then names that
+    /// setting instead). 1 when nothing fits, which validation refuses.
+    fn record_limit_fitting(&self, cap: usize) -> usize {
+        let segment_ok = self.segment_bytes.is_multiple_of(format::BLOCK as u64)
+            && (format::MIN_SEGMENT_BYTES..=MAX_SEGMENT_BYTES).contains(&self.segment_bytes);
+        let cap = cap.min(format::MAX_PAYLOAD - TAG_BYTES);
+        if !segment_ok || cap == 0 {
+            return cap;
+        }
+        let fits = |limit: usize| {
+            let mut trial = self.clone();
+            trial.max_record_bytes = limit;
+            trial.fits_every_record_up_to(limit)
+        };
+        if fits(cap) {
+            return cap;
+        }
+        // What fits is every limit up to some largest one.
+        let (mut yes, mut no) = (1, cap);
+        while no - yes > 1 {
+            let mid = yes + (no - yes) / 2;
+            *(if fits(mid) { &mut yes } else { &mut no }) = mid;
+        }
+        debug_assert!(yes == 1 || fits(yes), "the limit picked fits");
+        yes
+    }
+
     /// The largest payload a frame of this writer stores: the largest
     /// record with an authentication tag (compression only ever stores
     /// fewer bytes than it was given). A record size past the format's
@@ -672,16 +703,7 @@ impl Config {
         // Every size is in range now, so what is derived from them below
         // is small.
         if !self.fits_every_record_up_to(self.max_record_bytes) {
-            // What fits is every length up to some largest one.
-            let (mut fits, mut not) = (0, self.max_record_bytes);
-            while not - fits > 1 {
-                let mid = fits + (not - fits) / 2;
-                *(if self.fits_every_record_up_to(mid) {
-                    &mut fits
-                } else {
-                    &mut not
-                }) = mid;
-            }
+            let fits = self.record_limit_fitting(self.max_record_bytes);
             return bad(format!(
                 "max_record_bytes {} does not fit in a segment of {} bytes: at most {fits} does",
                 self.max_record_bytes, self.segment_bytes
@@ -742,6 +764,9 @@ impl Config {
 #[derive(Clone, Debug)]
 pub struct ConfigBuilder {
     cfg: Config,
+    /// Whether `max_record_bytes` was given: if not, [`build`](Self::build)
+    /// picks the largest limit up to the default that the segment holds.
+    record_limit_set: bool,
 }
 
 impl ConfigBuilder {
@@ -886,12 +911,16 @@ impl ConfigBuilder {
     /// Largest payload accepted, in bytes: at least 1, at most
     /// `format::MAX_PAYLOAD` less the 16-byte authentication tag, and
     /// small enough that a record of every length up to it fits an empty
-    /// segment (with a key provider, sealed and plain); a refusal names
-    /// the largest that does. Default 1 MiB. Staging buffers are sized to
-    /// hold one such record, and the torn window recovery allows at the
-    /// tail grows with it.
+    /// segment (with a key provider, sealed and plain); `Wal::open`
+    /// refuses a larger one, naming the largest that does. Default: 1 MiB,
+    /// or where the [`segment_bytes`](Self::segment_bytes) chosen cannot
+    /// hold that, the largest limit it can (picked by [`build`](Self::build)),
+    /// so that a segment size alone always opens. Staging buffers are
+    /// sized to hold one such record, and the torn window recovery allows
+    /// at the tail grows with it.
     pub fn max_record_bytes(mut self, bytes: usize) -> Self {
         self.cfg.max_record_bytes = bytes;
+        self.record_limit_set = true;
         self
     }
     /// Writes the ring keeps in flight at once (1..=256). Default 8.
@@ -972,8 +1001,17 @@ impl ConfigBuilder {
         self.cfg.backend = Backend::Threaded;
         self
     }
-    /// The finished configuration (validated when the log opens).
-    pub fn build(self) -> Config {
+    /// The finished configuration (validated when the log opens). Without
+    /// a [`max_record_bytes`](Self::max_record_bytes), the record limit is
+    /// the default, 1 MiB, or the largest below it that a record of every
+    /// length up to fits an empty segment of the size chosen (a segment of
+    /// 1 MiB holds records of up to 1,040,296 bytes). Cost: nothing with
+    /// the default segment size; otherwise up to about 25 trial placements
+    /// of the largest records, no I/O.
+    pub fn build(mut self) -> Config {
+        if !self.record_limit_set {
+            self.cfg.max_record_bytes = self.cfg.record_limit_fitting(self.cfg.max_record_bytes);
+        }
         self.cfg
     }
 }

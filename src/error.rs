@@ -107,20 +107,36 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
-    /// LSNs that should exist do not: a missing segment, or a read from
-    /// below the oldest LSN kept (checkpointed away). For a read,
-    /// `expected` is the LSN asked for and `found` the oldest one kept.
+    /// LSNs that should exist do not: a segment missing before, between
+    /// or after the others. Damage, unlike [`Error::Released`].
     #[error(
         "{}: LSN gap: LSN {expected} is not there; the next LSN present is {found}",
         file.display()
     )]
     Gap {
-        /// The file where the gap was noticed (the directory for reads).
+        /// The file where the gap was noticed.
         file: PathBuf,
         /// The LSN that should come next.
         expected: Lsn,
-        /// The LSN found instead (or the oldest one kept).
+        /// The LSN found instead.
         found: Lsn,
+    },
+    /// A read of LSNs that a checkpoint released: `lsn` is below the
+    /// oldest LSN the log keeps, asked for, or next for a reader that a
+    /// checkpoint overtook (the segment it was on was released before it
+    /// had read all of it). Not damage: the log gave those records back
+    /// as its owner asked. Read again from `oldest`.
+    #[error(
+        "{}: LSN {lsn} was released by a checkpoint; the oldest LSN kept is {oldest}",
+        file.display()
+    )]
+    Released {
+        /// The log directory, or the segment released under a reader.
+        file: PathBuf,
+        /// The LSN asked for, or the one the reader would have read next.
+        lsn: Lsn,
+        /// The oldest LSN the log keeps now.
+        oldest: Lsn,
     },
     /// A read of an LSN that recovery gave up: LSNs `first..=last` will
     /// never hold a record, as a skip frame in `file` records (a
@@ -209,11 +225,13 @@ pub enum Error {
     #[error("invalid configuration: {0}")]
     InvalidConfig(String),
     /// An LSN passed to a call lies past the end of the log: a snapshot
-    /// LSN for a checkpoint marker that no record has been handed out for
-    /// yet. Nothing was appended or changed.
+    /// LSN for a checkpoint marker, or the LSN a checkpoint or an offline
+    /// truncation would release records up to, that no record has been
+    /// handed out for yet. Nothing was appended, removed or changed.
     #[error("{what} {lsn} is past the end of the log (last LSN {last})")]
     PastEnd {
-        /// The argument, by its name in the API (`snapshot_lsn`).
+        /// The argument, by its name in the API (`snapshot_lsn`,
+        /// `up_to`, `below`).
         what: &'static str,
         /// The LSN given.
         lsn: Lsn,
@@ -247,7 +265,7 @@ pub enum Error {
     /// URL; a store's own error is the `source()`. What to do depends on
     /// the [`ArchiveProblem`]: retry an unreachable store, fix the
     /// credentials or the URL, or restore from another archive.
-    #[error("archive object {object}: {problem}")]
+    #[error("{}", archive_message(object, problem))]
     Archive {
         /// The object, as a URL (`s3://bucket/prefix/...`, `file:///...`).
         object: String,
@@ -279,6 +297,10 @@ pub enum ArchiveProblem {
     Mismatch(String),
     /// The restore target already holds a log.
     TargetHoldsLog,
+    /// There is no archive of the node at the URL: the store holds no
+    /// archive manifest there (a mistyped URL or node, or nothing
+    /// archived yet), as opposed to an archive with an object missing.
+    NoArchive,
 }
 
 impl std::fmt::Display for ArchiveProblem {
@@ -289,7 +311,13 @@ impl std::fmt::Display for ArchiveProblem {
             ArchiveProblem::Refused => f.write_str("the store refused access"),
             ArchiveProblem::Unreachable => f.write_str("the store did not answer"),
             ArchiveProblem::Mismatch(d) => write!(f, "not this log's: {d}"),
-            ArchiveProblem::TargetHoldsLog => f.write_str("the directory already holds a log"),
+            ArchiveProblem::TargetHoldsLog => {
+                f.write_str("already holds a log; restore into a new directory")
+            }
+            ArchiveProblem::NoArchive => f.write_str(
+                "no archive of this node there: check the URL and --node, \
+                 or archive the log first",
+            ),
         }
     }
 }
@@ -609,5 +637,14 @@ impl std::fmt::Display for CheckpointError {
                 "checkpoint file is {have} bytes, longer than the {want} it declares"
             ),
         }
+    }
+}
+
+/// An archive error's message: the object by its URL and what is wrong
+/// with it; a restore target by its path, since it is no archive object.
+fn archive_message(object: &str, problem: &ArchiveProblem) -> String {
+    match problem {
+        ArchiveProblem::TargetHoldsLog => format!("{object}: {problem}"),
+        _ => format!("archive object {object}: {problem}"),
     }
 }

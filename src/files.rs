@@ -208,16 +208,24 @@ pub struct Truncated {
 /// at a checkpoint (see
 /// [`ConfigBuilder::release_unarchived`](crate::ConfigBuilder::release_unarchived)).
 ///
+/// A `below` past the end of the log (above its last LSN plus one) is
+/// refused with `PastEnd` before anything is removed, as
+/// `Wal::checkpoint` refuses an LSN past the end: no snapshot covers
+/// records not written, and taken at its word such a `below` would
+/// remove every segment but the newest.
+///
 /// # Errors
 ///
 /// `Locked` while a writer holds the node (use `Wal::checkpoint` there);
-/// `NoLog` when there is no log of the node in `dir`; `Io` naming the
+/// `NoLog` when there is no log of the node in `dir`; `PastEnd` (`what`
+/// is `"below"`) for a `below` past the end; `Io` naming the
 /// file or directory that failed, with the segments removed before it
 /// gone (and listed by a later call as not there). Never retry a failed
 /// directory sync and assume the removals durable.
 ///
-/// Cost: the node's lock, one `readdir`, a read of the archive point, an
-/// `fstat` per segment removed,
+/// Cost: the node's lock, one `readdir`, a read of the newest segment's
+/// frames (for the last LSN), a read of the archive point, an `fstat` per
+/// segment removed,
 /// one manifest write when anything goes (a create, a write, two fsyncs
 /// and a rename), an unlink per segment removed, and one directory fsync.
 pub fn truncate_segments(dir: &Path, cfg: &Config, below: Lsn) -> Result<Truncated> {
@@ -229,6 +237,14 @@ pub fn truncate_segments(dir: &Path, cfg: &Config, below: Lsn) -> Result<Truncat
         !listed.is_empty() && listed.windows(2).all(|w| w[0].base < w[1].base),
         "a log lists its segments, in LSN order (NoLog otherwise)"
     );
+    let last = crate::recovery::verify::last_lsn_of(cfg, &log, &listed)?;
+    if below > last.saturating_add(1) {
+        return Err(Error::PastEnd {
+            what: "below",
+            lsn: below,
+            last,
+        });
+    }
     // As a checkpoint would: keep what the log's archive lacks.
     let below = if cfg.release_unarchived() {
         below

@@ -794,7 +794,7 @@ impl Wal {
     /// The record at `lsn`, once it is written.
     ///
     /// `NotWritten` if `lsn` is above the written watermark (wait with
-    /// [`wait_for`](Self::wait_for), then read); `Gap` if it was
+    /// [`wait_for`](Self::wait_for), then read); `Released` if it was
     /// checkpointed away; `GivenUp` if recovery gave it up.
     ///
     /// Cost: the segment holding `lsn` is found from the in-memory segment
@@ -822,7 +822,8 @@ impl Wal {
     /// # Errors
     ///
     /// - [`Error::NotWritten`]: `lsn` is 0 or above the written watermark.
-    /// - [`Error::Gap`]: `lsn` was checkpointed away.
+    /// - [`Error::Released`]: `lsn` was checkpointed away.
+    /// - [`Error::Gap`]: the segment that should hold `lsn` is missing.
     /// - [`Error::GivenUp`]: recovery gave `lsn` up (a point-in-time
     ///   recovery, or an open after a failed writer): no record has it.
     /// - [`Error::Corrupt`] or [`Error::Io`]: the segment could not be read
@@ -833,7 +834,7 @@ impl Wal {
 
     /// Every record from `from` (0: the oldest kept) on, waiting at the end
     /// of the written data for more, across rolls, until the log closes
-    /// (see [`Follower`]). `Gap` at once if `from` was checkpointed away.
+    /// (see [`Follower`]). `Released` at once if `from` was checkpointed away.
     ///
     /// Cost: as [`reader_from`](Self::reader_from). The follower does not
     /// keep the log open: closing or dropping the `Wal` ends it (`None`).
@@ -864,9 +865,9 @@ impl Wal {
     ///
     /// # Errors
     ///
-    /// [`Error::Gap`] if `from` is below the oldest LSN kept,
+    /// [`Error::Released`] if `from` is below the oldest LSN kept,
     /// [`Error::Io`] if its segment cannot be opened. The follower itself
-    /// then yields `Gap`, [`Error::Corrupt`], [`Error::Poisoned`] or
+    /// then yields `Released`, [`Error::Corrupt`], [`Error::Poisoned`] or
     /// [`Error::NoSpace`] once, and ends (see [`Follower`]).
     pub fn follow(&self, from: Lsn) -> Result<Follower> {
         Ok(Follower::new(self.reader_from(from)?, self.shared.clone()))
@@ -875,7 +876,7 @@ impl Wal {
     /// Iterate over records from `from` (0 or 1: the oldest kept) up to the
     /// written watermark at the time of this call, across segments.
     ///
-    /// `from` below the oldest LSN kept is `Gap`: the records were
+    /// `from` below the oldest LSN kept is `Released`: the records were
     /// checkpointed away, and skipping them silently would hide it.
     ///
     /// The reader starts at the sparse index's nearest point at or below
@@ -898,10 +899,11 @@ impl Wal {
     ///
     /// # Errors
     ///
-    /// [`Error::Gap`] if `from` is below the oldest LSN kept;
+    /// [`Error::Released`] if `from` is below the oldest LSN kept;
     /// [`Error::Io`] if a segment cannot be opened. The iterator yields
-    /// [`Error::Corrupt`], [`Error::Gap`] or [`Error::Io`] items for
-    /// damage, a segment checkpointed away under it, or a failed read.
+    /// [`Error::Corrupt`], [`Error::Gap`], [`Error::Released`] or
+    /// [`Error::Io`] items for damage, a missing segment, a segment
+    /// checkpointed away under it, or a failed read.
     pub fn reader_from(&self, from: Lsn) -> Result<Reader> {
         reader_from(&self.shared, from)
     }
@@ -918,8 +920,13 @@ impl Wal {
     /// it treats any bytes past the end of the data.
     ///
     /// Pass only an LSN your own snapshot covers: the log cannot know what
-    /// you still need. Cost: one unlink or rename per segment plus one
-    /// directory sync.
+    /// you still need. An `up_to` past the last LSN handed out is refused
+    /// with [`Error::PastEnd`] and removes nothing: no snapshot covers
+    /// records not appended yet, so such an LSN is a mistake (one digit
+    /// too many), and taken at its word it would release every sealed
+    /// segment. To release all of them, pass
+    /// [`next_lsn`](Self::next_lsn)` - 1`. Cost: one unlink or rename per
+    /// segment plus one directory sync.
     ///
     /// ```
     /// # use ringwal::{Config, Level, Wal};
@@ -936,7 +943,7 @@ impl Wal {
     /// let removed = wal.checkpoint(60)?;
     /// assert!(removed > 0);
     /// assert!(wal.oldest_lsn() <= 61); // nothing the snapshot lacks is gone
-    /// assert!(matches!(wal.read(1), Err(ringwal::Error::Gap { .. })));
+    /// assert!(matches!(wal.read(1), Err(ringwal::Error::Released { .. })));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ///
@@ -948,9 +955,19 @@ impl Wal {
     /// - [`Error::Poisoned`] or [`Error::NoSpace`]: the log is poisoned, or
     ///   writing the manifest or syncing the directory failed (which
     ///   poisons it: a failed sync is never retried).
+    /// - [`Error::PastEnd`]: `up_to` is past the last LSN handed out
+    ///   (`what` is `"up_to"`); nothing was removed.
     /// - [`Error::Io`]: removing a segment failed; the segments removed
     ///   before it stay removed, and the rest stay listed.
     pub fn checkpoint(&self, up_to: Lsn) -> Result<usize> {
+        let last = self.next_lsn() - 1;
+        if up_to > last {
+            return Err(Error::PastEnd {
+                what: "up_to",
+                lsn: up_to,
+                last,
+            });
+        }
         retention::checkpoint(&self.shared, up_to, Recycle::Yes)
     }
 

@@ -60,8 +60,8 @@ pub(crate) fn run(args: AppendArgs) -> CmdResult {
     if let Some(bytes) = args.segment_bytes {
         builder = builder.segment_bytes(bytes);
     }
-    let derived = args.segment_bytes.map(super::record_limit_for);
-    if let Some(bytes) = args.max_record_bytes.or(derived) {
+    // Without a limit, the library picks the largest the segment holds.
+    if let Some(bytes) = args.max_record_bytes {
         builder = builder.max_record_bytes(bytes);
     }
     if let Some(mode) = args.file_mode {
@@ -79,9 +79,6 @@ pub(crate) fn run(args: AppendArgs) -> CmdResult {
         builder = builder.durability(Durability::Deferred {
             sync_interval: None,
         });
-    }
-    if args.key.key_file.is_none() {
-        refuse_plaintext_into_encrypted(&args.dir, args.node)?;
     }
     let (wal, _) = open(&args.dir, builder.build())?;
     // Said only when it is news: a fallback from what was asked, or a
@@ -125,7 +122,7 @@ pub(crate) fn run(args: AppendArgs) -> CmdResult {
 /// recovery did is said on stderr.
 pub(crate) fn open(dir: &Path, cfg: Config) -> Result<(Wal, RecoveryReport), Failure> {
     refuse_regular_file(dir, cfg.node())?;
-    let (wal, report) = Wal::open(dir, cfg).map_err(Failure::open)?;
+    let (wal, report) = Wal::open(dir, cfg).map_err(Failure::from)?;
     print_recovery(&report);
     Ok((wal, report))
 }
@@ -138,27 +135,6 @@ pub(crate) fn refuse_regular_file(dir: &Path, node: u32) -> Result<(), Failure> 
         return Err(Failure::no_log(dir, Some(node)));
     }
     Ok(())
-}
-
-/// Appending without a key to a log whose newest segment is encrypted
-/// would start plaintext segments in an encrypted log: refused as the
-/// missing key it is (status 2). A directory without a log of the node
-/// is left to the open. Cost: [`verify::stat`]'s (headers, and a walk of
-/// the newest segment).
-fn refuse_plaintext_into_encrypted(dir: &Path, node: u32) -> Result<(), Failure> {
-    let cfg = Config::builder().node(node).build();
-    let Ok(s) = ringwal::verify::stat(dir, &cfg) else {
-        return Ok(());
-    };
-    match s.segments.last() {
-        Some(seg) if seg.key_id != 0 => Err(ringwal::Error::Key {
-            file: seg.path.clone(),
-            key_id: seg.key_id,
-            problem: ringwal::KeyProblem::Missing,
-        }
-        .into()),
-        _ => Ok(()),
-    }
 }
 
 /// A cut recovery makes (or would make), as the CLI says it everywhere:

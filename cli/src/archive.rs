@@ -109,8 +109,8 @@ pub(crate) struct RestoreArgs {
     #[arg(long, value_name = "LSN", conflicts_with_all = ["to_time", "follow"])]
     pub to_lsn: Option<Lsn>,
     /// Restore the records written at or before this time (RFC 3339, e.g.
-    /// 2026-12-05T10:00:00Z).
-    #[arg(long, value_name = "TIME", value_parser = humantime::parse_rfc3339_weak, conflicts_with = "follow")]
+    /// 2026-12-05T10:00:00Z or 2026-12-05T11:00:00+01:00).
+    #[arg(long, value_name = "TIME", value_parser = crate::rfc3339, conflicts_with = "follow")]
     pub to_time: Option<SystemTime>,
     /// Keep the directory current as new objects land (a warm standby,
     /// readable meanwhile) until SIGINT or SIGTERM.

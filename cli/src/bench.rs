@@ -109,9 +109,6 @@ pub(crate) fn run(a: BenchArgs) -> CmdResult {
     };
 
     let segment_bytes = a.segment_mib << 20;
-    let max_record = a
-        .max_record
-        .unwrap_or_else(|| super::record_limit_for(segment_bytes));
     let mut builder = a
         .key
         .config(1)?
@@ -119,9 +116,12 @@ pub(crate) fn run(a: BenchArgs) -> CmdResult {
         .backend(configured)
         .sync_method(a.sync_method)
         .max_inflight(a.inflight)
-        .max_record_bytes(max_record)
         .wait_spin(Duration::from_micros(a.wait_spin_us))
         .segment_bytes(segment_bytes);
+    // Without a limit, the library picks the largest the segment holds.
+    if let Some(max) = a.max_record {
+        builder = builder.max_record_bytes(max);
+    }
     if level != Level::Durable {
         builder = builder.durability(Durability::Deferred {
             sync_interval: a.sync_interval_ms.map(Duration::from_millis),

@@ -34,6 +34,7 @@ pub(crate) enum Kind {
     ArchiveDamaged,
     ArchiveRefused,
     ArchiveUnreachable,
+    NoArchive,
 }
 
 /// One row of the exit-status table: a kind of outcome, its status, and
@@ -89,7 +90,8 @@ pub(crate) const TABLE: &[Row] = &[
         kind: Some(Kind::Usage),
         name: "usage",
         status: 2,
-        when: "Bad arguments (cat --since with neither a duration nor an RFC 3339 time), \
+        when: "Bad arguments (cat --since with neither a duration nor an RFC 3339 time, \
+               checkpoint --up-to past the end of the log without --force), \
                or arguments that contradict each other (cat --from 5 --to 3, \
                --since after --until).",
     },
@@ -138,6 +140,13 @@ pub(crate) const TABLE: &[Row] = &[
         name: "other",
         status: 2,
         when: "Any other error.",
+    },
+    Row {
+        kind: Some(Kind::NoArchive),
+        name: "no-archive",
+        status: 2,
+        when: "No archive of the node at the URL: the store holds no archive manifest there \
+               (check the URL and --node).",
     },
     Row {
         kind: Some(Kind::ArchiveRefused),
@@ -347,18 +356,6 @@ impl Failure {
         self
     }
 
-    /// A failure of opening a log for writing: a `Gap` there can only
-    /// mean a missing segment (damage, status 1); otherwise as
-    /// [`From<Error>`].
-    pub fn open(e: ringwal::Error) -> Failure {
-        let gap = matches!(e, ringwal::Error::Gap { .. });
-        let mut f = Failure::from(e);
-        if gap {
-            f.kind = Kind::Gap;
-        }
-        f
-    }
-
     /// What went wrong.
     pub fn kind(&self) -> Kind {
         self.kind
@@ -391,47 +388,38 @@ fn archive_kind(p: &ringwal::ArchiveProblem) -> Kind {
     match p {
         P::Missing | P::Damaged(_) => Kind::ArchiveDamaged,
         P::Unreachable => Kind::ArchiveUnreachable,
+        P::NoArchive => Kind::NoArchive,
         _ => Kind::ArchiveRefused,
     }
 }
 
-/// A read's `Gap` is damage (a segment missing from the log) when it
-/// names a segment that starts where the LSNs resume, or one the log
-/// should have above the newest there (`found` below `expected`); it is
-/// a read of LSNs a checkpoint released when it names the directory (a
-/// read below the oldest LSN kept) or a segment a checkpoint removed.
-fn gap_kind(file: &Path, expected: ringwal::Lsn, found: ringwal::Lsn) -> Kind {
-    let base = file
-        .file_name()
-        .and_then(|n| n.to_str())
-        .and_then(ringwal::format::parse_segment_file_name)
-        .map(|(_, base)| base);
-    match base {
-        Some(b) if b == found || found < expected => Kind::Gap,
-        _ => Kind::Released,
+/// What to run next after damage (`corrupt`, `gap`, `lost`) found in a
+/// file of a log: the dry run of the recovery that would repair it, for
+/// the log directory the file is in and its node, which shows what an
+/// open would cut or refuse and changes nothing. `None` for any other
+/// kind, or a path that names no log's file or directory.
+fn next_step(kind: Kind, path: &Path) -> Option<String> {
+    if !matches!(kind, Kind::Corrupt | Kind::Gap | Kind::Lost) {
+        return None;
     }
-}
-
-/// The message of a read of LSNs a checkpoint released ([`Kind::Released`]
-/// as [`gap_kind`] tells it from a `Gap`): below the oldest LSN kept (the
-/// `Gap` names the directory), or in a segment a checkpoint removed while
-/// the read was on its way to it. The library's `Gap` message says "LSN
-/// gap", the name of damage, another kind with another status.
-fn released_message(file: &Path, expected: ringwal::Lsn, oldest: ringwal::Lsn) -> String {
-    let segment = file
-        .file_name()
-        .and_then(|n| n.to_str())
-        .and_then(ringwal::format::parse_segment_file_name)
-        .is_some();
-    let by = if segment {
-        "a checkpoint that removed this segment"
-    } else {
-        "a checkpoint"
+    let name = path.file_name()?.to_str()?;
+    let node = ringwal::format::parse_segment_file_name(name)
+        .map(|(node, _)| node)
+        .or_else(|| name.strip_suffix(".manifest")?.parse().ok());
+    let (dir, node) = match node {
+        Some(node) => (path.parent()?, node),
+        None if path.is_dir() => (path, 1),
+        None => return None,
     };
-    format!(
-        "{}: LSN {expected} was released by {by}; the oldest LSN kept is {oldest}",
-        file.display()
-    )
+    let node = if node == 1 {
+        String::new()
+    } else {
+        format!(" --node {node}")
+    };
+    Some(format!(
+        "to see what recovery would do, run: ringwal recover {} --dry-run{node}",
+        dir.display()
+    ))
 }
 
 impl From<ringwal::Error> for Failure {
@@ -448,15 +436,13 @@ impl From<ringwal::Error> for Failure {
             E::Key { file, .. } => (Kind::Key, Some(file), None),
             E::LogFull { dir, .. } => (Kind::LogFull, Some(dir), None),
             E::BackendUnavailable { .. } | E::InvalidConfig(_) => (Kind::Config, None, None),
-            E::Gap {
-                file,
-                expected,
-                found,
-            } => (gap_kind(file, *expected, *found), Some(file), None),
+            E::Gap { file, .. } => (Kind::Gap, Some(file), None),
+            E::Released { file, .. } => (Kind::Released, Some(file), None),
             E::Lost { file, .. } => (Kind::Lost, Some(file), None),
             E::GivenUp { file, .. } => (Kind::Released, Some(file), None),
             E::Poisoned { .. } => (Kind::Poisoned, None, None),
             E::TooLarge { .. } => (Kind::Input, None, None),
+            E::PastEnd { .. } => (Kind::Usage, None, None),
             E::NoSpace { path } => (Kind::NoSpace, Some(path), None),
             E::Io { path, source } if source.kind() == io::ErrorKind::NotFound => {
                 (Kind::NotFound, Some(path), None)
@@ -466,18 +452,13 @@ impl From<ringwal::Error> for Failure {
             _ => (Kind::Other, None, None),
         };
         let path = path.cloned();
-        let message = match &e {
-            // The library's one `Gap` reads "LSN gap", the name of another
-            // kind: the message says what this kind says.
-            E::Gap {
-                file,
-                expected,
-                found,
-            } if kind == Kind::Released => released_message(file, *expected, *found),
-            // The library's messages name the path and leave the OS error
-            // to `source()`: an operator needs both, on the one line.
-            e => e.chain().to_string(),
-        };
+        // The library's messages name the path and leave the OS error to
+        // `source()`: an operator needs both, on the one line.
+        let mut message = e.chain().to_string();
+        if let Some(next) = path.as_deref().and_then(|p| next_step(kind, p)) {
+            message.push_str("; ");
+            message.push_str(&next);
+        }
         Failure {
             kind,
             message,
@@ -587,7 +568,7 @@ fn parse_message(e: &clap::Error) -> String {
 mod tests {
     use super::*;
 
-    const KINDS: [Kind; 19] = [
+    const KINDS: [Kind; 20] = [
         Kind::Corrupt,
         Kind::Gap,
         Kind::Lost,
@@ -607,6 +588,7 @@ mod tests {
         Kind::ArchiveDamaged,
         Kind::ArchiveRefused,
         Kind::ArchiveUnreachable,
+        Kind::NoArchive,
     ];
 
     #[test]

@@ -328,13 +328,19 @@ fn nodes_to_check(dir: &Path, node: Option<u32>) -> Result<Vec<u32>, Failure> {
 
 /// The status of a check (`verify`, `stat`) that found `problems` in
 /// each node it read: one for a log with damage, whichever command found
-/// it, so that a script gets one answer for one log.
-fn checked_status<'a>(mut problems: impl Iterator<Item = &'a [ringwal::Error]>) -> ExitCode {
-    if problems.any(|p| !p.is_empty()) {
-        ExitCode::from(DAMAGED)
-    } else {
-        ExitCode::SUCCESS
+/// it, so that a script gets one answer for one log; the `key` status
+/// when the only problem is a key given that is not the log's.
+fn checked_status<'a>(problems: impl Iterator<Item = &'a [ringwal::Error]>) -> ExitCode {
+    let mut status = None;
+    for p in problems.flatten() {
+        // Damage outranks a key that does not fit: it is what a strict
+        // open would say first whichever key is given.
+        if !matches!(p, ringwal::Error::Key { .. }) {
+            return ExitCode::from(DAMAGED);
+        }
+        status = Some(crate::exit::Kind::Key.status());
     }
+    status.map_or(ExitCode::SUCCESS, ExitCode::from)
 }
 
 /// Write `doc` to stdout as one JSON document.
@@ -379,8 +385,25 @@ pub(crate) fn verify(a: VerifyArgs, quiet: bool) -> CmdResult {
         if r.consistent() != Some(true) {
             out.flush().map_err(w)?;
             let n = r.problems.len();
+            let only_keys = r
+                .problems
+                .iter()
+                .all(|p| matches!(p, ringwal::Error::Key { .. }));
+            let next = if only_keys {
+                "give the log's own key".to_string()
+            } else {
+                let flag = if node == 1 {
+                    String::new()
+                } else {
+                    format!(" --node {node}")
+                };
+                format!(
+                    "to see what recovery would do, run: ringwal recover {} --dry-run{flag}",
+                    a.dir.display()
+                )
+            };
             eprintln!(
-                "ringwal: node {node}: {n} problem{} found; a strict open would fail",
+                "ringwal: node {node}: {n} problem{} found; a strict open would fail; {next}",
                 if n == 1 { "" } else { "s" }
             );
         }
@@ -390,11 +413,12 @@ pub(crate) fn verify(a: VerifyArgs, quiet: bool) -> CmdResult {
     Ok(status)
 }
 
-/// The log directory `dir` and the files in it that others (not the
-/// owner, not the group) may read or write, with their modes: a log holds
-/// whatever its users append. What cannot be read is left out (the
-/// commands report what matters of it). Cost: one `readdir` and a `stat`
-/// per entry.
+/// The log directory `dir` and the log's files in it that others (not
+/// the owner, not the group) may read or write, with their modes: a log
+/// holds whatever its users append. Files that are no part of a log (a
+/// README beside it) are not the log's to warn about. What cannot be read
+/// is left out (the commands report what matters of it). Cost: one
+/// `readdir` and a `stat` per file of the log.
 fn exposed(dir: &Path) -> Vec<(PathBuf, u32)> {
     use std::os::unix::fs::PermissionsExt;
     let mode = |p: &Path| {
@@ -406,6 +430,11 @@ fn exposed(dir: &Path) -> Vec<(PathBuf, u32)> {
         .into_iter()
         .flatten()
         .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(ringwal::format::is_log_file_name)
+        })
         .map(|e| e.path());
     std::iter::once(dir.to_path_buf())
         .chain(entries)

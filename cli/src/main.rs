@@ -175,33 +175,29 @@ impl AppendArgs {
     }
 }
 
-/// The record size limit of a command given a segment size but no limit:
-/// the library's default, 1 MiB, where it fits, else the segment less
-/// 64 KiB (two header blocks and room for a frame's header, tag and
-/// padding), and at least half the segment. The library refuses a limit
-/// a segment cannot hold, naming its own setting: a user who chose only a
-/// segment size gets a limit that fits it instead. (Without a segment
-/// size, the library's defaults fit each other.)
-pub(crate) fn record_limit_for(segment_bytes: u64) -> usize {
-    let segment = usize::try_from(segment_bytes).unwrap_or(usize::MAX);
-    let default = Config::default().max_record_bytes();
-    default.min((segment / 2).max(segment.saturating_sub(64 << 10)))
-}
-
 /// A point in time: a duration meaning that long ago (`10m`, `2h30m`,
-/// `90s`, `1d`) or an RFC 3339 time in UTC (`2026-12-05T10:00:00Z`).
+/// `90s`, `1d`) or an RFC 3339 time (`2026-12-05T10:00:00Z`,
+/// `2026-12-05T11:00:00+01:00`).
 fn when(s: &str) -> Result<SystemTime, String> {
     if let Ok(ago) = humantime::parse_duration(s) {
         return SystemTime::now()
             .checked_sub(ago)
             .ok_or_else(|| format!("{s} ago is before the clock's range"));
     }
-    humantime::parse_rfc3339(s).map_err(|_| {
+    rfc3339(s).map_err(|_| {
         format!(
             "{s:?} is neither a duration such as 10m, 2h or 1d nor an RFC 3339 \
-             time such as 2026-12-05T10:00:00Z"
+             time such as 2026-12-05T10:00:00Z or 2026-12-05T11:00:00+01:00"
         )
     })
+}
+
+/// An RFC 3339 time with any UTC offset (`Z`, `+01:00`, `-05:30`), with
+/// or without fractional seconds.
+pub(crate) fn rfc3339(s: &str) -> Result<SystemTime, String> {
+    chrono::DateTime::parse_from_rfc3339(s)
+        .map(SystemTime::from)
+        .map_err(|e| format!("{s:?} is not an RFC 3339 time such as 2026-12-05T10:00:00Z ({e})"))
 }
 
 /// An octal mode such as `640` or `0640`.
@@ -222,6 +218,18 @@ pub(crate) struct KeyArg {
     /// secrets mount whose modes cannot be made private).
     #[arg(long, requires = "key_file")]
     pub allow_readable_key: bool,
+}
+
+/// A configuration of `node` for a command that opens the log as its
+/// writer but appends nothing (`recover`, `checkpoint`): with an empty
+/// key provider, which says it seals nothing. The library opens an
+/// encrypted log for it without the key (recovering or releasing
+/// segments needs none), where it refuses a writer with no provider at
+/// all, whose appends would be plaintext in an encrypted log.
+pub(crate) fn appending_nothing(node: u32) -> ConfigBuilder {
+    Config::builder()
+        .node(node)
+        .encryption(Arc::new(StaticKeys::new()))
 }
 
 impl KeyArg {
@@ -398,6 +406,11 @@ pub(crate) struct CheckpointArgs {
     /// shipped them).
     #[arg(long)]
     pub release_unarchived: bool,
+    /// Take an --up-to past the end of the log as the last LSN: remove
+    /// every segment but the newest. Without it such an --up-to is
+    /// refused (status 2), since it covers records never written.
+    #[arg(long)]
+    pub force: bool,
     /// One JSON document: the segments removed (or that would be), the
     /// bytes freed and any warning; or an error object.
     #[arg(long)]

@@ -227,8 +227,7 @@ pub(crate) fn recover(a: RecoverArgs, quiet: bool) -> CmdResult {
     } else {
         RecoveryMode::Strict
     };
-    let cfg = Config::builder()
-        .node(a.node)
+    let cfg = crate::appending_nothing(a.node)
         .create_if_missing(false)
         .recovery(mode)
         .build();
@@ -245,7 +244,7 @@ pub(crate) fn recover(a: RecoverArgs, quiet: bool) -> CmdResult {
     }
     let (wal, report) = {
         let _progress = Progress::start(quiet, format!("recovering node {}", a.node));
-        Wal::open(&a.dir, cfg).map_err(Failure::open)?
+        Wal::open(&a.dir, cfg).map_err(Failure::from)?
     };
     let next_lsn = wal.next_lsn();
     wal.close()?;
@@ -310,7 +309,7 @@ fn point_in_time(
     }
     let (wal, report) = {
         let _progress = Progress::start(quiet, format!("recovering node {}", a.node));
-        Wal::open(&a.dir, cfg).map_err(Failure::open)?
+        Wal::open(&a.dir, cfg).map_err(Failure::from)?
     };
     let next_lsn = wal.next_lsn();
     wal.close()?;
@@ -413,14 +412,26 @@ struct Gone {
     bytes: u64,
 }
 
-/// The warning for a checkpoint past the end of the log, if it is.
+/// The warning for a checkpoint past the end of the log that `--force`
+/// let through, if it is.
 fn past_the_end(up_to: Lsn, last_lsn: Lsn) -> Option<String> {
     (up_to > last_lsn).then(|| {
         format!(
-            "--up-to {up_to} is past the end of the log (LSN {last_lsn}, all of it durable): \
-             it covers LSNs never written, so every segment but the newest goes"
+            "--up-to {up_to} is past the end of the log (LSN {last_lsn}), taken as {last_lsn} \
+             (--force): every segment but the newest goes"
         )
     })
+}
+
+/// The LSN a checkpoint runs at: `up_to`, or with `--force` the last LSN
+/// when `up_to` is past it. The library refuses an LSN past the end
+/// (`PastEnd`, status 2); `--force` is the operator saying "everything".
+fn forced(a: &CheckpointArgs, last_lsn: Lsn) -> Lsn {
+    if a.force {
+        a.up_to.min(last_lsn)
+    } else {
+        a.up_to
+    }
 }
 
 /// `ringwal checkpoint`: open (no create), `Wal::checkpoint`, close; print
@@ -429,17 +440,22 @@ fn past_the_end(up_to: Lsn, last_lsn: Lsn) -> Option<String> {
 /// so the bytes freed can be fewer than the segments' size; both are
 /// printed. `--dry-run` shows the segments from `verify::checkpoint_plan`
 /// (the same rule) and changes nothing. An `--up-to` past the end of the
-/// log is warned about on stderr (and in the JSON document).
+/// log is refused as the library refuses it; with `--force` it is taken
+/// as the last LSN and warned about on stderr (and in the JSON document).
 pub(crate) fn checkpoint(a: CheckpointArgs) -> CmdResult {
     append::refuse_regular_file(&a.dir, a.node)?;
-    let cfg = Config::builder()
-        .node(a.node)
+    let cfg = crate::appending_nothing(a.node)
         .create_if_missing(false)
         .release_unarchived(a.release_unarchived)
         .build();
     let mut out = Out::new();
     if a.dry_run {
-        let plan = verify::checkpoint_plan(&a.dir, &cfg, a.up_to)?;
+        let plan = match verify::checkpoint_plan(&a.dir, &cfg, a.up_to) {
+            Err(ringwal::Error::PastEnd { last, .. }) if a.force => {
+                verify::checkpoint_plan(&a.dir, &cfg, last)?
+            }
+            plan => plan?,
+        };
         if !plan.problems.is_empty() {
             return refused_checkpoint(&mut out, &a, &plan.problems);
         }
@@ -456,13 +472,28 @@ pub(crate) fn checkpoint(a: CheckpointArgs) -> CmdResult {
         let warning = past_the_end(a.up_to, plan.last_lsn);
         return print_checkpoint(&mut out, &a, plan.last_lsn, &gone, warning, None);
     }
+    // Refused before the open, which would rewrite the manifest: a
+    // refusal changes nothing. (The library refuses it too, after.)
+    let last = match verify::last_lsn(&a.dir, &cfg) {
+        // No log: the open below says so, as "no log".
+        Err(ringwal::Error::NoLog { .. }) => None,
+        last => Some(last?),
+    };
+    if let Some(last) = last.filter(|&l| !a.force && a.up_to > l) {
+        return Err(ringwal::Error::PastEnd {
+            what: "up_to",
+            lsn: a.up_to,
+            last,
+        }
+        .into());
+    }
     // No directory: the open below says so, as "no log".
     let before_open = node_bytes(&a.dir, a.node).unwrap_or_default();
     let (wal, _) = append::open(&a.dir, cfg.clone())?;
     let last_lsn = wal.next_lsn() - 1;
     let warning = past_the_end(a.up_to, last_lsn);
     let listed = verify::stat(&a.dir, &cfg)?;
-    let removed = wal.checkpoint(a.up_to)?;
+    let removed = wal.checkpoint(forced(&a, last_lsn))?;
     let stats = wal.stats();
     wal.close()?;
     let held = stats.archive_held_bytes > 0 && !a.release_unarchived && !a.json;

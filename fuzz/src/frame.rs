@@ -28,9 +28,14 @@
 //!    under a limit of exactly its length and `TooLong` under one less;
 //! 4. `FrameRef::word()` is the document's `u64` payload of a vouch
 //!    (durable LSN) or skip (count) frame and `None` for every other
-//!    kind or payload length; a vouch or skip as writers make it (8-byte
-//!    payload, stream 0, LSN 0 for a vouch, a count of at least 1 for a
-//!    skip) is exactly what `encode_vouch` / `encode_skip` write;
+//!    kind or payload length; `FrameRef::vouch()` is what §3.2 says a
+//!    vouch of 8, 16 or 24 bytes carries (durable LSN, then the time,
+//!    then the nonce salt) and `None` for any other length or kind; a
+//!    vouch or skip as writers make it (a vouch's payload of 8, 16 or 24
+//!    bytes, an 8-byte skip payload, stream 0, LSN 0 for a vouch, a count
+//!    of at least 1 for a skip) is exactly what `encode_vouch` /
+//!    `encode_skip` write; the vouch sizes (`VOUCH_LEN`, `VOUCH_LEN_V3`,
+//!    `VOUCH_LEN_V2`) are the document's;
 //! 5. a scan that steps frame to frame from offset 0, as recovery does,
 //!    always advances (at least one header, 8-aligned) and so ends.
 
@@ -228,22 +233,32 @@ fn check_word(buf: &[u8], salt: u64, f: &format::FrameRef<'_>) {
     assert_eq!(f.word(), want, "FrameRef::word() of a {:?} frame", f.kind);
     let vouch = spec::frame_vouch(f.kind as u8, f.payload);
     assert_eq!(
-        f.vouch().map(|v| (v.durable, v.submitted_unix_ns)),
+        f.vouch().map(|v| spec::VouchSays {
+            durable: v.durable,
+            submitted_unix_ns: v.submitted_unix_ns,
+            nonce_salt: v.nonce_salt,
+        }),
         vouch,
         "FrameRef::vouch() of a {:?} frame",
         f.kind
     );
     assert_eq!(
-        (format::VOUCH_LEN, format::VOUCH_LEN_V2),
-        (spec::VOUCH_LEN, spec::VOUCH_LEN_V2)
+        (
+            format::VOUCH_LEN,
+            format::VOUCH_LEN_V3,
+            format::VOUCH_LEN_V2
+        ),
+        (spec::VOUCH_LEN, spec::VOUCH_LEN_V3, spec::VOUCH_LEN_V2)
     );
     let mut out = vec![0xA5u8; format::VOUCH_LEN + 8];
     let n = match (f.kind, want, vouch) {
-        (Kind::Vouch, _, Some((durable, submitted_unix_ns))) if f.lsn == 0 && f.stream == 0 => {
+        (Kind::Vouch, _, Some(said)) if f.lsn == 0 && f.stream == 0 => {
             let v = format::Vouch {
-                durable,
-                submitted_unix_ns,
+                durable: said.durable,
+                submitted_unix_ns: said.submitted_unix_ns,
+                nonce_salt: said.nonce_salt,
             };
+            assert_eq!(v.frame_len(), f.len, "Vouch::frame_len()");
             format::encode_vouch(&mut out, salt, v)
         }
         (Kind::Skip, Some(word), _) if word > 0 && f.stream == 0 => {

@@ -10,10 +10,10 @@
 //!
 //! Oracles:
 //! 1. the outcome equals the independent model of §2.1 ([`crate::spec`]),
-//!    versions 1, 2 and 3 alike (the `Reserved` step included; version 3
-//!    has version 2's layout);
+//!    versions 1 to 4 alike (the `Reserved` step included; versions 3 and
+//!    4 have version 2's layout);
 //! 2. an accepted header re-encodes (with `SegmentHeader::encode`) to the
-//!    same used bytes (64 in version 1, 80 in versions 2 and 3). One area is
+//!    same used bytes (64 in version 1, 80 in versions 2 to 4). One area is
 //!    documented as not interpreted yet covered by the CRC: the flags word
 //!    (bytes 20..24). `encode` writes it as zero, so a header with non-zero
 //!    flags must match its re-encoding everywhere else, and its stored CRC
@@ -27,8 +27,10 @@
 //!    word; the rest of the block in both) changes nothing;
 //! 4. re-encoding writes zeros over the rest of the block and decodes to
 //!    the same header; `encode_blocks` writes the block and, in versions 2
-//!    and 3 only, a byte-for-byte copy of it in the next block; bytes past the
-//!    block never change the outcome; a block one byte short is `Short`.
+//!    to 4 only, a byte-for-byte copy of it in the next block; bytes past the
+//!    block never change the outcome; a block one byte short is `Short`;
+//! 5. the vouch frames writers write in a segment of the header's version
+//!    are the size §3.2 gives that version (`format::vouch_len`).
 
 use ringwal::format::{self, HeaderError, SegmentHeader};
 
@@ -144,7 +146,7 @@ pub fn check(data: &[u8]) {
         );
     }
 
-    // The segment's header blocks: the copy exists in versions 2 and 3.
+    // The segment's header blocks: the copy exists in versions 2 to 4.
     let mut blocks = vec![0xA5u8; 2 * format::BLOCK + 8];
     h.encode_blocks(&mut blocks);
     assert!(
@@ -159,6 +161,13 @@ pub fn check(data: &[u8]) {
             h.version
         );
         assert_eq!(h.header_bytes(), spec::HEADER_BYTES as u64);
+        // Oracle 5.
+        assert_eq!(
+            Some(format::vouch_len(h.version)),
+            spec::vouch_len(h.version),
+            "vouch_len of version {}",
+            h.version
+        );
     } else {
         assert!(
             copy.iter().all(|&b| b == 0xA5),

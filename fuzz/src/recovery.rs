@@ -1340,7 +1340,7 @@ fn highest_on_disk(
         let ok = (1..=spec::MAX_LSN).contains(&h.base_lsn)
             && h.node == 1
             && h.base_lsn == base
-            && (h.version != 2 || manifest.is_none_or(|m| m.log_id == h.log_id))
+            && (!spec::v2_layout(h.version) || manifest.is_none_or(|m| m.log_id == h.log_id))
             && b.len() as u64 <= h.segment_bytes;
         if ok {
             // An LSN past MAX_LSN is none a writer hands out (§2.1; a skip

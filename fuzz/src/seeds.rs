@@ -47,9 +47,12 @@ pub fn frame_decoder() -> Vec<(&'static str, Vec<u8>)> {
         format::Vouch {
             durable: 41,
             submitted_unix_ns: None,
+            nonce_salt: None,
         },
     );
     let vouch_v3 = spec::encode_vouch_v3(SALT, 41, 1_765_000_000_000_000_000);
+    let vouch_v4 =
+        spec::encode_vouch_v4(SALT, 41, 1_765_000_000_000_000_000, 0x0a0b_0c0d_0e0f_1011);
     let mut skip = vec![0u8; format::VOUCH_LEN_V2];
     format::encode_skip(&mut skip, SALT, 42, 7);
     // A skip of no LSNs decodes (§3.3 has no count step); recovery's scan
@@ -79,6 +82,7 @@ pub fn frame_decoder() -> Vec<(&'static str, Vec<u8>)> {
         ("data", frame::input(0, SALT, 0, &data)),
         ("vouch", frame::input(0, SALT, 0, &vouch)),
         ("vouch_v3", frame::input(0, SALT, 0, &vouch_v3)),
+        ("vouch_v4", frame::input(0, SALT, 0, &vouch_v4)),
         ("skip", frame::input(0, SALT, 0, &skip)),
         ("skip_zero_count", frame::input(0, SALT, 0, &skip_zero)),
         ("kind_9", frame::input(0, SALT, 0, &kind_9)),
@@ -137,8 +141,8 @@ pub fn segment_header() -> Vec<(&'static str, Vec<u8>)> {
     let crc = spec::header_crc(&flagged, 1);
     flagged[12..16].copy_from_slice(&crc.to_le_bytes());
     // A later version, named as such before its CRC is looked at.
-    let mut v4 = valid.clone();
-    v4[8] = 4;
+    let mut v5 = valid.clone();
+    v5[8] = 5;
     let h2 = spec::HeaderFields {
         version: 2,
         torn_window: 160 << 10,
@@ -153,11 +157,13 @@ pub fn segment_header() -> Vec<(&'static str, Vec<u8>)> {
     let v2_reserved = spec::encode_header(&spec::HeaderFields { key_check: 1, ..h2 });
     let v2_key = spec::encode_header(&spec::HeaderFields { key_id: 3, ..h2 });
     let v3 = spec::encode_header(&spec::HeaderFields { version: 3, ..h2 });
+    let v4 = spec::encode_header(&spec::HeaderFields { version: 4, ..h2 });
     vec![
         ("valid", header::input(0, &valid[..64])),
         ("valid_full_block", header::input(1, &valid)),
         ("flags_and_tail", header::input(0, &flagged[..64])),
-        ("version_4", header::input(0, &v4[..64])),
+        ("version_5", header::input(0, &v5[..64])),
+        ("v4_valid", header::input(0, &v4[..80])),
         ("v3_valid", header::input(0, &v3[..80])),
         ("v2_valid", header::input(0, &v2[..80])),
         ("v2_valid_full_block", header::input(1, &v2)),

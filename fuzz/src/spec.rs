@@ -1,5 +1,5 @@
-//! An independent model of `docs/format.md` (format version 3, and the
-//! version-1 and -2 segments readers still accept), written from the document
+//! An independent model of `docs/format.md` (format version 4, and the
+//! version-1, -2 and -3 segments readers still accept), written from the document
 //! and not from `src/at_rest/format/`: its own constants, its own field offsets,
 //! `crc32fast::hash` called directly. The targets compare the engine's
 //! decoders and its recovery against it outcome for outcome, so a decoder
@@ -23,22 +23,41 @@ pub const FRAME_ALIGN: usize = 8;
 pub const MAX_PAYLOAD: usize = 67_108_864;
 /// §2.1: first eight bytes of a segment (every version).
 pub const MAGIC: &[u8; 8] = b"RINGWAL1";
-/// §"Constants": where a version-2 or -3 segment's first frame starts.
+/// §"Constants": where a version-2, -3 or -4 segment's first frame starts.
 pub const HEADER_BYTES: usize = 8192;
 /// §"Constants": where a version-1 segment's first frame starts.
 pub const HEADER_BYTES_V1: usize = 4096;
-/// §"Constants": size of a vouch frame in a version-3 segment.
-pub const VOUCH_LEN: usize = 40;
-/// §"Constants": size of a vouch frame in a version-2 segment.
+/// §"Constants", §3.2: size of a vouch frame in a version-4 segment (a
+/// 24-byte payload: durable LSN, time, nonce salt).
+pub const VOUCH_LEN: usize = 48;
+/// §"Constants", §3.2: size of a vouch frame in a version-3 segment (a
+/// 16-byte payload: durable LSN, time).
+pub const VOUCH_LEN_V3: usize = 40;
+/// §"Constants", §3.2: size of a vouch frame in a version-2 segment (an
+/// 8-byte payload: durable LSN).
 pub const VOUCH_LEN_V2: usize = 32;
 /// §"Constants": the version writers produce.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 
 /// §"Introduction", §2.1: version 3 is version 2 with a time in every
-/// vouch; where the document says "version 2" of a header field or of the
-/// header copy it means 2 and 3 alike.
+/// vouch, and version 4 is version 3 with a nonce salt in every vouch too;
+/// where the document says "version 2" of a header field or of the header
+/// copy it means versions 2, 3 and 4 alike.
 pub fn v2_layout(version: u32) -> bool {
-    version == 2 || version == 3
+    matches!(version, 2..=4)
+}
+
+/// §3.2, §4: the size of the vouch frames writers write in a segment of
+/// `version`: "24-byte vouches in version-4 segments, 16-byte ones in
+/// version-3 segments and 8-byte ones in version-2 segments". Version 1
+/// (and any version readers refuse) has none.
+pub fn vouch_len(version: u32) -> Option<usize> {
+    match version {
+        2 => Some(VOUCH_LEN_V2),
+        3 => Some(VOUCH_LEN_V3),
+        4 => Some(VOUCH_LEN),
+        _ => None,
+    }
 }
 /// §"Constants": the smallest segment.
 pub const MIN_SEGMENT: u64 = 65536;
@@ -162,6 +181,16 @@ pub fn encode_vouch_v3(salt: u64, durable: u64, unix_ns: u64) -> Vec<u8> {
     encode_frame(salt, 0, 0, kind::VOUCH, &p)
 }
 
+/// §3.2: a version-4 vouch frame for `durable`, its write submitted at
+/// `unix_ns`, sealing its payloads with `nonce_salt` (24-byte payload: the
+/// durable LSN, then the time, then the nonce salt).
+pub fn encode_vouch_v4(salt: u64, durable: u64, unix_ns: u64, nonce_salt: u64) -> Vec<u8> {
+    let mut p = durable.to_le_bytes().to_vec();
+    p.extend_from_slice(&unix_ns.to_le_bytes());
+    p.extend_from_slice(&nonce_salt.to_le_bytes());
+    encode_frame(salt, 0, 0, kind::VOUCH, &p)
+}
+
 /// §3.2: a skip frame for `first .. first + count`.
 pub fn encode_skip(salt: u64, first: u64, count: u64) -> Vec<u8> {
     encode_frame(salt, first, 0, kind::SKIP, &count.to_le_bytes())
@@ -266,7 +295,7 @@ pub fn decode_frame(buf: &[u8], salt: u64, configured_limit: usize) -> Frame {
 
 /// §3.2: the `u64` payload of a vouch (durable LSN) or skip (count) of 8
 /// bytes; a skip of any other length carries no word, and so does a
-/// vouch (a 16-byte one is read by [`frame_vouch`]).
+/// vouch (a 16- or 24-byte one is read by [`frame_vouch`]).
 pub fn frame_word(kind: u8, payload: &[u8]) -> Option<u64> {
     if kind != kind::VOUCH && kind != kind::SKIP {
         return None;
@@ -275,20 +304,125 @@ pub fn frame_word(kind: u8, payload: &[u8]) -> Option<u64> {
     Some(u64::from_le_bytes(a))
 }
 
+/// §3.2: what a vouch frame says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VouchSays {
+    /// The durable LSN: the highest LSN the writer knew to be on stable
+    /// storage when it submitted the write the vouch opens.
+    pub durable: u64,
+    /// `submitted_unix_ns` (16- and 24-byte vouches): the writer's wall
+    /// clock when it submitted that write.
+    pub submitted_unix_ns: Option<u64>,
+    /// `nonce_salt` (24-byte vouches): the nonce salt of every payload
+    /// that write seals (§3.5).
+    pub nonce_salt: Option<u64>,
+}
+
 /// §3.2: what a vouch says, by its payload's length alone, in a segment of
 /// any version: 8 bytes, a durable LSN; 16 bytes, a durable LSN and the
-/// time its write was submitted (ns since the Unix epoch); any other
-/// length (or kind) vouches for nothing.
-pub fn frame_vouch(kind: u8, payload: &[u8]) -> Option<(u64, Option<u64>)> {
+/// time its write was submitted (ns since the Unix epoch); 24 bytes, a
+/// durable LSN, a time and a nonce salt; any other length (or kind)
+/// vouches for nothing and carries no time nor nonce salt.
+pub fn frame_vouch(kind: u8, payload: &[u8]) -> Option<VouchSays> {
     if kind != kind::VOUCH {
         return None;
     }
     let word = |i: usize| u64::from_le_bytes(payload[i..i + 8].try_into().unwrap());
     match payload.len() {
-        8 => Some((word(0), None)),
-        16 => Some((word(0), Some(word(8)))),
+        8 => Some(VouchSays {
+            durable: word(0),
+            submitted_unix_ns: None,
+            nonce_salt: None,
+        }),
+        16 => Some(VouchSays {
+            durable: word(0),
+            submitted_unix_ns: Some(word(8)),
+            nonce_salt: None,
+        }),
+        24 => Some(VouchSays {
+            durable: word(0),
+            submitted_unix_ns: Some(word(8)),
+            nonce_salt: Some(word(16)),
+        }),
         _ => None,
     }
+}
+
+// ---------------------------------------------------------------------------
+// §3.5 Encrypted payloads
+// ---------------------------------------------------------------------------
+
+/// §3.5: the nonce a `Data` frame's payload is sealed with, in a segment
+/// whose header has `key_id` ≠ 0: `le_bytes_u64(log_id) ++
+/// le_bytes_u64(nonce_salt) ++ le_bytes_u64(frame.lsn)`.
+pub fn nonce(log_id: u64, nonce_salt: u64, lsn: u64) -> [u8; 24] {
+    let mut n = [0u8; 24];
+    n[..8].copy_from_slice(&log_id.to_le_bytes());
+    n[8..16].copy_from_slice(&nonce_salt.to_le_bytes());
+    n[16..].copy_from_slice(&lsn.to_le_bytes());
+    n
+}
+
+/// §3.5: the `nonce_salt` of a frame's write, or a place the document
+/// leaves open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NonceSalt {
+    Salt(u64),
+    Unspecified(&'static str),
+}
+
+/// §3.5: the `nonce_salt` of the frame at offset `at` of the frame area
+/// `[h.frames_start(), end)`: "the `nonce_salt` of the last vouch frame
+/// before it in its segment when that vouch carries one (version 4), and
+/// otherwise (versions 2 and 3, whose vouches carry none) the header's
+/// `salt`". So a 24-byte vouch gives its own salt, and an 8- or 16-byte
+/// vouch after it gives the header's salt again.
+///
+/// The frames before it are those a scan steps through from the first
+/// frame (§3, §6), valid frame after valid frame; `None` when no such
+/// step lands on `at` (a frame the scan never reaches is no data).
+///
+/// A vouch frame whose payload is of no vouch's length "vouches for
+/// nothing and carries no time nor nonce salt (it is stepped over like
+/// padding)" (§3.2): whether it is still "the last vouch frame" (the
+/// header's salt) or is passed over for an earlier one is not said. It
+/// decides only where such a frame follows a 24-byte vouch; there the
+/// answer is [`NonceSalt::Unspecified`].
+pub fn nonce_salt_at(file: &[u8], h: &HeaderValue, end: usize, at: usize) -> Option<NonceSalt> {
+    let mut off = h.frames_start();
+    let mut salt = NonceSalt::Salt(h.salt);
+    // The salt of the last vouch frame that carried one of a vouch's
+    // lengths, for the open question above.
+    let mut said = h.salt;
+    while off < end && off <= at {
+        let Frame::Valid {
+            kind: k,
+            plen,
+            total,
+            ..
+        } = decode_frame(&file[off..end], h.salt, MAX_PAYLOAD)
+        else {
+            return None;
+        };
+        if off == at {
+            return Some(salt);
+        }
+        if k == kind::VOUCH {
+            let payload = &file[off + FRAME_HEADER..off + FRAME_HEADER + plen];
+            salt = match frame_vouch(k, payload) {
+                Some(v) => {
+                    said = v.nonce_salt.unwrap_or(h.salt);
+                    NonceSalt::Salt(said)
+                }
+                None if said != h.salt => NonceSalt::Unspecified(
+                    "a vouch of no vouch's length after one with a nonce salt",
+                ),
+                None => NonceSalt::Salt(h.salt),
+            };
+        }
+        off += total;
+    }
+    None
 }
 
 // ---------------------------------------------------------------------------
@@ -302,7 +436,7 @@ pub fn frame_vouch(kind: u8, payload: &[u8]) -> Option<(u64, Option<u64>)> {
 /// encoder (which the `segment_header` target checks) nor on its fields.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HeaderFields {
-    /// 1, 2 or 3 (anything else is written as given).
+    /// 1, 2, 3 or 4 (anything else is written as given).
     pub version: u32,
     pub node: u32,
     /// Bytes 20..24: written 0, not interpreted, covered by the CRC.
@@ -323,7 +457,10 @@ pub struct HeaderFields {
 
 /// §2.1: the bytes the header CRC covers end at `U`: 80 in versions 2 and
 /// 3, 64 in version 1 (and, for the purpose of computing a CRC, any other
-/// version: a reader stops at step 4 before it needs one).
+/// version: a reader stops at step 4 before it needs one). §2.1 names
+/// only versions 2 and 3 for `U` = 80; version 4 is taken as version 2's
+/// layout by the introduction's rule ("version 2" of a header field means
+/// 2, 3 and 4 alike), since the fields up to byte 80 are its fields too.
 pub fn header_used(version: u32) -> usize {
     if v2_layout(version) {
         80
@@ -895,8 +1032,8 @@ fn judge_frames(
                 return Verdict::Corrupt(Why::FramesFollow(b));
             }
             let payload = &file[b + FRAME_HEADER..b + FRAME_HEADER + plen];
-            if let Some((durable, _)) = frame_vouch(k, payload) {
-                if durable >= due {
+            if let Some(v) = frame_vouch(k, payload) {
+                if v.durable >= due {
                     return Verdict::Corrupt(Why::Vouched(b));
                 }
             }
@@ -1179,7 +1316,7 @@ mod tests {
 
     #[test]
     fn encoded_headers_validate() {
-        for version in [1, 2] {
+        for version in [1, 2, 3, 4] {
             let f = HeaderFields {
                 version,
                 node: 3,
@@ -1201,7 +1338,7 @@ mod tests {
                     salt: 9,
                     created_unix_ms: 0,
                     torn_window: 11,
-                    log_id: if version == 2 { 13 } else { 0 },
+                    log_id: if v2_layout(version) { 13 } else { 0 },
                     key_id: 0,
                     key_check: 0,
                 })
@@ -1234,18 +1371,27 @@ mod tests {
         });
         v1[70] ^= 1; // not covered in version 1
         assert!(matches!(decode_header(&v1), Header::Valid(_)));
+        v1[8] = 5;
+        assert_eq!(decode_header(&v1), Header::Version(5));
+        // A version-1 block relabelled 4 is read with version 2's layout:
+        // its CRC (over 64 bytes) no longer matches.
         v1[8] = 4;
-        assert_eq!(decode_header(&v1), Header::Version(4));
-        // Version 3 is version 2's layout: the log id is covered.
-        let v3 = encode_header(&HeaderFields {
-            version: 3,
-            key_check: 0,
-            ..f
-        });
-        assert!(matches!(decode_header(&v3), Header::Valid(h) if h.version == 3));
-        let mut b = v3.clone();
-        b[70] ^= 1;
-        assert_eq!(decode_header(&b), Header::Checksum);
+        assert_eq!(decode_header(&v1), Header::Checksum);
+        // Versions 3 and 4 are version 2's layout: the log id is covered,
+        // and the key check is reserved without a key id.
+        for version in [3, 4] {
+            let b = encode_header(&HeaderFields {
+                version,
+                key_check: 0,
+                ..f
+            });
+            assert!(matches!(decode_header(&b), Header::Valid(h) if h.version == version));
+            let mut b = b.clone();
+            b[70] ^= 1;
+            assert_eq!(decode_header(&b), Header::Checksum);
+            let b = encode_header(&HeaderFields { version, ..f });
+            assert_eq!(decode_header(&b), Header::Reserved);
+        }
         assert_eq!(decode_header(&v1[..100]), Header::Short);
         assert_eq!(decode_header(&[0u8; BLOCK]), Header::Blank);
     }
@@ -1297,24 +1443,26 @@ mod tests {
         assert_eq!(segment_head(&v1copy), SegmentHead::Lost);
         // A future version is never read through a copy.
         let mut future = encode_header_blocks(&f);
-        future[8] = 4;
+        future[8] = 5;
         future.resize(MIN_SEGMENT as usize, 0);
         assert_eq!(
             segment_head(&future),
-            SegmentHead::Invalid(Header::Version(4))
+            SegmentHead::Invalid(Header::Version(5))
         );
-        // A version-3 header has its copy, and is read through it.
-        let mut v3 = encode_header_blocks(&HeaderFields { version: 3, ..f });
-        assert_eq!(v3.len(), HEADER_BYTES);
-        v3.resize(MIN_SEGMENT as usize, 0);
-        v3[30] ^= 1;
-        assert!(matches!(
-            segment_head(&v3),
-            SegmentHead::Usable {
-                from_copy: true,
-                h,
-            } if h.version == 3 && h.frames_start() == HEADER_BYTES
-        ));
+        // Version-3 and -4 headers have their copy, and are read through it.
+        for version in [3, 4] {
+            let mut b = encode_header_blocks(&HeaderFields { version, ..f });
+            assert_eq!(b.len(), HEADER_BYTES);
+            b.resize(MIN_SEGMENT as usize, 0);
+            b[30] ^= 1;
+            assert!(matches!(
+                segment_head(&b),
+                SegmentHead::Usable {
+                    from_copy: true,
+                    h,
+                } if h.version == version && h.frames_start() == HEADER_BYTES
+            ));
+        }
     }
 
     #[test]
@@ -1323,8 +1471,13 @@ mod tests {
         assert_eq!(frame_len(1), 32);
         assert_eq!(frame_len(8), 32);
         assert_eq!(frame_len(9), 40);
-        assert_eq!(VOUCH_LEN, frame_len(16));
+        assert_eq!(VOUCH_LEN, frame_len(24));
+        assert_eq!(VOUCH_LEN_V3, frame_len(16));
         assert_eq!(VOUCH_LEN_V2, frame_len(8));
+        assert_eq!(vouch_len(FORMAT_VERSION), Some(VOUCH_LEN));
+        assert_eq!(vouch_len(3), Some(VOUCH_LEN_V3));
+        assert_eq!(vouch_len(2), Some(VOUCH_LEN_V2));
+        assert_eq!(vouch_len(1), None);
         assert_eq!(padding_len(4096), 0);
         assert_eq!(padding_len(4096 + 8), 4088);
         assert_eq!(padding_len(4096 - 16), 16 + 4096);
@@ -1341,23 +1494,60 @@ mod tests {
             } => {
                 assert_eq!((k, plen, lsn), (kind::VOUCH, 8, 0));
                 assert_eq!(frame_word(k, &v[24..32]), Some(42));
-                assert_eq!(frame_vouch(k, &v[24..32]), Some((42, None)));
+                assert_eq!(
+                    frame_vouch(k, &v[24..32]),
+                    Some(VouchSays {
+                        durable: 42,
+                        submitted_unix_ns: None,
+                        nonce_salt: None,
+                    })
+                );
             }
             other => panic!("{other:?}"),
         }
         let v = encode_vouch_v3(3, 42, 7_000);
-        assert_eq!(v.len(), VOUCH_LEN);
+        assert_eq!(v.len(), VOUCH_LEN_V3);
         match decode_frame(&v, 3, MAX_PAYLOAD) {
             Frame::Valid {
                 kind: k, plen, lsn, ..
             } => {
                 assert_eq!((k, plen, lsn), (kind::VOUCH, 16, 0));
                 assert_eq!(frame_word(k, &v[24..40]), None);
-                assert_eq!(frame_vouch(k, &v[24..40]), Some((42, Some(7_000))));
+                assert_eq!(
+                    frame_vouch(k, &v[24..40]),
+                    Some(VouchSays {
+                        durable: 42,
+                        submitted_unix_ns: Some(7_000),
+                        nonce_salt: None,
+                    })
+                );
             }
             other => panic!("{other:?}"),
         }
         assert_eq!(frame_vouch(kind::VOUCH, &v[24..36]), None);
+        let v = encode_vouch_v4(3, 42, 7_000, 0xfeed);
+        assert_eq!(v.len(), VOUCH_LEN);
+        match decode_frame(&v, 3, MAX_PAYLOAD) {
+            Frame::Valid {
+                kind: k, plen, lsn, ..
+            } => {
+                assert_eq!((k, plen, lsn), (kind::VOUCH, 24, 0));
+                assert_eq!(frame_word(k, &v[24..48]), None);
+                assert_eq!(
+                    frame_vouch(k, &v[24..48]),
+                    Some(VouchSays {
+                        durable: 42,
+                        submitted_unix_ns: Some(7_000),
+                        nonce_salt: Some(0xfeed),
+                    })
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // Lengths between and past the three vouch for nothing.
+        for n in [0, 4, 12, 20, 32] {
+            assert_eq!(frame_vouch(kind::VOUCH, &[7u8; 32][..n]), None, "{n}");
+        }
         assert_eq!(frame_vouch(kind::SKIP, &v[24..32]), None);
         let s = encode_skip(3, 10, 5);
         assert!(matches!(
@@ -1372,6 +1562,67 @@ mod tests {
         assert_eq!(frame_word(kind::DATA, &s[24..32]), None);
         assert_eq!(frame_word(kind::VOUCH, &s[24..31]), None);
         assert!(matches!(decode_frame(&s, 4, MAX_PAYLOAD), Frame::Checksum));
+    }
+
+    #[test]
+    fn nonce_salts_follow_the_last_vouch() {
+        assert_eq!(
+            nonce(0x0102, 0x0304, 0x0506),
+            [2, 1, 0, 0, 0, 0, 0, 0, 4, 3, 0, 0, 0, 0, 0, 0, 6, 5, 0, 0, 0, 0, 0, 0]
+        );
+        let salt = 77;
+        let h = HeaderValue {
+            version: 4,
+            node: 1,
+            base_lsn: 1,
+            segment_bytes: MIN_SEGMENT,
+            salt,
+            created_unix_ms: 0,
+            torn_window: 0,
+            log_id: 5,
+            key_id: 1,
+            key_check: 0,
+        };
+        // Record 1 before any vouch, then a version-4 vouch and record
+        // 2, a version-3 vouch and record 3, a version-4 vouch, a vouch
+        // of no vouch's length and record 4.
+        let frames = [
+            (encode_frame(salt, 1, 0, kind::DATA, b"one"), true),
+            (encode_vouch_v4(salt, 1, 9, 1000), false),
+            (encode_frame(salt, 2, 0, kind::DATA, b"two"), true),
+            (encode_vouch_v3(salt, 2, 9), false),
+            (encode_frame(salt, 3, 0, kind::DATA, b"three"), true),
+            (encode_vouch_v4(salt, 3, 9, 2000), false),
+            (encode_frame(salt, 0, 0, kind::VOUCH, &[1; 12]), false),
+            (encode_frame(salt, 4, 0, kind::DATA, b"four"), true),
+        ];
+        let mut file = vec![0u8; HEADER_BYTES];
+        let mut at = Vec::new();
+        for (f, record) in frames {
+            if record {
+                at.push(file.len());
+            }
+            file.extend(f);
+        }
+        let end = file.len();
+        let got: Vec<_> = at
+            .iter()
+            .map(|&a| nonce_salt_at(&file, &h, end, a))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                Some(NonceSalt::Salt(salt)),
+                Some(NonceSalt::Salt(1000)),
+                Some(NonceSalt::Salt(salt)),
+                Some(NonceSalt::Unspecified(
+                    "a vouch of no vouch's length after one with a nonce salt"
+                )),
+            ]
+        );
+        // Not a frame offset of the scan.
+        assert_eq!(nonce_salt_at(&file, &h, end, at[1] + 8), None);
+        assert_eq!(nonce_salt_at(&file, &h, end, end), None);
     }
 
     #[test]

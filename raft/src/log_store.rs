@@ -660,7 +660,7 @@ fn replay<C: RaftTypeConfig>(
 /// replication tasks: shares the store's log and index. `Clone`, `Send`,
 /// `Sync`; reads run concurrently with the store's writes.
 ///
-/// A read of entries purged meanwhile fails (ringwal's `Gap`) rather than
+/// A read of entries purged meanwhile fails (ringwal's `Released`) rather than
 /// returning them.
 pub struct LogReader<C: RaftTypeConfig> {
     shared: Arc<Shared<C>>,

@@ -28,7 +28,7 @@ pub(crate) struct Have {
 pub(crate) fn start(b: &Builder<'_>) -> Result<(Restored, Have)> {
     let remote = read_manifest(b.store, &b.names)?.ok_or_else(|| {
         b.store
-            .problem(&b.names.manifest(), ArchiveProblem::Missing)
+            .problem(&b.names.manifest(), ArchiveProblem::NoArchive)
     })?;
     b.check_target()?;
     let r = match restore::build(b, &remote, restore::RestoreTo::End) {

@@ -324,10 +324,11 @@ impl Drop for Running {
 /// # Errors
 ///
 /// Nothing is left in `dir` on error. [`Error::Archive`] naming the
-/// object for a missing or damaged object or manifest (`Missing`,
-/// `Damaged`), a store that refuses or does not answer, and for a `dir`
-/// that already holds a log (`TargetHoldsLog`); `InvalidConfig` for a bad
-/// URL; `Io` for the directory.
+/// object for no archive of the node at `url` (`NoArchive`: no archive
+/// manifest there), a missing or damaged object (`Missing`, `Damaged`),
+/// a store that refuses or does not answer, and for a `dir` that already
+/// holds a log (`TargetHoldsLog`); `InvalidConfig` for a bad URL; `Io` for
+/// the directory.
 pub fn restore(
     url: &str,
     opts: &StoreOptions,

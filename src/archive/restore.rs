@@ -238,7 +238,7 @@ impl<'a> Builder<'a> {
 pub(crate) fn restore(store: &Store, dir: &Path, cfg: &Config, to: RestoreTo) -> Result<Restored> {
     let names = Names::new(cfg.node());
     let remote = crate::archive::ship::read_manifest(store, &names)?
-        .ok_or_else(|| store.problem(&names.manifest(), ArchiveProblem::Missing))?;
+        .ok_or_else(|| store.problem(&names.manifest(), ArchiveProblem::NoArchive))?;
     let b = Builder::new(store, dir, cfg);
     b.check_target()?;
     cfg.vfs

@@ -71,9 +71,10 @@ impl Unopened {
 }
 
 /// The application's payload of `frame`, read from a segment with
-/// `header`: decrypted with `keys` if the segment is encrypted (the tag
-/// checked against the frame's LSN, stream, kind and flags), then
-/// decompressed if the frame says so.
+/// `header` in a write whose nonce salt is `nonce_salt` (the walk's
+/// `Walker::nonce_salt`): decrypted with `keys` if the segment is
+/// encrypted (the tag checked against the frame's LSN, stream, kind and
+/// flags), then decompressed if the frame says so.
 ///
 /// A payload that fails authentication is `Key(Wrong)` when the header's
 /// key check shows the key is not the segment's, and `Corrupt` otherwise:
@@ -86,6 +87,7 @@ impl Unopened {
 pub(crate) fn open(
     keys: &Keys,
     header: &SegmentHeader,
+    nonce_salt: u64,
     frame: &FrameRef<'_>,
 ) -> std::result::Result<Vec<u8>, Unopened> {
     let codec = frame.codec();
@@ -95,7 +97,7 @@ pub(crate) fn open(
             .cipher(header.key_id)
             .ok_or(Unopened::Key(KeyProblem::Missing))?;
         let bound = frame.head().bound_bytes();
-        match cipher.open(header.log_id, header.salt, &bound, frame.lsn, &mut buf) {
+        match cipher.open(header.log_id, nonce_salt, &bound, frame.lsn, &mut buf) {
             Some(n) => {
                 debug_assert_eq!(
                     n + TAG_BYTES,

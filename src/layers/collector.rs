@@ -697,7 +697,7 @@ impl Collector {
     ///
     /// The first error `f` returns, as it is, which stops the replay; or
     /// what the log's reader reports: [`Error::Corrupt`] for damage found
-    /// since the open, [`Error::Gap`] if a checkpoint released frames
+    /// since the open, [`Error::Released`] if a checkpoint released frames
     /// before the replay reached them, [`Error::Key`], [`Error::Io`]. The
     /// cap stays on after an error.
     pub fn replay(&self, mut f: impl FnMut(u16, Lsn, &[u8]) -> Result<()>) -> Result<Replayed> {

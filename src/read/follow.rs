@@ -111,7 +111,7 @@ impl Tail {
 /// mode means durable), and end the same way; they may be mixed.
 ///
 /// Ends with one `Err` if records it would read were checkpointed away
-/// before it got to them (`Gap`), on damage (`Corrupt`), or if the log is
+/// before it got to them (`Released`), on damage (`Corrupt`), or if the log is
 /// poisoned; then `None`. Ends with `None` once the log is closed.
 ///
 /// Cost: as a [`Reader`] while records are there; at the end, one wait on
@@ -248,7 +248,7 @@ impl Iterator for Follower {
 /// a process crash but may not a power loss.
 ///
 /// Never ends on its own while the log is quiet. Ends with one `Err` on
-/// damage, or with `Gap` when a checkpoint removed records before it read
+/// damage, or with `Released` when a checkpoint removed records before it read
 /// them; then `None`. Before reading on into what its segment grew by,
 /// it checks the segment is still listed, so records a checkpoint
 /// released are not read through the file it holds open.

@@ -93,8 +93,10 @@ struct Place {
 /// writer has got to), and anything recovery would call damage is yielded
 /// as one `Err` naming the file and offset, after which it ends. A segment
 /// checkpointed away while the reader was on it (deleted, or recycled and
-/// overwritten) ends the iteration with [`Error::Gap`], not `Corrupt`:
-/// those records were released, not damaged.
+/// overwritten) before it had read all of it ends the iteration with
+/// [`Error::Released`], not `Corrupt`: those records were released, not
+/// damaged. One released after the reader had read all of it costs
+/// nothing: the reader reads on from the next segment.
 pub struct Reader {
     vfs: Arc<dyn Vfs>,
     dir: LogDir,
@@ -145,7 +147,7 @@ impl std::fmt::Debug for Reader {
 impl Reader {
     /// Records `from` (0: the oldest) up to `upto` in `segments`, a
     /// snapshot of the log's segments in LSN order. `from` below the
-    /// oldest segment is `Gap`: those records were checkpointed away.
+    /// oldest segment is `Released`: those records were checkpointed away.
     /// Reads with `cfg`'s file system, torn window and keys.
     pub(crate) fn new(
         cfg: &Config,
@@ -163,10 +165,10 @@ impl Reader {
         let oldest = oldest_listed.unwrap_or(1);
         let from = if from == 0 { oldest } else { from };
         if from < oldest {
-            return Err(Error::Gap {
+            return Err(Error::Released {
                 file: dir.path().to_path_buf(),
-                expected: from,
-                found: oldest,
+                lsn: from,
+                oldest,
             });
         }
         let newest_base = segments.last().map(|s| s.base);
@@ -196,7 +198,7 @@ impl Reader {
 
     /// Before reading on into what a segment grew by since the reader
     /// stopped at its end, make sure the segment is still one of the
-    /// log's: if a checkpoint released it meanwhile, end with `Gap`
+    /// log's: if a checkpoint released it meanwhile, end with `Released`
     /// instead of reading released records through the open handle. For
     /// a reader that follows a directory from outside the writer, which
     /// has no segment list of the writer's to check against. Cost: one
@@ -226,13 +228,29 @@ impl Reader {
     /// listed once, here, minus newest files whose header was never
     /// written (a crash mid-create, which recovery discards). Segments are
     /// held to the log id of the node's manifest when it has a readable
-    /// one (`verify` reports a manifest that is not).
+    /// one (`verify` reports a manifest that is not). `from` below the
+    /// oldest segment is `Released` if the manifest released it too, and
+    /// the manifest's broken promise (`Gap`) if it still keeps it.
     pub(crate) fn open_dir(cfg: &Config, dir: LogDir, from: Lsn) -> Result<Reader> {
         let vfs = &*cfg.vfs;
         let promise = manifest::read(vfs, &dir).ok().flatten();
         let log_id = promise.map(|m| m.log_id);
         let mut files = dir.list_log(vfs, promise.is_some())?.segments;
         scan::pop_never_written(vfs, &mut files, dir.node(), log_id)?;
+        // Below the oldest segment is a release only if the manifest
+        // released it too: a front the manifest still keeps is missing.
+        let front = promise.zip(files.first()).and_then(|(m, oldest)| {
+            let disk = manifest::OnDisk {
+                oldest: Some(oldest.base),
+                newest: files.last().map(|s| s.base),
+                last_lsn: Lsn::MAX,
+                last_file: None,
+            };
+            manifest::broken_promise(&m, &dir, disk).filter(|_| from != 0 && from < oldest.base)
+        });
+        if let Some(gap) = front {
+            return Err(gap);
+        }
         let mut reader = Reader::new(cfg, dir, files, from, Lsn::MAX, log_id)?;
         reader.promise = promise;
         Ok(reader)
@@ -310,7 +328,10 @@ impl Reader {
             let header = *w.header();
             let end = match w.next()? {
                 Step::Record {
-                    at, frame, batch, ..
+                    at,
+                    frame,
+                    batch,
+                    write,
                 } => {
                     debug_assert!(
                         self.expect.is_none_or(|e| frame.lsn >= e),
@@ -327,7 +348,8 @@ impl Reader {
                         "a reader yields nothing above its watermark"
                     );
                     let (lsn, stream, kind) = (frame.lsn, frame.stream, frame.kind);
-                    let payload = payload::open(&self.keys, &header, &frame)
+                    let nonce_salt = scan::nonce_salt(write, &header);
+                    let payload = payload::open(&self.keys, &header, nonce_salt, &frame)
                         .map_err(|e| e.error(w.path(), &header, at))?;
                     let rec = Record {
                         lsn,
@@ -357,7 +379,7 @@ impl Reader {
     /// The walk of the current segment found `end`: whether reading goes
     /// on (the segment grew, or the next one follows), or the iteration
     /// ends there (`step` then checks it against what was promised). An
-    /// error is damage, or a `Gap` where the segment was checkpointed
+    /// error is damage, or `Released` where the segment was checkpointed
     /// away while read.
     fn at_end(&mut self, end: SegmentEnd) -> Result<bool> {
         let w = self.current.as_mut().expect("at the end of a walk");
@@ -370,6 +392,8 @@ impl Reader {
             if self.recheck {
                 let path = w.path().to_path_buf();
                 if let Some(gap) = self.released(&path) {
+                    // `next_with` reads on past it if every record of
+                    // the released segment was read.
                     return Err(gap);
                 }
             }
@@ -427,7 +451,7 @@ impl Reader {
     }
 
     /// `e` (damage, an I/O error, or an end short of what was promised),
-    /// or a `Gap` when the file it names is no longer one of the log's
+    /// or `Released` when the file it names is no longer one of the log's
     /// segments: a checkpoint released it (and recycling may have
     /// overwritten it) while this reader was on its way. Costs one
     /// directory listing, on the error path only.
@@ -445,7 +469,7 @@ impl Reader {
         self.released(&file).unwrap_or(e)
     }
 
-    /// The `Gap` to end with if `file` is no longer one of the log's
+    /// The `Released` to end with if `file` is no longer one of the log's
     /// segments (a checkpoint released it); `None` if it still is, or if
     /// the directory cannot be listed. Costs one directory listing.
     fn released(&self, file: &Path) -> Option<Error> {
@@ -454,16 +478,16 @@ impl Reader {
             return None;
         }
         let expect = self.expect.unwrap_or(self.from);
-        Some(Error::Gap {
+        Some(Error::Released {
             file: file.to_path_buf(),
-            expected: expect,
-            found: listing.segments.first().map_or(expect, |s| s.base),
+            lsn: expect,
+            oldest: listing.segments.first().map_or(expect, |s| s.base),
         })
     }
 
     /// Read on up to `upto`, a higher written watermark, through the
     /// segments of `segments` (the log's list now) not listed before.
-    /// Only for a reader that stopped at its watermark. `Gap` if the
+    /// Only for a reader that stopped at its watermark. `Released` if the
     /// records it would read next were checkpointed away meanwhile (even
     /// if the file it is on is still readable through its open handle).
     pub(crate) fn extend(&mut self, upto: Lsn, segments: &[SegmentFile]) -> Result<()> {
@@ -475,10 +499,10 @@ impl Reader {
         let next = self.expect.unwrap_or(self.from);
         let oldest = segments.first().map_or(next, |s| s.base);
         if next < oldest {
-            return Err(Error::Gap {
+            return Err(Error::Released {
                 file: self.dir.path().to_path_buf(),
-                expected: next,
-                found: oldest,
+                lsn: next,
+                oldest,
             });
         }
         // A segment the reader has read nothing of may have been replaced
@@ -525,10 +549,55 @@ impl Reader {
                 None
             }
             Err(e) => {
+                if self.read_on_past_release(&e) {
+                    return self.next_with(f);
+                }
                 self.done = true;
                 Some(Err(self.released_or(e)))
             }
         }
+    }
+
+    /// After `e` from the segment the walk is on: if a checkpoint released
+    /// that segment (and the writer may have recycled its file) once the
+    /// walk had read every record of it, the records wanted next are still
+    /// kept in the segments after it, so the walk leaves the file and reads
+    /// on from the segment that starts at the next LSN. True if it does;
+    /// false leaves `e` to be answered (`Released` when the released segment
+    /// held records not yet read). Costs one directory listing, on the
+    /// error path only.
+    fn read_on_past_release(&mut self, e: &Error) -> bool {
+        let (Some(expect), Some(w)) = (self.expect, self.current.as_ref()) else {
+            return false;
+        };
+        let file = w.path().to_path_buf();
+        let released = match e {
+            Error::Corrupt { file: f, .. } | Error::Lost { file: f, .. } => *f == file,
+            Error::Io { path, .. } => *path == file,
+            Error::Released { file: f, .. } => *f == file,
+            _ => false,
+        };
+        if !released {
+            return false;
+        }
+        let Ok(listing) = self.dir.list(&*self.vfs) else {
+            return false;
+        };
+        let mut kept = listing.segments;
+        if kept.iter().any(|s| s.path == file) {
+            return false;
+        }
+        let Some(start) = kept.iter().position(|s| s.base == expect) else {
+            return false;
+        };
+        assert!(
+            kept[start].base > w.file().base,
+            "a segment starting at the next LSN follows the one read to its end"
+        );
+        self.newest_base = kept.last().map(|s| s.base).max(self.newest_base);
+        self.segments = kept.split_off(start).into_iter();
+        self.current = None;
+        true
     }
 }
 

@@ -4,7 +4,9 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use crate::at_rest::format::{self, Manifest, SegmentHeader};
+use crate::at_rest::payload;
 use crate::config::{Config, RecoveryMode};
+use crate::error::KeyProblem;
 use crate::error::{Error, Lsn, Result};
 use crate::segment::index::SparseIndex;
 use crate::segment::set::{self as segments, Live, LogDir, SegmentFile};
@@ -49,6 +51,7 @@ pub(crate) fn recover(dir: &LogDir, cfg: &Config) -> Result<Recovered> {
         let kept = a.segments.last().map_or(0, |s| s.last_lsn);
         debug_assert!(a.manifest.is_none_or(|m| kept >= m.durable_lsn));
     }
+    check_keys(cfg, &a.segments)?;
     let plan = plan(&a, cfg)?;
     let mut report = RecoveryReport {
         bytes_scanned: a.bytes_scanned,
@@ -94,6 +97,37 @@ pub(crate) fn recover(dir: &LogDir, cfg: &Config) -> Result<Recovered> {
         log_id,
         manifest: a.manifest,
     })
+}
+
+/// Refuse a writer whose keys do not fit the log, before anything is
+/// changed: a key whose id a segment names but that is not the key it
+/// was sealed with (its header's key check differs), since new segments
+/// sealed with it under the same id would leave no single key that reads
+/// the log; and no key provider at all for a log whose newest segment is
+/// encrypted, since its appends would be plaintext in an encrypted log
+/// (a provider that names no current key, even an empty one, says that
+/// is meant: a writer that only recovers or checkpoints needs no key). A
+/// key id the provider lacks is no refusal: a rotated-out key is not
+/// needed to append. Cost: one AEAD call (an empty message) per
+/// encrypted segment whose key id the provider has, and a provider call
+/// per such id the first time.
+fn check_keys(cfg: &Config, segments: &[SegmentState]) -> Result<()> {
+    let key_error = |s: &SegmentState, problem| Error::Key {
+        file: s.file.path.clone(),
+        key_id: s.header.key_id,
+        problem,
+    };
+    for s in segments.iter().filter(|s| s.header.key_id != 0) {
+        if let Err(KeyProblem::Wrong) = payload::check_key(&cfg.keys, &s.header) {
+            return Err(key_error(s, KeyProblem::Wrong));
+        }
+    }
+    match segments.last() {
+        Some(newest) if newest.header.key_id != 0 && !cfg.keys.provided() => {
+            Err(key_error(newest, KeyProblem::Missing))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Remove the files the plan discards and a crash's temporary manifests,

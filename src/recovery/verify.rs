@@ -294,7 +294,10 @@ fn size_if_there(cfg: &Config, path: &Path) -> Result<u64> {
 /// Payloads need a second look only where the checksum is not all there
 /// is to them: compressed ones are decompressed, encrypted ones are
 /// authenticated when `cfg` has their key ([`SegmentReport::payloads`]);
-/// a payload that fails is a `Corrupt` problem.
+/// a payload that fails is a `Corrupt` problem. A key `cfg` gives for a
+/// segment's key id that is not the key it was sealed with (its header's
+/// key check differs) is a `Key` problem naming the segment: a strict
+/// open with that key fails the same way.
 ///
 /// Cost: reads every segment file once, end to end (the zero-filled
 /// remainder of the newest one included), through the page cache; then
@@ -415,8 +418,20 @@ fn check_payloads(
     last: Lsn,
 ) -> Result<(Payloads, Option<Error>)> {
     let status = key_status(cfg, header);
-    if let Payloads::Sealed(_) = status {
-        return Ok((status, None));
+    match status {
+        // A key given for the segment's id that is not its key is the
+        // caller's mistake to report, not a note: appending with it
+        // would be refused too.
+        Payloads::Sealed(problem @ KeyProblem::Wrong) => {
+            let wrong = Error::Key {
+                file: file.path.clone(),
+                key_id: header.key_id,
+                problem,
+            };
+            return Ok((status, Some(wrong)));
+        }
+        Payloads::Sealed(_) => return Ok((status, None)),
+        _ => {}
     }
     let Ok(mut w) = scan::open(&*cfg.vfs, file, cfg.node, None)? else {
         // Accepted by the analysis a moment ago: replaced since (a live
@@ -426,15 +441,18 @@ fn check_payloads(
     let header = *w.header();
     let mut prev = header.base_lsn - 1;
     loop {
-        let (at, frame) = match w.next()? {
-            Step::Record { at, frame, .. } if frame.lsn <= last => (at, frame),
+        let (at, frame, write) = match w.next()? {
+            Step::Record {
+                at, frame, write, ..
+            } if frame.lsn <= last => (at, frame, write),
             Step::Record { .. } | Step::End(_) => return Ok((status, None)),
             Step::Hole { .. } => continue,
         };
         debug_assert!(frame.lsn > prev, "a segment's records ascend by LSN");
         prev = frame.lsn;
         let transformed = payload::sealed(&header, frame.kind) || frame.codec() != Codec::None;
-        if transformed && let Err(e) = payload::open(&cfg.keys, &header, &frame) {
+        let nonce_salt = scan::nonce_salt(write, &header);
+        if transformed && let Err(e) = payload::open(&cfg.keys, &header, nonce_salt, &frame) {
             return Ok((status, Some(e.error(&file.path, &header, at))));
         }
     }
@@ -635,6 +653,9 @@ pub struct Released {
 /// would keep, without removing anything. `Err(NoLog)` and `Err(Locked)`
 /// as [`recovery_plan`].
 ///
+/// An `up_to` past [`CheckpointPlan::last_lsn`] is `Err(PastEnd)`, as
+/// `Wal::checkpoint` refuses it.
+///
 /// Takes the writer lock for as long as it reads, writes nothing. Cost:
 /// what an open's recovery reads, and one `stat` per segment removed.
 pub fn checkpoint_plan(dir: &Path, cfg: &Config, up_to: Lsn) -> Result<CheckpointPlan> {
@@ -655,6 +676,13 @@ pub fn checkpoint_plan(dir: &Path, cfg: &Config, up_to: Lsn) -> Result<Checkpoin
         return Ok(out);
     }
     out.last_lsn = recovery::plan(&a, &cfg)?.next_lsn.saturating_sub(1);
+    if up_to > out.last_lsn {
+        return Err(Error::PastEnd {
+            what: "up_to",
+            lsn: up_to,
+            last: out.last_lsn,
+        });
+    }
     let live: Vec<Live> = a
         .segments
         .iter()
@@ -731,6 +759,48 @@ pub fn nodes(dir: &Path) -> Result<Vec<u32>> {
     out.sort_unstable();
     out.dedup();
     Ok(out)
+}
+
+/// The last LSN of `files`, a log's segments in LSN order: where the walk
+/// of the newest one whose header was written ends (the base of an empty
+/// one minus one). What an offline deed holds an LSN given to it against,
+/// so that an LSN past the end is refused rather than taken to release
+/// everything. A newest segment whose header does not read is damage,
+/// returned as the error a reader would meet. Cost: one header read per
+/// never-written file popped, and one read of the newest segment's frames
+/// (through the page cache).
+pub(crate) fn last_lsn_of(cfg: &Config, log: &LogDir, files: &[SegmentFile]) -> Result<Lsn> {
+    let log_id = crate::segment::manifest::read(&*cfg.vfs, log)
+        .ok()
+        .flatten()
+        .map(|m| m.log_id);
+    let mut files = files.to_vec();
+    scan::pop_never_written(&*cfg.vfs, &mut files, log.node(), log_id)?;
+    let Some(newest) = files.last() else {
+        return Ok(0);
+    };
+    let mut w = match scan::open(&*cfg.vfs, newest, log.node(), log_id)? {
+        Ok(w) => w,
+        Err(p) => return Err(p.error(newest, log.node())),
+    };
+    w.walk_to_end()?;
+    Ok(w.last_lsn())
+}
+
+/// The last LSN of `cfg.node()`'s log in `dir` as it is on disk: where
+/// the frames of its newest segment end (recovery may still cut a torn
+/// tail below it). For a check made before a deed that must change
+/// nothing when refused, such as a checkpoint past the end. `NoLog` when
+/// there is none; `Locked`, as [`recovery_plan`], while a writer holds it
+/// (its end moves); 0 for a log of no record. Takes the writer lock for
+/// as long as it reads, writes nothing. Cost: one `readdir`, a 64-byte
+/// manifest read, and one read of the newest segment's frames (through
+/// the page cache).
+pub fn last_lsn(dir: &Path, cfg: &Config) -> Result<Lsn> {
+    let log = LogDir::new(dir, cfg.node);
+    let files = log.list_log(&*cfg.vfs, false)?.segments;
+    let _lock = hold_writer_lock(cfg, &log)?;
+    last_lsn_of(cfg, &log, &files)
 }
 
 /// Summarise `cfg.node()`'s log in `dir`: segment headers and sizes, a
@@ -933,8 +1003,9 @@ fn judge_older(
 /// torn window and keys (an encrypted log's records need
 /// [`ConfigBuilder::encryption`]).
 ///
-/// `from` below the oldest LSN on disk is `Err(Gap)` (those records were
-/// checkpointed away). `from` past the newest yields nothing. A path that
+/// `from` below the oldest LSN on disk is `Err(Released)` (those records
+/// were checkpointed away), or `Err(Gap)` if the node's manifest says the
+/// log still holds them (its oldest segment is missing). `from` past the newest yields nothing. A path that
 /// does not exist or is not a directory, or a directory with neither a
 /// segment nor a manifest of the node, is `Err(NoLog)`.
 ///
@@ -1088,10 +1159,8 @@ mod tests {
         assert_eq!(wal.checkpoint(oldest - 1).unwrap(), 1);
         wal.close().unwrap();
         match records(dir.path(), &node(1), 1) {
-            Err(Error::Gap {
-                expected, found, ..
-            }) => assert_eq!((expected, found), (1, oldest)),
-            other => panic!("expected a gap, got {other:?}"),
+            Err(Error::Released { lsn, oldest: o, .. }) => assert_eq!((lsn, o), (1, oldest)),
+            other => panic!("expected a release, got {other:?}"),
         }
         // A log that starts later is still consistent.
         assert_eq!(
@@ -1106,6 +1175,10 @@ mod tests {
             matches!(r.problems.as_slice(), [Error::Gap { expected, .. }] if *expected == oldest),
             "{:?}",
             r.problems
+        );
+        // And a read from below it is that damage, not a release.
+        assert!(
+            matches!(records(dir.path(), &node(1), oldest), Err(Error::Gap { expected, .. }) if expected == oldest),
         );
     }
 
@@ -1560,8 +1633,17 @@ mod tests {
         assert_eq!(plan.last_lsn, 2000);
         assert!(!plan.remove.is_empty());
         assert!(plan.remove.iter().all(|r| r.last_lsn <= 1000));
-        let all = checkpoint_plan(dir.path(), &small(1), 99_999).unwrap();
+        let all = checkpoint_plan(dir.path(), &small(1), 2000).unwrap();
         assert_eq!(all.remove.len(), segs.len() - 1, "never the newest");
+        // Past the end, as a checkpoint is: refused.
+        assert!(matches!(
+            checkpoint_plan(dir.path(), &small(1), 2001),
+            Err(Error::PastEnd {
+                what: "up_to",
+                lsn: 2001,
+                last: 2000
+            })
+        ));
         assert_eq!(segment_paths(dir.path(), 1), segs, "a plan removed a file");
 
         let (wal, _) = Wal::open(dir.path(), small(1)).unwrap();

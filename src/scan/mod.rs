@@ -391,6 +391,16 @@ pub(crate) enum Step<'a> {
     End(SegmentEnd),
 }
 
+/// The nonce salt of the payloads sealed in the write `write` opened, in
+/// a segment with `header` (docs/format.md §3.5): the vouch's own
+/// (version 4), else the header's salt (versions 2 and 3, whose vouches
+/// carry none, and a frame before any vouch).
+pub(crate) fn nonce_salt(write: Option<WriteStart>, header: &SegmentHeader) -> u64 {
+    write
+        .and_then(|w| w.vouch.nonce_salt)
+        .unwrap_or(header.salt)
+}
+
 /// The vouch frame that opened a write: every write starts with one
 /// (docs/format.md §4), so the last one a walk stepped over opened the
 /// write it is in.
@@ -941,6 +951,7 @@ mod tests {
         format::Vouch {
             durable,
             submitted_unix_ns: None,
+            nonce_salt: None,
         }
     }
 
@@ -1107,6 +1118,7 @@ mod tests {
         format::Vouch {
             durable,
             submitted_unix_ns: Some(t),
+            nonce_salt: None,
         }
     }
 
@@ -1118,7 +1130,7 @@ mod tests {
         h.encode_blocks(&mut img.bytes);
         let start = format::HEADER_BYTES as u64;
         let n = format::encode_vouch(&mut img.bytes[start as usize..], SALT, timed(0, 1_000));
-        assert_eq!(n, format::VOUCH_LEN);
+        assert_eq!(n, format::VOUCH_LEN_V3);
         let a = img.write(start + n as u64, 3, 100);
         // An 8-byte vouch vouches in any version, with no time.
         let n = format::encode_vouch(&mut img.bytes[a as usize..], SALT, untimed(3));
@@ -1167,7 +1179,7 @@ mod tests {
         assert_eq!(all, want);
         // A point on LSN 7, in the write whose vouch is at `b`: the walk
         // starting there reads that vouch for the write time.
-        let r7 = b + format::VOUCH_LEN as u64 + format::frame_len(100) as u64;
+        let r7 = b + format::VOUCH_LEN_V3 as u64 + format::frame_len(100) as u64;
         let point = |write_at| Point {
             lsn: 7,
             offset: r7,

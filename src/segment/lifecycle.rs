@@ -419,11 +419,18 @@ impl ActiveSegment {
     /// damage anywhere in the segment can pass for a torn tail: a cleanly
     /// closed log has no ambiguous end. In the segment's own version's
     /// shape (an open may close a version-2 segment it never wrote to):
-    /// from version 3 it carries the close time. Skipped in a version-1
-    /// segment and when no block is left (a full segment's end is not
-    /// ambiguous). Cost: one durable 4 KiB write (`method`: see
-    /// [`sync_method_for`]) and, from version 3, one read of the clock.
-    pub fn close_vouch(&mut self, durable: Lsn, method: SyncMethod) -> std::io::Result<()> {
+    /// from version 3 it carries the close time, from version 4 the
+    /// writer's `nonce_salt` too (it opens no records; the shape is the
+    /// version's). Skipped in a version-1 segment and when no block is
+    /// left (a full segment's end is not ambiguous). Cost: one durable
+    /// 4 KiB write (`method`: see [`sync_method_for`]) and, from version
+    /// 3, one read of the clock.
+    pub fn close_vouch(
+        &mut self,
+        durable: Lsn,
+        nonce_salt: u64,
+        method: SyncMethod,
+    ) -> std::io::Result<()> {
         let block = format::BLOCK as u64;
         if self.version < 2 || self.end + block > self.size {
             return Ok(());
@@ -437,6 +444,7 @@ impl ActiveSegment {
         let vouch = format::Vouch {
             durable,
             submitted_unix_ns: (self.version >= 3).then(now_unix_ns),
+            nonce_salt: (self.version >= 4).then_some(nonce_salt),
         };
         let n = format::encode_vouch(b, self.salt, vouch);
         debug_assert_eq!(n, format::vouch_len(self.version));

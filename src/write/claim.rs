@@ -291,7 +291,7 @@ impl Claim<'_> {
     fn write_frame(&mut self, write: impl FnOnce(&mut [u8])) -> bool {
         let (head, salt, plain_len) = (self.head, self.salt, self.plain_len);
         let cipher = self.cipher.as_deref();
-        let log_id = self.shared.log_id();
+        let (log_id, nonce_salt) = (self.shared.log_id(), self.shared.nonce_salt());
         debug_assert_eq!(
             self.stored_len,
             payload::stored_len(plain_len, cipher.is_some()),
@@ -304,7 +304,9 @@ impl Claim<'_> {
         let written = format::encode_record_with(slot.bytes(), salt, head, self.stored_len, |p| {
             write(&mut p[..plain_len]);
             if let Some(c) = cipher {
-                c.seal(log_id, salt, &head.bound_bytes(), head.lsn, p);
+                // The writer's nonce salt, which the vouch opening this
+                // write carries (a version-4 segment: the ring asserts it).
+                c.seal(log_id, nonce_salt, &head.bound_bytes(), head.lsn, p);
             }
         });
         assert_eq!(

@@ -616,7 +616,7 @@ mod tests {
 
     /// While a checkpoint removes a segment, every answer agrees: once
     /// its file is gone, `oldest_lsn` is already past it, so a read that
-    /// says `Gap` names an LSN below a floor the caller can observe, and
+    /// says `Released` names an LSN below a floor the caller can observe, and
     /// every LSN at or above the floor reads back.
     #[test]
     fn the_kept_floor_rises_before_the_file_goes() {
@@ -636,7 +636,10 @@ mod tests {
         let read = wal.read(first);
         let floor = wal.oldest_lsn();
         gate.release();
-        assert!(matches!(read, Err(crate::Error::Gap { .. })), "{read:?}");
+        assert!(
+            matches!(read, Err(crate::Error::Released { .. })),
+            "{read:?}"
+        );
         assert!(
             floor > first,
             "LSN {first} read as gone while the floor was still {floor}"

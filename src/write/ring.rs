@@ -396,7 +396,10 @@ impl Ring {
         }
         self.give_back();
         let durable = self.ledger.durable();
-        if let Err(e) = self.seg.close_vouch(durable, self.sh.sync_method()) {
+        if let Err(e) = self
+            .seg
+            .close_vouch(durable, self.sh.nonce_salt(), self.sh.sync_method())
+        {
             let err = Error::io(self.seg_path(), e);
             return self.fail(Poison::from_error("the closing vouch failed", err));
         }
@@ -821,8 +824,9 @@ impl Ring {
         );
         // The batch's first frame vouches for every LSN this ring knows
         // to be durable now (damage behind it can then never pass for a
-        // torn tail) and says when the write was submitted, which is its
-        // records' write time. Cost: a CRC over 44 bytes and one
+        // torn tail), says when the write was submitted, which is its
+        // records' write time, and carries the nonce salt its sealed
+        // payloads were sealed with. Cost: a CRC over 48 bytes and one
         // `clock_gettime(CLOCK_REALTIME)` (vDSO, about 20 ns) per write.
         let n = format::encode_vouch(
             &mut batch.buf.as_mut_slice()[..format::VOUCH_LEN],
@@ -830,6 +834,7 @@ impl Ring {
             format::Vouch {
                 durable: self.ledger.durable(),
                 submitted_unix_ns: Some(lifecycle::now_unix_ns()),
+                nonce_salt: Some(self.sh.nonce_salt()),
             },
         );
         debug_assert_eq!(n, format::VOUCH_LEN);

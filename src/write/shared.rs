@@ -166,18 +166,22 @@ fn spin_where_cpus_allow(spin: std::time::Duration) -> std::time::Duration {
 }
 
 /// Whether appends may continue in the segment of `header` as far as
-/// sealing goes: only when this writer seals its
-/// payloads exactly as that segment's header says, in plaintext (or the
-/// segment is `fresh`, made by this open). An encrypting writer never
-/// adds frames to a segment an earlier process wrote, whose salt may
-/// have sealed the LSNs it would hand out next (ARCHITECTURE.md,
+/// sealing goes: only when this writer seals its payloads with the key
+/// that segment's header names (or none, in plaintext, as it says), and
+/// for a key, only in a segment of version 4 or one made by this open
+/// (`fresh`). In version 4 every write's vouch carries the writer's own
+/// nonce salt, drawn at open, so the LSNs an earlier writer of the
+/// segment may have sealed (a torn tail cut and handed out again) never
+/// meet the same nonce; in an older segment the nonce salt is the
+/// header's, shared with every earlier writer of it (ARCHITECTURE.md,
 /// "Encryption").
 fn same_keying(header: &SegmentHeader, fresh: bool, cipher: Option<&Cipher>) -> bool {
+    let key_id = cipher.map_or(0, |c| c.id());
     assert!(
-        !fresh || header.key_id == cipher.map_or(0, |c| c.id()),
+        !fresh || header.key_id == key_id,
         "a segment created by this open is sealed with the current key"
     );
-    fresh || (header.key_id == 0 && cipher.is_none())
+    fresh || (header.key_id == key_id && (key_id == 0 || header.version >= 4))
 }
 
 /// Everything the handle, the tickets and the ring thread share: owned
@@ -187,6 +191,10 @@ pub(crate) struct Shared {
     dir: LogDir,
     /// The random id of this log, in every segment header it writes.
     log_id: u64,
+    /// This writer's nonce salt (docs/format.md §3.5): 64 random bits
+    /// drawn at open, in every vouch it writes and in the nonce of every
+    /// payload it seals.
+    nonce_salt: u64,
     device: Device,
     /// How long a lone blocking wait spins before it parks
     /// (`Config::wait_spin`): none where this process may run on one CPU
@@ -246,6 +254,7 @@ impl Shared {
         };
         Shared {
             log_id: manifest.get().log_id,
+            nonce_salt: crate::segment::lifecycle::new_salt(),
             staging: Staging::new(reservation),
             admission: Admission::new(next_lsn),
             doorbell: Doorbell::new(notifier),
@@ -273,6 +282,11 @@ impl Shared {
     /// The random id of this log. Cost: none.
     pub fn log_id(&self) -> u64 {
         self.log_id
+    }
+
+    /// This writer's nonce salt, drawn at open. Cost: none.
+    pub fn nonce_salt(&self) -> u64 {
+        self.nonce_salt
     }
 
     /// How durable-mode writes are made durable on this log's disk.

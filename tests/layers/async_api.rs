@@ -360,8 +360,8 @@ fn a_follower_stream_ends_with_the_iterators_gap() {
             assert!(wal.checkpoint(t.lsn() - 1).unwrap() > 0);
             let rest: Vec<_> = rt.block_on(StreamExt::collect::<Vec<_>>(follower));
             match rest.as_slice() {
-                [Err(Error::Gap { expected: 2, .. })] => {}
-                other => panic!("expected one Gap, got {other:?}"),
+                [Err(Error::Released { lsn: 2, .. })] => {}
+                other => panic!("expected one Released, got {other:?}"),
             }
             wal.close().unwrap();
         });

@@ -201,7 +201,16 @@ fn segments_are_truncated_whole_as_a_checkpoint_plan_says() {
         .unwrap()
         .removed
         .is_empty());
-    let everything = truncate_segments(&dir, &cfg, u64::MAX).unwrap();
+    // Past the end of the log: refused before anything goes.
+    let listed = stat(&dir, &cfg).unwrap().segments.len();
+    match truncate_segments(&dir, &cfg, last + 2) {
+        Err(Error::PastEnd { what, lsn, last: l }) => {
+            assert_eq!((what, lsn, l), ("below", last + 2, last))
+        }
+        other => panic!("a truncation past the end: {other:?}"),
+    }
+    assert_eq!(stat(&dir, &cfg).unwrap().segments.len(), listed);
+    let everything = truncate_segments(&dir, &cfg, last + 1).unwrap();
     assert_eq!(stat(&dir, &cfg).unwrap().segments.len(), 1);
     assert_eq!(everything.oldest_kept, found.last().unwrap().base_lsn);
 

@@ -194,15 +194,13 @@ fn lsns_continue_across_reopens_and_checkpoint_keeps_the_active_segment() {
         assert!(!segs[0].1.exists() && !segs[1].1.exists());
         assert_eq!(wal.oldest_lsn(), keep_from);
         match wal.reader_from(keep_from - 1) {
-            Err(Error::Gap {
-                expected, found, ..
-            }) => {
-                assert_eq!((expected, found), (keep_from - 1, keep_from));
+            Err(Error::Released { lsn, oldest, .. }) => {
+                assert_eq!((lsn, oldest), (keep_from - 1, keep_from));
             }
-            Err(e) => panic!("reading below the oldest kept: expected Gap, got {e:?}"),
-            Ok(_) => panic!("reading below the oldest kept: expected Gap, got a reader"),
+            Err(e) => panic!("reading below the oldest kept: expected Released, got {e:?}"),
+            Ok(_) => panic!("reading below the oldest kept: expected Released, got a reader"),
         }
-        assert!(matches!(wal.reader_from(1), Err(Error::Gap { .. })));
+        assert!(matches!(wal.reader_from(1), Err(Error::Released { .. })));
         let tail = &payloads[keep_from as usize - 1..];
         assert_records(&read_all(&wal), keep_from, tail, "after checkpoint");
         let from_mid: Vec<_> = wal
@@ -222,7 +220,15 @@ fn lsns_continue_across_reopens_and_checkpoint_keeps_the_active_segment() {
             vec![segs.last().unwrap().clone()],
             "the active segment stays"
         );
-        assert_eq!(wal.checkpoint(u64::MAX).unwrap(), 0);
+        assert_eq!(wal.checkpoint(last).unwrap(), 0);
+        // Past the end: refused, nothing removed.
+        match wal.checkpoint(last + 1) {
+            Err(Error::PastEnd { what, lsn, last: l }) => {
+                assert_eq!((what, lsn, l), ("up_to", last + 1, last))
+            }
+            other => panic!("a checkpoint past the end: {other:?}"),
+        }
+        assert_eq!(segment_files(&log, NODE), left);
         let t = wal.append(0, b"after checkpoint").unwrap();
         assert_eq!(t.lsn(), last + 1);
         t.wait(Level::Durable).unwrap();
@@ -236,7 +242,7 @@ fn lsns_continue_across_reopens_and_checkpoint_keeps_the_active_segment() {
         assert_eq!(wal.oldest_lsn(), oldest);
         assert!(matches!(
             wal.reader_from(oldest - 1),
-            Err(Error::Gap { .. })
+            Err(Error::Released { .. })
         ));
         assert_records(
             &read_all(&wal),
@@ -857,5 +863,48 @@ fn the_simulated_disk_records_every_created_files_mode() {
         }
         assert_eq!(fs.mode_of(log), Some(dir));
         wal.close().unwrap();
+    }
+}
+
+/// A segment size alone opens: the builder picks the largest record limit
+/// the segment holds (the default where it fits), a record of that size
+/// is appended and read back, and one byte more is refused, as an explicit
+/// limit one byte larger is refused at open, naming the one picked.
+#[test]
+fn a_segment_size_alone_opens_with_the_largest_record_it_holds() {
+    assert_eq!(
+        ringwal::Config::builder().build().max_record_bytes(),
+        ringwal::Config::default().max_record_bytes()
+    );
+    for segment in [64u64 << 10, 256 << 10, 1 << 20, 2 << 20] {
+        let tmp = tempfile::tempdir().unwrap();
+        let cfg = ringwal::Config::builder().segment_bytes(segment).build();
+        let max = cfg.max_record_bytes();
+        assert!(
+            max == 1 << 20 || (max < 1 << 20 && max as u64 > segment / 2),
+            "{segment}: limit {max}"
+        );
+        let (wal, _) = Wal::open(tmp.path(), cfg).unwrap();
+        let t = wal.append(3, &vec![7; max]).unwrap();
+        t.wait(Level::Durable).unwrap();
+        assert_eq!(wal.read(t.lsn()).unwrap().payload.len(), max);
+        assert!(matches!(
+            wal.append(3, &vec![7; max + 1]),
+            Err(Error::TooLarge { .. })
+        ));
+        wal.close().unwrap();
+        if max < 1 << 20 {
+            let over = ringwal::Config::builder()
+                .segment_bytes(segment)
+                .max_record_bytes(max + 1)
+                .build();
+            match Wal::open(tmp.path(), over) {
+                Err(Error::InvalidConfig(m)) => {
+                    assert!(m.contains(&format!("at most {max} does")), "{m}")
+                }
+                other => panic!("{segment}: a limit one byte over: {other:?}"),
+            }
+        }
+        eprintln!("segment {segment}: record limit {max}");
     }
 }

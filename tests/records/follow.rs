@@ -1,6 +1,6 @@
 //! `Wal::follow`: a tailing reader gets every record exactly once, in
 //! order, while a producer appends across rolls; it ends at close, and
-//! with `Gap` when a checkpoint overtakes it.
+//! with `Released` when a checkpoint overtakes it.
 
 use std::sync::Arc;
 
@@ -76,8 +76,8 @@ fn a_checkpoint_that_overtakes_a_follower_ends_it_with_a_gap() {
         assert!(wal.checkpoint(t.lsn() - 1).unwrap() > 0);
         assert!(wal.oldest_lsn() > 2);
         match follower.next() {
-            Some(Err(Error::Gap { expected, .. })) => assert_eq!(expected, 2),
-            other => panic!("expected Gap, got {other:?}"),
+            Some(Err(Error::Released { lsn, .. })) => assert_eq!(lsn, 2),
+            other => panic!("expected Released, got {other:?}"),
         }
         assert!(follower.next().is_none());
         wal.close().unwrap();
@@ -181,5 +181,55 @@ fn a_reader_ends_at_the_watermark_of_its_making() {
             );
         }
         wal.close().unwrap();
+    });
+}
+
+/// A reader that has read all of the oldest segment, which a checkpoint
+/// then releases and the writer recycles, reads on into the next segment:
+/// the records it wants next are still kept, so this is no `Gap`. The
+/// recycled file's new frames sit where the old walk would read next.
+#[test]
+fn a_reader_past_a_released_and_recycled_segment_reads_on() {
+    for_each_backend(|backend| {
+        for follow in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let cfg = ringwal::Config::builder()
+                .backend(backend)
+                .segment_bytes(64 << 10)
+                .max_record_bytes(16 << 10)
+                .build();
+            let (wal, _) = Wal::open(dir.path(), cfg).unwrap();
+            let big = vec![b'b'; 9000];
+            for _ in 0..8 {
+                wal.append(0, &big).unwrap().wait(Level::Durable).unwrap();
+            }
+            let mut records: Box<dyn Iterator<Item = ringwal::Result<ringwal::Record>>> = if follow
+            {
+                Box::new(wal.follow(1).unwrap())
+            } else {
+                Box::new(wal.reader_from(1).unwrap())
+            };
+            for lsn in 1..=4 {
+                assert_eq!(records.next().unwrap().unwrap().lsn, lsn);
+            }
+            assert_eq!(
+                wal.checkpoint(4).unwrap(),
+                1,
+                "the first segment holds 1..=4"
+            );
+            let small = vec![b's'; 1000];
+            for _ in 0..40 {
+                wal.append(0, &small).unwrap().wait(Level::Durable).unwrap();
+            }
+            assert_eq!(wal.oldest_lsn(), 5);
+            for lsn in 5..=8 {
+                match records.next() {
+                    Some(Ok(rec)) => assert_eq!(rec.lsn, lsn, "follow={follow}"),
+                    other => panic!("follow={follow}: LSN {lsn} is kept, got {other:?}"),
+                }
+            }
+            drop(records);
+            wal.close().unwrap();
+        }
     });
 }

@@ -130,7 +130,7 @@ fn drop_oldest_reports_exactly_the_ranges_it_dropped() {
             "{} segments, {ranges:?}, {stats:?}",
             stats.segments
         );
-        assert!(matches!(wal.read(next - 1), Err(Error::Gap { .. })));
+        assert!(matches!(wal.read(next - 1), Err(Error::Released { .. })));
         assert!(wal.poison_cause().is_none());
         wal.close().unwrap();
 

@@ -452,6 +452,7 @@ fn v2_segment(dir: &std::path::Path, log_id: u64, writes: &[&[&[u8]]]) -> std::p
     let vouch = |durable| format::Vouch {
         durable,
         submitted_unix_ns: None,
+        nonce_salt: None,
     };
     let mut off = format::HEADER_BYTES;
     let mut lsn = 1;
@@ -484,10 +485,10 @@ fn vouch_payloads(path: &std::path::Path) -> Vec<usize> {
 
 /// A log of format version 2 reads as before (its records have no write
 /// time); an open that appends nothing closes its version-2 segment with
-/// a version-2 vouch; the first append goes to a new version-3 segment,
-/// whose records have one.
+/// a version-2 vouch; the first append goes to a new segment of the
+/// current version, whose records have one.
 #[test]
-fn a_version_2_log_reads_as_before_and_continues_in_version_3() {
+fn a_version_2_log_reads_as_before_and_continues_in_the_current_version() {
     let dir = tempfile::tempdir().unwrap();
     let v2 = v2_segment(dir.path(), 77, &[&[b"one", b"two"], &[b"three"]]);
     let recs: Vec<Vec<u8>> = vec![b"one".to_vec(), b"two".to_vec(), b"three".to_vec()];
@@ -514,17 +515,21 @@ fn a_version_2_log_reads_as_before_and_continues_in_version_3() {
         vec![8; 5],
         "the version-2 segment got no record"
     );
-    let v3 = dir.path().join(format::segment_file_name(1, 4));
-    assert_eq!(common::scan_segment(&v3).header.version, 3);
-    // Its write's vouch and the closing one: 16 bytes each.
-    assert_eq!(vouch_payloads(&v3), vec![16, 16]);
+    let v4 = dir.path().join(format::segment_file_name(1, 4));
+    assert_eq!(
+        common::scan_segment(&v4).header.version,
+        format::FORMAT_VERSION
+    );
+    // Its write's vouch and the closing one: 24 bytes each (a time and
+    // the writer's nonce salt).
+    assert_eq!(vouch_payloads(&v4), vec![24, 24]);
     let (wal, _) = open_checked(dir.path(), cfg()).unwrap();
     let got = common::read_all(&wal);
     assert_eq!(got.len(), 4);
     assert!(got[..3].iter().all(|r| r.written_at.is_none()));
     let at = got[3]
         .written_at
-        .expect("a version-3 record has a write time");
+        .expect("a version-4 record has a write time");
     assert!(
         before <= at && at <= after,
         "{before:?} <= {at:?} <= {after:?}"

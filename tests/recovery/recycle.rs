@@ -377,13 +377,11 @@ fn a_reader_overtaken_by_recycling_ends_with_a_gap() {
         }
     };
     match end {
-        Some(ringwal::Error::Gap {
-            expected, found, ..
-        }) => {
-            assert_eq!(expected, last + 1);
-            assert_eq!(found, wal.oldest_lsn());
+        Some(ringwal::Error::Released { lsn, oldest, .. }) => {
+            assert_eq!(lsn, last + 1);
+            assert_eq!(oldest, wal.oldest_lsn());
         }
-        other => panic!("after LSN {last}: expected a Gap, got {other:?}"),
+        other => panic!("after LSN {last}: expected Released, got {other:?}"),
     }
     wal.close().unwrap();
 }

@@ -938,6 +938,12 @@ fn bad_archives_and_targets_are_refused_by_name() {
         stderr(&out)
     );
     assert!(stderr(&out).contains(p(&other)), "{}", stderr(&out));
+    // The directory is no archive object: the message says what it is.
+    assert!(
+        stderr(&out).contains("already holds a log") && !stderr(&out).contains("archive object"),
+        "{}",
+        stderr(&out)
+    );
     assert_eq!(ok(None, &["cat", p(&other)]).stdout, cat);
     assert!(
         snapshot(&other) == files,
@@ -949,6 +955,9 @@ fn bad_archives_and_targets_are_refused_by_name() {
     let out = run(None, &["archive", "ls", &empty]);
     assert!(!out.status.success());
     assert!(stderr(&out).contains(&empty), "{}", stderr(&out));
+    // A URL with no archive (a typo) is no damage: said as such, status 2.
+    let err = restore_refused(None, &empty, &root.path().join("t4"), "no-archive", &empty);
+    assert!(err.contains("no archive of this node there"), "{err}");
     // The archive as it was restores whole again.
     restore_checked(None, &url, &root.path().join("t3"));
 

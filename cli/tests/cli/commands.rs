@@ -1091,7 +1091,7 @@ fn stat_and_verify_json_describe_nodes_segments_problems_and_totals() {
         let on_disk: u64 = segs.iter().map(|s| s.metadata().unwrap().len()).sum();
         for (row, seg) in rows.iter().zip(&segs) {
             assert_eq!(row["file"], seg.to_str().unwrap());
-            assert_eq!(row["format_version"], 3);
+            assert_eq!(row["format_version"], ringwal::format::FORMAT_VERSION);
             assert_eq!(row["created_from"], "header");
             assert!(row["created_unix_ms"].as_u64().unwrap() > 1_600_000_000_000);
             assert!(row["bytes"].as_u64().unwrap() > 0);
@@ -1226,8 +1226,21 @@ fn a_segment_size_alone_picks_a_record_limit_that_fits() {
     let key = root.path().join("key");
     std::fs::write(&key, [7u8; 32]).unwrap();
     std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-    let limit = 32 << 10;
+    // The library's own pick for the segment size, sealed or not.
+    let keys = ringwal::StaticKeys::new();
+    keys.insert(1, ringwal::Key::new([7; 32]), true);
+    let sealed = ringwal::Config::builder().encryption(std::sync::Arc::new(keys));
+    let limits = [
+        ringwal::Config::builder().segment_bytes(65536).build(),
+        sealed.segment_bytes(65536).build(),
+    ]
+    .map(|c| c.max_record_bytes());
+    assert!(
+        limits.iter().all(|&l| l > 32 << 10 && l < 64 << 10),
+        "{limits:?}"
+    );
     for (i, extra) in [vec![], vec!["--key-file", p(&key)]].iter().enumerate() {
+        let limit = limits[i];
         let dir = root.path().join(format!("log{i}"));
         let mut a = vec!["append", p(&dir), "--segment-bytes", "65536"];
         a.extend(extra);
@@ -1518,6 +1531,11 @@ fn a_log_others_can_read_is_reported_without_changing_the_status() {
         .find(|p| p.extension().is_some_and(|e| e == "wal"))
         .unwrap();
     std::fs::set_permissions(&seg, std::fs::Permissions::from_mode(0o644)).unwrap();
+    // A file beside the log that is no part of it is not the log's to
+    // warn about.
+    let readme = dir.join("README.txt");
+    std::fs::write(&readme, b"notes").unwrap();
+    std::fs::set_permissions(&readme, std::fs::Permissions::from_mode(0o644)).unwrap();
     for cmd in ["verify", "stat"] {
         let o = run(&[cmd, p(&dir)], b"");
         assert_eq!(o.status.code(), Some(0), "{cmd}: {o:?}");
@@ -1530,6 +1548,7 @@ fn a_log_others_can_read_is_reported_without_changing_the_status() {
             err.contains(&format!("{} has mode 0644", seg.display())),
             "{err}"
         );
+        assert!(!err.contains("README"), "{err}");
         let o = run(&[cmd, p(&dir), "--json"], b"");
         let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         let exposed = doc["exposed"].as_array().unwrap();
@@ -1680,10 +1699,18 @@ fn key_file_encrypts_appends_and_every_reader_needs_it() {
     let o = run(&["verify", p(&dir), "--key-file", p(&key)], b"");
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("authenticated"), "{}", stdout(&o));
+    // With a key that is not the log's: no success, a key problem.
     let o = run(&["verify", p(&dir), "--key-file", p(&other), "--json"], b"");
-    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(exit_statuses()["key"]), "{o:?}");
     assert!(
         stdout(&o).contains("encrypted, not decrypted: the key given"),
+        "{}",
+        stdout(&o)
+    );
+    let o = run(&["verify", p(&dir), "--key-file", p(&other)], b"");
+    assert_eq!(o.status.code(), Some(exit_statuses()["key"]), "{o:?}");
+    assert!(
+        stdout(&o).contains("the key given is not the one it was written with"),
         "{}",
         stdout(&o)
     );
@@ -1850,6 +1877,7 @@ fn v2_log(dir: &Path, payloads: &[&[u8]]) {
     let untimed = |durable| Vouch {
         durable,
         submitted_unix_ns: None,
+        nonce_salt: None,
     };
     let mut off = format::HEADER_BYTES;
     off += format::encode_vouch(&mut buf[off..], SALT, untimed(0));
@@ -1887,6 +1915,13 @@ fn cat_since_and_until_select_records_by_write_time() {
         stdout(&o)
     };
     assert_eq!(cat(&["--since", &stamp(mid)]), "b0\nb1\n");
+    // The same instant written with another UTC offset.
+    let plus_one = chrono::FixedOffset::east_opt(3600).unwrap();
+    let offset = chrono::DateTime::<chrono::Utc>::from(mid)
+        .with_timezone(&plus_one)
+        .to_rfc3339();
+    assert!(offset.ends_with("+01:00"), "{offset}");
+    assert_eq!(cat(&["--since", &offset]), "b0\nb1\n");
     assert_eq!(cat(&["--until", &stamp(mid)]), "a0\na1\na2\n");
     assert_eq!(cat(&["--since", "1d"]), "a0\na1\na2\nb0\nb1\n");
     let window = ["--since", &stamp(before), "--until", &stamp(after)];

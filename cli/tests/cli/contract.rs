@@ -192,7 +192,7 @@ fn expected(case: Case, i: usize) -> Want {
         Case::MissingKey if cmd == "import" => want(2, HOLDS),
         Case::MissingKey if matches!(cmd, "append" | "cat" | "dump") => want(2, NO_KEY),
         Case::MissingKey if cmd == "verify" => want(0, "were not decrypted: no key was given"),
-        Case::MissingKey if cmd == "checkpoint" => want(0, "is past the end of the log"),
+        Case::MissingKey if cmd == "checkpoint" => want(2, "is past the end of the log"),
         Case::MissingKey => want(0, ""),
         Case::BadArguments => want(2, BAD_ARG),
     }
@@ -635,12 +635,36 @@ fn import_is_all_or_nothing() {
 }
 
 #[test]
-fn checkpoint_past_the_end_warns_and_dry_run_shows_what_would_go() {
+fn checkpoint_past_the_end_is_refused_unless_forced() {
     let fx = Fixtures::build();
     let dir = fx.scratch(Case::WrongNode, fx.root.path());
     let before = snapshot(&dir);
+    // One digit too many removes nothing, dry run or not.
+    for dry in [true, false] {
+        let mut args = vec!["checkpoint", p(&dir), "--up-to", "99999", "--json"];
+        if dry {
+            args.push("--dry-run");
+        }
+        let o = run(&args, b"");
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {o:?}");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["error"]["kind"], "usage", "{v}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("up_to 99999 is past the end of the log (last LSN 3000)"),
+            "{message}"
+        );
+        assert!(snapshot(&dir) == before, "{args:?} changed the log");
+    }
     let dry = run(
-        &["checkpoint", p(&dir), "--up-to", "99999", "--dry-run"],
+        &[
+            "checkpoint",
+            p(&dir),
+            "--up-to",
+            "99999",
+            "--dry-run",
+            "--force",
+        ],
         b"",
     );
     assert_eq!(dry.status.code(), Some(0), "{dry:?}");
@@ -654,10 +678,20 @@ fn checkpoint_past_the_end_warns_and_dry_run_shows_what_would_go() {
     assert_eq!(shown.len(), segs.len() - 1, "all but the newest: {out}");
     assert!(shown[0].starts_with(&format!("would remove {} (LSN 1..=", p(&segs[0]))));
     assert!(out.ends_with("nothing was changed\n"), "{out}");
-    let warning = "ringwal: warning: --up-to 99999 is past the end of the log (LSN 3000";
+    let warning = "ringwal: warning: --up-to 99999 is past the end of the log (LSN 3000)";
     assert!(err.starts_with(warning), "{err}");
 
-    let o = run(&["checkpoint", p(&dir), "--up-to", "99999", "--json"], b"");
+    let o = run(
+        &[
+            "checkpoint",
+            p(&dir),
+            "--up-to",
+            "99999",
+            "--json",
+            "--force",
+        ],
+        b"",
+    );
     assert_eq!(o.status.code(), Some(0), "{o:?}");
     assert!(text(&o).1.starts_with(warning), "{o:?}");
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -745,16 +779,24 @@ fn point_in_time_recovery_brings_back_a_log_every_open_refuses() {
     let dir = root.path().join("log");
     base_log(&dir);
     let (seg, offset) = damage_record(&dir, RECORDS);
+    // Every damage message ends with the next step, for this log.
+    let next = format!(
+        "to see what recovery would do, run: ringwal recover {} --dry-run\n",
+        p(&dir)
+    );
     for args in [
         vec!["verify", p(&dir)],
         vec!["recover", p(&dir), "--dry-run"],
         vec!["recover", p(&dir), "--apply"],
         vec!["cat", p(&dir)],
+        vec!["append", p(&dir)],
     ] {
         let o = run(&args, b"x\n");
         assert_eq!(o.status.code(), Some(1), "{args:?}: {o:?}");
+        if args[0] != "recover" {
+            assert!(text(&o).1.ends_with(&next), "{args:?}: {o:?}");
+        }
     }
-    assert_eq!(run(&["append", p(&dir)], b"x\n").status.code(), Some(1));
     let before = snapshot(&dir);
     let damaged = std::fs::read(&seg).unwrap();
 

@@ -14,7 +14,7 @@
 //!   named them) may be handed out again;
 //! - a point read or reader of an LSN at or above the floor the caller
 //!   observes after the answer returns the record appended there, byte
-//!   for byte; `Gap` only below that floor; a given-up LSN is never a
+//!   for byte; `Released` only below that floor, and never `Gap`; a given-up LSN is never a
 //!   record, and readers step over exactly the given-up LSNs;
 //! - `append_then` lists are ascending per stream; watermarks never pass
 //!   what was handed out, and each acknowledged level is reached;
@@ -515,9 +515,9 @@ fn check_answer(model: &Model, ev: &Event) {
                 assert_eq!(r.lsn, *lsn, "a read of {lsn} answered another LSN");
                 model.check_record(r, "point read");
             }
-            Err(Error::Gap { .. }) => assert!(
+            Err(Error::Released { .. }) => assert!(
                 lsn < floor_after || model.given_up.contains(lsn),
-                "read({lsn}) said Gap while the log still keeps LSNs from {floor_after}"
+                "read({lsn}) said Released while the log still keeps LSNs from {floor_after}"
             ),
             Err(e) if model.given_up.contains(lsn) => {
                 let _ = e;
@@ -589,9 +589,9 @@ fn check_scan(
                 );
             }
         }
-        Some(Error::Gap { expected, .. }) => assert!(
-            *expected < floor_after,
-            "a reader from {from} ended with Gap at {expected}, at or above the kept floor {floor_after}"
+        Some(Error::Released { lsn, .. }) => assert!(
+            *lsn < floor_after,
+            "a reader from {from} ended with Released at {lsn}, at or above the kept floor {floor_after}"
         ),
         Some(Error::Poisoned { .. } | Error::NoSpace { .. }) => {}
         Some(e) => panic!("a reader from {from} failed: {e}"),

@@ -439,16 +439,23 @@ pub fn encode_padding(out: &mut [u8], salt: u64, total: usize) {
     );
 }
 
-/// Bytes of a vouch frame in a version-3 segment, what writers make: a
-/// frame header and its 16-byte payload (durable LSN, submission time).
-pub const VOUCH_LEN: usize = frame_len(16);
+/// Bytes of a vouch frame in a version-4 segment, what writers make: a
+/// frame header and its 24-byte payload (durable LSN, submission time,
+/// nonce salt).
+pub const VOUCH_LEN: usize = frame_len(24);
+
+/// Bytes of a vouch frame in a version-3 segment: a frame header and its
+/// 16-byte payload (durable LSN, submission time).
+pub const VOUCH_LEN_V3: usize = frame_len(16);
 
 /// Bytes of a vouch frame in a version-2 segment: a frame header and its
 /// 8-byte payload (durable LSN).
 pub const VOUCH_LEN_V2: usize = frame_len(8);
 
 const _: () = assert!(
-    VOUCH_LEN == FRAME_HEADER + 16 && VOUCH_LEN_V2 == FRAME_HEADER + 8,
+    VOUCH_LEN == FRAME_HEADER + 24
+        && VOUCH_LEN_V3 == FRAME_HEADER + 16
+        && VOUCH_LEN_V2 == FRAME_HEADER + 8,
     "a vouch's payload needs no alignment tail"
 );
 const _: () = assert!(
@@ -461,18 +468,20 @@ const _: () = assert!(
 );
 
 /// Bytes of the vouch frame a writer opens each write with in a segment
-/// of `version`: [`VOUCH_LEN`] from version 3, [`VOUCH_LEN_V2`] before
-/// (version 1 has no vouches; a reader takes any vouch by its length).
+/// of `version`: [`VOUCH_LEN`] from version 4, [`VOUCH_LEN_V3`] in
+/// version 3, [`VOUCH_LEN_V2`] before (version 1 has no vouches; a reader
+/// takes any vouch by its length).
 pub const fn vouch_len(version: u32) -> usize {
-    if version >= 3 {
-        VOUCH_LEN
-    } else {
-        VOUCH_LEN_V2
+    match version {
+        0..=2 => VOUCH_LEN_V2,
+        3 => VOUCH_LEN_V3,
+        _ => VOUCH_LEN,
     }
 }
 
 /// What a vouch frame says (docs/format.md §3.2): the durable LSN when
-/// the write it opens was submitted and, in version 3, when that was.
+/// the write it opens was submitted and, from version 3, when that was
+/// and, from version 4, the nonce salt of the payloads the write seals.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Vouch {
     /// The highest LSN the writer knew to be on stable storage when it
@@ -483,36 +492,48 @@ pub struct Vouch {
     /// decide recovery, and not monotonic if the clock steps back. `None`
     /// for an 8-byte (version-2) vouch.
     pub submitted_unix_ns: Option<u64>,
+    /// The nonce salt of every payload the write seals (docs/format.md
+    /// §3.5): drawn by each writer at open, so that a writer resuming a
+    /// segment an earlier one wrote never repeats a nonce. `None` for a
+    /// vouch of version 2 or 3 (sealed payloads use the header's salt);
+    /// only with a time.
+    pub nonce_salt: Option<u64>,
 }
 
 impl Vouch {
-    /// Bytes of its frame: [`VOUCH_LEN`] with a time, [`VOUCH_LEN_V2`]
-    /// without.
+    /// Bytes of its frame: [`VOUCH_LEN`] with a nonce salt,
+    /// [`VOUCH_LEN_V3`] with only a time, [`VOUCH_LEN_V2`] with neither.
     pub const fn frame_len(&self) -> usize {
-        match self.submitted_unix_ns {
-            Some(_) => VOUCH_LEN,
-            None => VOUCH_LEN_V2,
+        match (self.submitted_unix_ns, self.nonce_salt) {
+            (Some(_), Some(_)) => VOUCH_LEN,
+            (Some(_), None) => VOUCH_LEN_V3,
+            (None, _) => VOUCH_LEN_V2,
         }
     }
 }
 
 /// Writes a vouch frame into `out[..vouch.frame_len()]`: kind
 /// [`Kind::Vouch`], LSN 0, payload the durable LSN, followed (with a time,
-/// as in a version-3 segment) by the submission time. Returns the frame's
-/// length.
+/// from version 3) by the submission time and (with a nonce salt, from
+/// version 4) by the nonce salt. Returns the frame's length.
 ///
-/// Cost: a CRC over at most 44 bytes; no allocation. Panics if `out` is
-/// shorter than the frame.
+/// Cost: a CRC over at most 48 bytes; no allocation. Panics if `out` is
+/// shorter than the frame, or given a nonce salt without a time.
 pub fn encode_vouch(out: &mut [u8], salt: u64, vouch: Vouch) -> usize {
-    let mut payload = [0u8; 16];
+    assert!(
+        vouch.nonce_salt.is_none() || vouch.submitted_unix_ns.is_some(),
+        "a vouch with a nonce salt carries a time (version 4)"
+    );
+    let mut payload = [0u8; 24];
     payload[..8].copy_from_slice(&vouch.durable.to_le_bytes());
-    let used = match vouch.submitted_unix_ns {
-        Some(t) => {
-            payload[8..].copy_from_slice(&t.to_le_bytes());
-            16
-        }
-        None => 8,
-    };
+    let mut used = 8;
+    for word in [vouch.submitted_unix_ns, vouch.nonce_salt]
+        .into_iter()
+        .flatten()
+    {
+        payload[used..used + 8].copy_from_slice(&word.to_le_bytes());
+        used += 8;
+    }
     let n = encode_frame(out, salt, 0, 0, Kind::Vouch, &payload[..used]);
     debug_assert_eq!(n, vouch.frame_len(), "a vouch frame is its frame_len");
     n
@@ -579,8 +600,9 @@ impl FrameRef<'_> {
 
     /// What a [`Kind::Vouch`] frame says, read by its payload's length
     /// alone (whatever the segment's version): 8 bytes a durable LSN, 16
-    /// bytes a durable LSN and a submission time; `None` for another kind
-    /// or length (such a vouch vouches for nothing).
+    /// bytes a durable LSN and a submission time, 24 bytes those and a
+    /// nonce salt; `None` for another kind or length (such a vouch
+    /// vouches for nothing).
     pub fn vouch(&self) -> Option<Vouch> {
         if self.kind != Kind::Vouch {
             return None;
@@ -590,17 +612,12 @@ impl FrameRef<'_> {
             b.copy_from_slice(&self.payload[i..i + 8]);
             u64::from_le_bytes(b)
         };
-        match self.payload.len() {
-            8 => Some(Vouch {
-                durable: word(0),
-                submitted_unix_ns: None,
-            }),
-            16 => Some(Vouch {
-                durable: word(0),
-                submitted_unix_ns: Some(word(8)),
-            }),
-            _ => None,
-        }
+        let len = self.payload.len();
+        matches!(len, 8 | 16 | 24).then(|| Vouch {
+            durable: word(0),
+            submitted_unix_ns: (len >= 16).then(|| word(8)),
+            nonce_salt: (len == 24).then(|| word(16)),
+        })
     }
 
     /// The 8-byte payload of a [`Kind::Vouch`] or [`Kind::Skip`] frame (the

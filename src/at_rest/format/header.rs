@@ -48,10 +48,11 @@ const _: () = assert!(
 /// [`SegmentHeader::decode`] establishes that bytes on disk were valid.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SegmentHeader {
-    /// Format version of the segment: 1, 2 or 3 ([`FORMAT_VERSION`], what
-    /// writers make). It fixes where frames start, which fields exist and
-    /// (from 3) that vouch frames carry the time of their write; versions 2
-    /// and 3 share one header layout.
+    /// Format version of the segment: 1, 2, 3 or 4 ([`FORMAT_VERSION`], what
+    /// writers make). It fixes where frames start, which fields exist,
+    /// (from 3) that vouch frames carry the time of their write and (from
+    /// 4) the nonce salt of the payloads it seals; versions 2 to 4 share
+    /// one header layout.
     pub version: u32,
     /// Node that owns the segment; must match the node in the file name.
     pub node: u32,

@@ -1,4 +1,4 @@
-//! On-disk format, version 3 (and the version-1 and -2 segments it still
+//! On-disk format, version 4 (and the version-1 to -3 segments it still
 //! reads):
 //! segment headers, frames, padding, file names, the manifest and
 //! checkpoint files.
@@ -19,10 +19,12 @@ pub const BLOCK: usize = 4096;
 /// First eight bytes of every segment file.
 pub const MAGIC: [u8; 8] = *b"RINGWAL1";
 
-/// The format version writers produce. Readers also accept version 2
-/// segments (vouch frames carry no time) and version 1 segments (one
-/// header block, no vouch frames, no log id).
-pub const FORMAT_VERSION: u32 = 3;
+/// The format version writers produce: vouch frames carry the write's
+/// time and its nonce salt. Readers also accept version 3 segments (no
+/// nonce salt: sealed payloads use the header's salt), version 2 ones
+/// (no time either) and version 1 ones (one header block, no vouch
+/// frames, no log id).
+pub const FORMAT_VERSION: u32 = 4;
 
 /// Size of the fixed frame header that precedes every payload.
 pub const FRAME_HEADER: usize = 24;
@@ -30,7 +32,7 @@ pub const FRAME_HEADER: usize = 24;
 /// Every frame starts at a multiple of this many bytes from the segment start.
 pub const FRAME_ALIGN: usize = 8;
 
-/// Bytes reserved for the header of a version-2 or -3 segment, where its first
+/// Bytes reserved for the header of a version-2 to -4 segment, where its first
 /// frame starts: the header block and its copy.
 ///
 /// Whole blocks, so that writing the header can never tear a frame and the

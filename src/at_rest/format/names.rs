@@ -162,3 +162,40 @@ pub fn parse_temp_file_name(name: &str) -> Option<&str> {
 pub fn lock_file_name(node: u32) -> String {
     format!("{node:05}{LOCK_EXT}")
 }
+
+/// Whether `name` is one of the files a log keeps in its directory, of
+/// any node: a segment, a spare, a manifest, a lock, an archive point or
+/// lock, a temporary file that is to become one of them, or a segment set
+/// aside by a recovery (`NAME.corrupt`, `NAME.corrupt.N`). Anything else
+/// there (a README, an editor's backup) is no part of the log, and the
+/// log's tools neither read it nor speak of it. Cost: linear in the name
+/// length; no allocation.
+pub fn is_log_file_name(name: &str) -> bool {
+    let set_aside = |n: &str| {
+        let Some((seg, rest)) = n.split_once(".corrupt") else {
+            return false;
+        };
+        let numbered = rest
+            .strip_prefix('.')
+            .is_some_and(|d| !d.is_empty() && d.bytes().all(|c| c.is_ascii_digit()));
+        parse_segment_file_name(seg).is_some() && (rest.is_empty() || numbered)
+    };
+    let digits = |d: &str| d.len() == NODE_DIGITS && d.bytes().all(|c| c.is_ascii_digit());
+    let node_file = |n: &str| {
+        let archive_lock = n
+            .strip_suffix(LOCK_EXT)
+            .and_then(|n| n.strip_suffix(".archive"));
+        [MANIFEST_EXT, ARCHIVED_EXT, LOCK_EXT]
+            .iter()
+            .filter_map(|ext| n.strip_suffix(ext))
+            .chain(archive_lock)
+            .any(digits)
+    };
+    let own = |n: &str| {
+        parse_segment_file_name(n).is_some()
+            || parse_spare_file_name(n).is_some()
+            || node_file(n)
+            || set_aside(n)
+    };
+    own(name) || parse_temp_file_name(name).is_some_and(own)
+}

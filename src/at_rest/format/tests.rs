@@ -109,8 +109,8 @@ fn header_errors() {
 
     // A different version is reported as such even though the CRC is now wrong.
     let mut b = encoded_header();
-    put(&mut b, 8, &4u32.to_le_bytes());
-    assert_eq!(SegmentHeader::decode(&b), Err(HeaderError::Version(4)));
+    put(&mut b, 8, &5u32.to_le_bytes());
+    assert_eq!(SegmentHeader::decode(&b), Err(HeaderError::Version(5)));
 
     for off in [12, 16, 20, 24, 33, 40, 55, 63] {
         let mut b = encoded_header();
@@ -754,22 +754,24 @@ fn sample_v2() -> SegmentHeader {
 }
 
 #[test]
-fn v3_header_is_v2_layout_with_its_own_version() {
+fn v3_and_v4_headers_are_v2_layout_with_their_own_version() {
+    assert_eq!(FORMAT_VERSION, 4);
     let v2 = sample_v2();
-    let v3 = SegmentHeader { version: 3, ..v2 };
-    assert_eq!(FORMAT_VERSION, 3);
-    assert_eq!((v3.header_bytes(), v3.frames_start()), (8192, 8192));
-    let (mut a, mut b) = (vec![0u8; 2 * BLOCK], vec![0u8; 2 * BLOCK]);
-    v2.encode_blocks(&mut a);
-    v3.encode_blocks(&mut b);
-    assert_eq!(SegmentHeader::decode(&b), Ok(v3));
-    assert_eq!(SegmentHeader::decode(&b[BLOCK..]), Ok(v3), "the copy");
-    assert_eq!(get_u32(&b, 8), 3);
-    let differ: Vec<usize> = (0..2 * BLOCK).filter(|&i| a[i] != b[i]).collect();
-    assert!(
-        differ.iter().all(|&i| (8..16).contains(&(i % BLOCK))),
-        "only the version and the CRC differ: {differ:?}"
-    );
+    for version in [3, 4] {
+        let v = SegmentHeader { version, ..v2 };
+        assert_eq!((v.header_bytes(), v.frames_start()), (8192, 8192));
+        let (mut a, mut b) = (vec![0u8; 2 * BLOCK], vec![0u8; 2 * BLOCK]);
+        v2.encode_blocks(&mut a);
+        v.encode_blocks(&mut b);
+        assert_eq!(SegmentHeader::decode(&b), Ok(v));
+        assert_eq!(SegmentHeader::decode(&b[BLOCK..]), Ok(v), "the copy");
+        assert_eq!(get_u32(&b, 8), version);
+        let differ: Vec<usize> = (0..2 * BLOCK).filter(|&i| a[i] != b[i]).collect();
+        assert!(
+            differ.iter().all(|&i| (8..16).contains(&(i % BLOCK))),
+            "only the version and the CRC differ: {differ:?}"
+        );
+    }
 }
 
 #[test]
@@ -815,6 +817,7 @@ fn vouch_and_skip_frames() {
     let v2 = Vouch {
         durable: 12345,
         submitted_unix_ns: None,
+        nonce_salt: None,
     };
     assert_eq!(encode_vouch(&mut b, SALT, v2), VOUCH_LEN_V2);
     match decode_frame(&b, SALT, MAX_PAYLOAD) {
@@ -830,10 +833,11 @@ fn vouch_and_skip_frames() {
     let v3 = Vouch {
         durable: 12345,
         submitted_unix_ns: Some(1_765_000_000_123_456_789),
+        nonce_salt: None,
     };
     let mut b = vec![0xAAu8; 64];
-    assert_eq!(encode_vouch(&mut b, SALT, v3), VOUCH_LEN);
-    assert_eq!((VOUCH_LEN, VOUCH_LEN_V2), (40, 32));
+    assert_eq!(encode_vouch(&mut b, SALT, v3), VOUCH_LEN_V3);
+    assert_eq!((VOUCH_LEN, VOUCH_LEN_V3, VOUCH_LEN_V2), (48, 40, 32));
     assert_eq!(get_u32(&b, 4), 16, "payload length");
     assert_eq!(get_u64(&b, 24), 12345);
     assert_eq!(get_u64(&b, 32), 1_765_000_000_123_456_789);
@@ -842,20 +846,38 @@ fn vouch_and_skip_frames() {
         Decoded::Frame(f) => {
             assert_eq!(
                 (f.kind, f.lsn, f.len, f.vouch()),
-                (Kind::Vouch, 0, VOUCH_LEN, Some(v3))
+                (Kind::Vouch, 0, VOUCH_LEN_V3, Some(v3))
             );
             // word() reads 8-byte payloads only.
             assert_eq!(f.word(), None);
         }
         other => panic!("{other:?}"),
     }
-    assert_eq!((vouch_len(2), vouch_len(3)), (VOUCH_LEN_V2, VOUCH_LEN));
+    // Version 4: then the nonce salt.
+    let v4 = Vouch {
+        nonce_salt: Some(0x0123_4567_89ab_cdef),
+        ..v3
+    };
+    let mut b = vec![0xAAu8; 64];
+    assert_eq!(encode_vouch(&mut b, SALT, v4), VOUCH_LEN);
+    assert_eq!(get_u32(&b, 4), 24, "payload length");
+    assert_eq!(get_u64(&b, 32), 1_765_000_000_123_456_789);
+    assert_eq!(get_u64(&b, 40), 0x0123_4567_89ab_cdef);
+    assert!(b[48..].iter().all(|&x| x == 0xAA), "nothing past the frame");
+    match decode_frame(&b, SALT, MAX_PAYLOAD) {
+        Decoded::Frame(f) => assert_eq!((f.len, f.vouch()), (VOUCH_LEN, Some(v4))),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        (vouch_len(2), vouch_len(3), vouch_len(4)),
+        (VOUCH_LEN_V2, VOUCH_LEN_V3, VOUCH_LEN)
+    );
     // A vouch payload of any other length vouches for nothing; other
     // kinds are no vouch.
     for (kind, len) in [
         (Kind::Vouch, 0),
         (Kind::Vouch, 12),
-        (Kind::Vouch, 24),
+        (Kind::Vouch, 32),
         (Kind::Padding, 16),
     ] {
         let f = encode(SALT, 0, 0, kind, &vec![0; len]);
@@ -907,5 +929,37 @@ fn manifest_round_trip_and_rejections() {
                 "flip at byte {i} bit {bit} accepted"
             );
         }
+    }
+}
+
+#[test]
+fn the_log_owns_the_files_it_names_and_nothing_else() {
+    let seg = segment_file_name(3, 77);
+    let owned = [
+        seg.clone(),
+        spare_file_name(3, 9),
+        manifest_file_name(3),
+        archived_file_name(3),
+        archive_lock_file_name(3),
+        lock_file_name(3),
+        temp_file_name(&manifest_file_name(3), 4242, 7, 0xc0ffee),
+        format!("{seg}.corrupt"),
+        format!("{seg}.corrupt.12"),
+    ];
+    for name in &owned {
+        assert!(is_log_file_name(name), "{name}");
+    }
+    let foreign = [
+        "README.txt".to_string(),
+        format!("{seg}.bak"),
+        format!("{seg}.corrupt.x"),
+        format!("{seg}.corrupt."),
+        "1.manifest".to_string(),
+        "00001.archive.manifest".to_string(),
+        temp_file_name("README.txt", 1, 1, 1),
+        ".tmp".to_string(),
+    ];
+    for name in &foreign {
+        assert!(!is_log_file_name(name), "{name}");
     }
 }
