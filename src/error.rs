@@ -24,12 +24,10 @@ pub const MAX_LSN: u64 = 1 << 62;
 #[non_exhaustive]
 pub enum Error {
     /// Another process (or another handle in this one) holds the writer
-    /// lock for this directory and node. Retry after it closes.
-    #[error(
-        "{}: log is locked by another writer{} (one writer per directory and node)",
-        path.display(),
-        pid.map_or(String::new(), |p| format!(", process {p}"))
-    )]
+    /// lock for this directory and node, or (a lock file named
+    /// `NNNNN.archive.lock`) the archiver's lock of its log. Retry after
+    /// it closes.
+    #[error("{}", locked_message(path, *pid))]
     Locked {
         /// The lock file.
         path: PathBuf,
@@ -646,5 +644,26 @@ fn archive_message(object: &str, problem: &ArchiveProblem) -> String {
     match problem {
         ArchiveProblem::TargetHoldsLog => format!("{object}: {problem}"),
         _ => format!("archive object {object}: {problem}"),
+    }
+}
+
+/// A lock's message: who holds it, by the lock file's name (the writer's
+/// or the archiver's), and the holder's process id when known.
+fn locked_message(path: &std::path::Path, pid: Option<u32>) -> String {
+    let by = pid.map_or(String::new(), |p| format!(", process {p}"));
+    let archiver = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.ends_with(".archive.lock"));
+    if archiver {
+        format!(
+            "{}: the log's archive is locked by another archiver{by} (one archiver per log)",
+            path.display()
+        )
+    } else {
+        format!(
+            "{}: log is locked by another writer{by} (one writer per directory and node)",
+            path.display()
+        )
     }
 }

@@ -514,8 +514,9 @@ pub(crate) fn report(result: CmdResult, json: bool) -> ExitCode {
 /// other parse error becomes one line on stderr and status 2 (with
 /// `json`, an error object of kind `usage` on stdout too): clap's
 /// message, then its tips (`a similar subcommand exists: 'cat'`), then a
-/// pointer to `--help`.
-pub(crate) fn parse_failure(e: clap::Error, json: bool) -> ExitCode {
+/// pointer to the help of the command it was given (`help`, such as
+/// `ringwal checkpoint --help`).
+pub(crate) fn parse_failure(e: clap::Error, json: bool, help: &str) -> ExitCode {
     use clap::error::ErrorKind;
     let message = match e.kind() {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
@@ -527,7 +528,7 @@ pub(crate) fn parse_failure(e: clap::Error, json: bool) -> ExitCode {
              import, bench, completions or man (see 'ringwal --help')"
                 .to_string()
         }
-        _ => format!("{} (see 'ringwal --help')", parse_message(&e)),
+        _ => format!("{} (see '{help}')", parse_message(&e)),
     };
     report(Err(Failure::usage(message)), json)
 }

@@ -623,6 +623,20 @@ fn json_requested() -> bool {
     args.iter().any(|a| a == "--json") && !args.iter().any(|a| a == "bench")
 }
 
+/// The help to point a usage error at: that of the command the arguments
+/// name (`ringwal checkpoint --help`), else the program's.
+fn help_pointer() -> String {
+    use clap::CommandFactory;
+    let cli = Cli::command();
+    let command = std::env::args()
+        .skip(1)
+        .find(|a| cli.get_subcommands().any(|c| c.get_name() == a));
+    match command {
+        Some(c) => format!("ringwal {c} --help"),
+        None => "ringwal --help".to_string(),
+    }
+}
+
 /// Parse the arguments, run the command, and turn the outcome into an
 /// exit status (see [`exit::TABLE`]).
 fn main() -> ExitCode {
@@ -634,7 +648,7 @@ fn main() -> ExitCode {
     }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) => return exit::parse_failure(e, json_requested()),
+        Err(e) => return exit::parse_failure(e, json_requested(), &help_pointer()),
     };
     let quiet = cli.quiet;
     let json = cli.command.json();

@@ -63,6 +63,14 @@ pub fn create_new(path: &Path, mode: u32) -> io::Result<File> {
     Ok(file)
 }
 
+/// Give the file at `path` (made by another library, which takes the
+/// umask's bits) exactly the permission bits `mode`. Cost: one
+/// `chmod(2)`.
+pub fn set_mode_at(path: &Path, mode: u32) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+}
+
 /// Give `file` exactly the permission bits `mode`. Cost: one `fchmod(2)`.
 fn set_mode(file: &File, mode: u32) -> io::Result<()> {
     use std::os::unix::fs::PermissionsExt;

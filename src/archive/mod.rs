@@ -95,7 +95,7 @@ impl Archiver {
         url: &str,
         opts: &StoreOptions,
     ) -> Result<Archiver> {
-        let store = Store::open(url, opts)?;
+        let store = Store::open(url, opts)?.with_modes(cfg.file_mode(), cfg.dir_mode());
         let dir = dir.as_ref();
         let dir = LogDir::resolve(&*cfg.vfs, dir, cfg.node()).map_err(|e| match e {
             // A mistyped path is no log, not an I/O failure; nothing is
@@ -124,7 +124,7 @@ impl Archiver {
     /// As [`open`](Self::open).
     pub fn attach(wal: &Wal, url: &str, opts: &StoreOptions) -> Result<Archiver> {
         let sh = wal.shared().clone();
-        let store = Store::open(url, opts)?;
+        let store = Store::open(url, opts)?.with_modes(sh.cfg().file_mode(), sh.cfg().dir_mode());
         let shipper = Shipper::new(store, sh.cfg().vfs.clone(), sh.dir().clone())?;
         Ok(Archiver {
             shipper,
@@ -146,8 +146,14 @@ impl Archiver {
     /// (it is not shipped); `Io` for the log directory. A failed pass
     /// leaves the archive as the last good one left it.
     pub fn pass(&mut self) -> Result<Pass> {
-        let durable = self.live.as_ref().map_or(0, |sh| sh.acks().durable());
-        let pass = self.shipper.pass(durable)?;
+        // In the writer's process, what it has handed out is known: the
+        // archive records it, so that a log restored from it never hands
+        // out those LSNs again.
+        let live = self
+            .live
+            .as_ref()
+            .map_or((0, 0), |sh| (sh.acks().durable(), sh.next_lsn() - 1));
+        let pass = self.shipper.pass(live)?;
         if let Some(sh) = &self.live {
             sh.retention().saw_archived(Some(pass.archived_lsn));
         }

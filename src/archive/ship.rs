@@ -76,15 +76,19 @@ impl Shipper {
         })
     }
 
-    /// Ship what is new. `durable` is the writer's durable LSN when the
-    /// archiver runs in its process; another process's archiver passes 0
-    /// and ships the tail only as far as the manifest and the writes'
-    /// vouches prove durable, so the archive never holds a record that a
-    /// power loss could take from the log (whose LSN would then be handed
-    /// out again). Cost: a directory listing, a read of every segment not
-    /// yet archived and of the newest, one PUT per object and one per
-    /// manifest change, an archive point write per sealed segment.
-    pub fn pass(&mut self, durable: Lsn) -> Result<Pass> {
+    /// Ship what is new. `live` is the writer's durable LSN and the last
+    /// LSN it handed out when the archiver runs in its process; another
+    /// process's archiver passes `(0, 0)` and ships the tail only as far
+    /// as the manifest and the writes' vouches prove durable, so the
+    /// archive never holds a record that a power loss could take from the
+    /// log (whose LSN would then be handed out again). The archive
+    /// manifest's `handed_out` is the highest of its own, the node
+    /// manifest's and `live`'s: a log restored from it resumes above them.
+    /// Cost: a directory listing, a read of every segment not yet archived
+    /// and of the newest, one PUT per object and one per manifest change,
+    /// an archive point write per sealed segment.
+    pub fn pass(&mut self, live: (Lsn, Lsn)) -> Result<Pass> {
+        let (durable, handed_out) = live;
         let mut files = self.dir.list(&*self.vfs)?.segments;
         let local = manifest::read(&*self.vfs, &self.dir)?;
         // A newest file a crash left never written is no segment: the one
@@ -104,9 +108,10 @@ impl Shipper {
             None => self.open(newest, None)?.header().log_id,
         };
         let mut remote = self.remote(log_id)?;
-        if let Some(m) = local {
-            remote.handed_out = remote.handed_out.max(m.handed_out);
-        }
+        remote.handed_out = remote
+            .handed_out
+            .max(local.map_or(0, |m| m.handed_out))
+            .max(handed_out);
         let mut pass = Pass::default();
         // Established before anything is shipped: from here on no
         // checkpoint removes what the archive lacks.

@@ -59,6 +59,18 @@ pub struct Store {
     url: String,
     prefix: String,
     rt: tokio::runtime::Runtime,
+    /// A `file://` store's directory and the modes its directories and
+    /// objects get: the log's, so that a copy of it is no more readable
+    /// than the log itself (`object_store` leaves the umask's).
+    local: Option<Local>,
+}
+
+/// Where a `file://` store keeps its objects, and with which modes.
+#[derive(Clone, Debug)]
+struct Local {
+    root: std::path::PathBuf,
+    file_mode: u32,
+    dir_mode: u32,
 }
 
 /// An object read whole, or word that there is none.
@@ -86,6 +98,7 @@ impl Store {
             .enable_all()
             .build()
             .map_err(|e| Error::io("the archive's runtime", e))?;
+        let mut local = None;
         let (inner, url, prefix): (Arc<dyn ObjectStore>, String, String) =
             if let Some(path) = url.strip_prefix("file://") {
                 if !path.starts_with('/') {
@@ -101,6 +114,11 @@ impl Store {
                     .map_err(|e| bad(&e.to_string()))?
                     .with_automatic_cleanup(true)
                     .with_fsync(true);
+                local = Some(Local {
+                    root: std::path::PathBuf::from(path),
+                    file_mode: 0o600,
+                    dir_mode: 0o700,
+                });
                 (
                     Arc::new(fs),
                     format!("file://{}", path.trim_end_matches('/')),
@@ -124,7 +142,19 @@ impl Store {
             url,
             prefix,
             rt,
+            local,
         })
+    }
+
+    /// The same store, giving the directories and objects it makes in a
+    /// `file://` store the permission bits `file_mode` and `dir_mode` (a
+    /// log's, `Config::file_mode` and `Config::dir_mode`) instead of the
+    /// defaults, 0600 and 0700. Nothing for an S3 store.
+    pub(crate) fn with_modes(mut self, file_mode: u32, dir_mode: u32) -> Store {
+        if let Some(l) = &mut self.local {
+            (l.file_mode, l.dir_mode) = (file_mode, dir_mode);
+        }
+        self
     }
 
     /// The object `rel` under the prefix.
@@ -144,9 +174,10 @@ impl Store {
 
     /// Store `bytes` as `rel`, whole or not at all (a single PUT; the
     /// local store writes a temporary file, syncs it, renames it and
-    /// syncs the directory), replacing any object of that name; durable
-    /// once it returns `Ok`. Cost: one request carrying the bytes (two
-    /// fsyncs for a local store).
+    /// syncs the directory, then gives it the log's file mode), replacing
+    /// any object of that name; durable once it returns `Ok`. Cost: one
+    /// request carrying the bytes (for a local store: two fsyncs, a
+    /// `stat(2)` per directory level and a `chmod(2)`).
     ///
     /// # Errors
     ///
@@ -154,10 +185,24 @@ impl Store {
     /// `Refused`, `Missing` (no such bucket).
     pub fn put(&self, rel: &str, bytes: Vec<u8>) -> Result<()> {
         let path = self.path(rel);
+        // A local store's directories made first, with the log's mode, so
+        // that the object never lies in one others may enter.
+        let file = self.local.as_ref().map(|l| (l, l.root.join(path.as_ref())));
+        if let Some((l, file)) = &file
+            && let Some(parent) = file.parent()
+        {
+            RealFs
+                .create_dir_all(parent, l.dir_mode)
+                .map_err(|e| Error::io(parent, e))?;
+        }
         self.rt
             .block_on(self.inner.put(&path, PutPayload::from(bytes)))
-            .map(|_| ())
-            .map_err(|e| self.error(rel, e))
+            .map_err(|e| self.error(rel, e))?;
+        if let Some((l, file)) = &file {
+            ringwal_platform::file::set_mode_at(file, l.file_mode)
+                .map_err(|e| Error::io(file, e))?;
+        }
+        Ok(())
     }
 
     /// The whole of `rel`, or `Missing`. Cost: one request.

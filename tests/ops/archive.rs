@@ -88,6 +88,14 @@ fn checkpoints_keep_what_the_archive_lacks_and_restore_brings_all_back() {
             wal.durable_lsn(),
             "{backend:?}: the tail reaches durable"
         );
+        // In the writer's process the archive knows every LSN handed out,
+        // not only what the node manifest said at open (0 here).
+        let listed = archive::list(&url(&arch), &StoreOptions::default(), 1)
+            .unwrap()
+            .unwrap();
+        assert_eq!(listed.handed_out, wal.next_lsn() - 1, "{backend:?}");
+        // The store's files and directories have the log's modes.
+        assert_modes(&arch, 0o600, 0o700);
         // More sealed segments that the archive does not hold yet.
         let last = fill(&wal, 300);
         let before = wal.stats().segments;
@@ -435,6 +443,12 @@ fn one_archiver_at_a_time() {
     let first = Archiver::attach(&wal, &url(&arch), &StoreOptions::default()).unwrap();
     let e = archiver(&log, &cfg, &arch).err().expect("locked");
     assert!(matches!(e, Error::Locked { .. }), "{e}");
+    // Said as what it is: another archiver, not another writer.
+    assert!(
+        e.to_string()
+            .contains("the log's archive is locked by another archiver"),
+        "{e}"
+    );
     drop(first);
     let mut second = archiver(&log, &cfg, &arch).unwrap();
     // A clean close vouches for every record: all of them go.
@@ -521,6 +535,23 @@ fn a_segment_a_crash_left_unwritten_does_not_seal_the_one_before() {
     drop(a);
     restore(&arch, &back, &cfg, RestoreTo::End).unwrap();
     assert_eq!(records(&back, &cfg), records(&log, &cfg));
+}
+
+/// Every file under `dir` has mode `file`, every directory `dir_mode`
+/// (the root included).
+fn assert_modes(dir: &Path, file: u32, dir_mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(dir).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, dir_mode, "{}", dir.display());
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            assert_modes(&p, file, dir_mode);
+        } else {
+            let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, file, "{}", p.display());
+        }
+    }
 }
 
 #[test]

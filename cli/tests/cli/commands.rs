@@ -430,6 +430,15 @@ fn bad_arguments_and_errors_are_one_line_with_status_2() {
         assert_one_line_error(&o);
     }
     assert!(run(&["--help"], b"").status.success());
+    // A usage error points at the help of the command it was given.
+    let o = run(&["checkpoint", p(dir.path())], b"");
+    assert_one_line_error(&o);
+    assert!(
+        stderr(&o).contains("(see 'ringwal checkpoint --help')"),
+        "{o:?}"
+    );
+    let o = run(&["frobnicate"], b"");
+    assert!(stderr(&o).contains("(see 'ringwal --help')"), "{o:?}");
 }
 
 #[test]
