@@ -438,9 +438,9 @@ fn archiver_killed_mid_upload_leaves_a_restorable_archive() {
         let to = root.path().join(format!("restore-{i}"));
         let Some(l) = listing(g, &url) else {
             // Killed before its first manifest: nothing to restore, and
-            // restore says so by the manifest's name.
+            // restore says so by the manifest's name: no archive there yet.
             let out = run(g, &["restore", &url, p(&to)]);
-            assert_eq!(out.status.code(), Some(status_of("archive-damaged")));
+            assert_eq!(out.status.code(), Some(status_of("no-archive")));
             assert!(
                 stderr(&out).contains("archive.manifest"),
                 "{}",

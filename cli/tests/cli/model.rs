@@ -28,8 +28,9 @@
 //!
 //! Operations: appends (plain, `append_then`, claims), atomic batches,
 //! transactions, checkpoint markers, point reads, reads at the floor,
-//! readers, followers, checkpoints and syncs; in some rounds retention
-//! races readers at the floor. Lives vary the backend, durability level,
+//! readers, followers, readers that finish the oldest segment just before
+//! a checkpoint releases it and a roll recycles its file, checkpoints and
+//! syncs; in some rounds retention races readers at the floor. Lives vary the backend, durability level,
 //! codec and a `DropOldest` limit.
 //!
 //! `RINGWAL_MODEL_SEEDS=N` runs N seeds per family (default 200 on the
@@ -252,7 +253,11 @@ fn producer(
                 out.extend(floor_reads(wal));
                 continue;
             }
-            75..=86 => scan(wal, &mut rng),
+            75..=82 => scan(wal, &mut rng),
+            83..=86 => {
+                out.extend(overtaken_scan(wal, lists, &mut rng));
+                continue;
+            }
             87..=93 => checkpoint(wal, &mut rng),
             94..=95 => marker(wal, &mut rng),
             _ => {
@@ -411,6 +416,100 @@ fn scan(wal: &Wal, rng: &mut StdRng) -> Event {
         end,
         floor_after: wal.oldest_lsn(),
     }
+}
+
+/// A reader (or follower) that reads the oldest segment to its last
+/// record, then a checkpoint that releases exactly that segment, then
+/// appends that roll into new segments, likely reusing its file (a
+/// recycled spare), then the same reader again: it must read on into the
+/// next segment, whose records are kept (`Released` only below the
+/// floor). Segment bounds from `verify::stat`, the public listing.
+fn overtaken_scan(
+    wal: &Wal,
+    lists: &Mutex<HashMap<u16, Vec<Lsn>>>,
+    rng: &mut StdRng,
+) -> Vec<Event> {
+    let mut out = Vec::new();
+    let Ok(stat) = ringwal::verify::stat(wal.dir(), wal.config()) else {
+        return out;
+    };
+    let [oldest, next, ..] = stat.segments.as_slice() else {
+        return out;
+    };
+    let (from, last) = (oldest.base_lsn, next.base_lsn - 1);
+    let written_before = wal.written_lsn();
+    let follow = rng.gen_bool(0.5);
+    let reader: Result<Box<dyn Iterator<Item = ringwal::Result<ringwal::Record>>>, Error> =
+        if follow && written_before >= last {
+            wal.follow(from)
+                .map(|f| Box::new(f) as Box<dyn Iterator<Item = _>>)
+        } else {
+            wal.reader_from(from)
+                .map(|r| Box::new(r) as Box<dyn Iterator<Item = _>>)
+        };
+    let mut reader = match reader {
+        Ok(r) => r,
+        Err(e) => {
+            out.push(Event::Scan {
+                from,
+                written_before,
+                got: Vec::new(),
+                end: Some(e),
+                floor_after: wal.oldest_lsn(),
+            });
+            return out;
+        }
+    };
+    let (mut got, mut end) = (Vec::new(), None);
+    let mut step = |got: &mut Vec<ringwal::Record>, end: &mut Option<Error>| match reader.next() {
+        Some(Ok(r)) => {
+            got.push(r);
+            true
+        }
+        Some(Err(e)) => {
+            *end = Some(e);
+            false
+        }
+        None => false,
+    };
+    while got.last().is_none_or(|r: &ringwal::Record| r.lsn < last) && step(&mut got, &mut end) {}
+    if end.is_none() && got.last().is_some_and(|r| r.lsn == last) {
+        let ok = wal.checkpoint(last).is_ok();
+        out.push(Event::Checkpoint {
+            up_to: last,
+            ok,
+            floor_after: wal.oldest_lsn(),
+        });
+        // About two segments of records: the rolls reuse released files.
+        let mut bytes = 0;
+        while bytes < 2 * SEGMENT as usize {
+            let ev = append_one(wal, lists, rng);
+            if let Event::Appended { recs, .. } = &ev {
+                bytes += recs.iter().map(|r| r.payload.len() + 64).sum::<usize>();
+            } else {
+                out.push(ev);
+                break;
+            }
+            out.push(ev);
+        }
+    }
+    // The reader again (or on, if the segment's last LSNs were given up
+    // and it read past them), up to what was written when it was made.
+    while end.is_none()
+        && got.len() < 300
+        && got
+            .last()
+            .is_none_or(|r: &ringwal::Record| r.lsn < written_before)
+        && step(&mut got, &mut end)
+    {}
+    out.push(Event::Scan {
+        from,
+        written_before,
+        got,
+        end,
+        floor_after: wal.oldest_lsn(),
+    });
+    out
 }
 
 /// A checkpoint marker for a snapshot covering a random LSN handed out.
