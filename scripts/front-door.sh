@@ -5,13 +5,14 @@
 # than they touched: a key that does not fit the log, a checkpoint one
 # digit past the end, a restore from a mistyped URL, a time with a UTC
 # offset, a cron job reopening an encrypted log, a segment size given
-# alone. Exits non-zero on the first case that does not hold.
+# alone, one flipped byte in the oldest segment. Exits non-zero if any
+# case does not hold.
 #
 #   scripts/front-door.sh [RINGWAL_BINARY]
 #
 # Without a binary it builds the debug one (`cargo build -p ringwal-cli`).
-# CI runs it after the tests. Needs nothing but the binary, coreutils and
-# a writable temporary directory.
+# CI runs it after the tests. Needs the binary, coreutils, python3 and a
+# writable temporary directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${1:-}
@@ -138,7 +139,38 @@ segment_size_alone() {
             "$bin" bench -q --segment-mib 1 --secs 0.2 --producers 1
 }
 
+salvage_a_flipped_byte() {
+    local log=$work/salvage
+    seq -f "record %08g xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx" 1 30000 |
+        "$bin" append "$log" --segment-bytes 1048576 >/dev/null
+    local oldest
+    oldest=$(ls "$log"/*.wal | head -1)
+    python3 - "$oldest" <<'PY'
+import sys
+p = sys.argv[1]
+b = bytearray(open(p, 'rb').read())
+b[500000] ^= 0x40
+open(p, 'wb').write(b)
+PY
+    local before
+    before=$(cat "$log"/*.wal | md5sum)
+    expect 1 "verify after one flipped byte" "$bin" verify "$log" &&
+        says "verify after one flipped byte" "ringwal recover $log --dry-run" &&
+        expect 0 "recover --salvage --dry-run" "$bin" recover "$log" --salvage --dry-run &&
+        [ "$(cat "$log"/*.wal | md5sum)" = "$before" ] &&
+        expect 0 "recover --salvage --apply" "$bin" recover "$log" --salvage --apply &&
+        says "recover --salvage --apply" "applied" &&
+        grep 'records kept' "$work/out" | sed 's/^/  /' &&
+        expect 0 "verify after the salvage" "$bin" verify "$log" &&
+        expect 0 "cat after the salvage" "$bin" cat "$log" &&
+        [ "$(wc -l <"$work/out")" -ge 29990 ] &&
+        echo "  cat reads $(wc -l <"$work/out") of 30000 records" &&
+        expect 0 "append after the salvage" sh -c "echo more | '$bin' append '$log'" &&
+        [ "$(cat "$work/out")" = 30001 ]
+}
+
 case_ "a key that does not fit the log is refused, and verify says so" wrong_key
+case_ "one flipped byte: salvage keeps every record but the damaged ones" salvage_a_flipped_byte
 case_ "checkpoint past the end is refused unless --force" checkpoint_past_the_end
 case_ "restore from a URL with no archive is no damage" restore_from_an_empty_url
 case_ "times with a UTC offset" time_with_an_offset

@@ -1005,7 +1005,7 @@ impl ConfigBuilder {
     /// a [`max_record_bytes`](Self::max_record_bytes), the record limit is
     /// the default, 1 MiB, or the largest below it that a record of every
     /// length up to fits an empty segment of the size chosen (a segment of
-    /// 1 MiB holds records of up to 1,040,296 bytes). Cost: nothing with
+    /// 1 MiB holds records of up to 1,040,288 bytes). Cost: nothing with
     /// the default segment size; otherwise up to about 25 trial placements
     /// of the largest records, no I/O.
     pub fn build(mut self) -> Config {

@@ -188,9 +188,13 @@ pub(crate) fn run(a: ArchiveArgs) -> CmdResult {
 
 fn ls(a: LsArgs) -> CmdResult {
     let Some(l) = archive::list(&a.url, &a.store.options(), a.node)? else {
+        // Nothing there is no damage: a typo in the URL or the node.
         return Err(Failure::new(
-            super::exit::Kind::ArchiveDamaged,
-            format!("{}: no archive of node {}", a.url, a.node),
+            super::exit::Kind::NoArchive,
+            format!(
+                "{}: no archive of node {} there: check the URL and --node",
+                a.url, a.node
+            ),
         ));
     };
     let rfc = |t: SystemTime| humantime::format_rfc3339_millis(t).to_string();

@@ -381,6 +381,12 @@ pub(crate) struct RecoverArgs {
     /// LSN ranges, bytes) is printed before anything is done.
     #[arg(long)]
     pub point_in_time: bool,
+    /// Give up only what is damaged: keep every record whose frame
+    /// verifies, give up exactly the LSNs of the frames damaged (a skip
+    /// frame each run), keep a copy of each segment before it changes.
+    /// For damage in the middle of a log, which a strict open refuses.
+    #[arg(long, conflicts_with = "point_in_time")]
+    pub salvage: bool,
     /// One JSON document: the plan (or what was done), or an error object.
     #[arg(long)]
     pub json: bool,

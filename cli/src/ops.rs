@@ -202,6 +202,8 @@ impl<'a> Changes<'a> {
 fn recover_doc(a: &RecoverArgs, applied: bool, mut fields: Value) -> Value {
     let mode = if a.point_in_time {
         "point-in-time"
+    } else if a.salvage {
+        "salvage"
     } else {
         "strict"
     };
@@ -211,6 +213,108 @@ fn recover_doc(a: &RecoverArgs, applied: bool, mut fields: Value) -> Value {
     fields["dry_run"] = json!(a.dry_run);
     fields["applied"] = json!(applied);
     fields
+}
+
+/// `ringwal recover --salvage`: the plan (`verify::salvage_plan`), each
+/// damaged run with the LSNs it gives up, then with `--apply` the deed
+/// (`verify::salvage`), which keeps a copy of each segment first. A plan
+/// with damage salvage does not mend is printed as problems, status 1,
+/// and nothing is done.
+fn salvage(out: &mut Out, a: &RecoverArgs, cfg: &Config) -> CmdResult {
+    let plan = verify::salvage_plan(&a.dir, cfg)?;
+    if !plan.problems.is_empty() {
+        if a.json {
+            let doc = json!({"node": a.node, "problems": problem_rows(&plan.problems), "would_fail": true});
+            out.json(&recover_doc(a, false, doc))?;
+        } else {
+            for p in &plan.problems {
+                out.line(problem_line(p))?;
+            }
+            out.line(format!(
+                "node {}: salvage does not mend the damage above; nothing was changed",
+                a.node
+            ))?;
+        }
+        return Ok(ExitCode::from(crate::exit::DAMAGED));
+    }
+    let done = if a.apply {
+        verify::salvage(&a.dir, cfg)?
+    } else {
+        plan
+    };
+    if a.json {
+        let runs: Vec<Value> = done
+            .damaged
+            .iter()
+            .map(|d| {
+                json!({
+                    "file": d.file.display().to_string(),
+                    "from": d.from,
+                    "to": d.to,
+                    "given_up": d.given_up.map(|(f, l)| json!([f, l])),
+                    "reason": d.reason,
+                })
+            })
+            .collect();
+        let copies: Vec<Value> = done
+            .copies
+            .iter()
+            .map(|(f, c)| json!({"file": f.display().to_string(), "copy": c.display().to_string()}))
+            .collect();
+        let doc = json!({
+            "node": a.node,
+            "damaged": runs,
+            "copies": copies,
+            "records_kept": done.records_kept,
+            "lsns_given_up": done.lsns_given_up(),
+        });
+        out.json(&recover_doc(a, a.apply, doc))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let (give, keep) = if a.apply {
+        ("gave up", "kept")
+    } else {
+        ("would give up", "would keep")
+    };
+    for d in &done.damaged {
+        out.line(format!(
+            "node {}: damage: {}:{}: {}",
+            a.node,
+            d.file.display(),
+            d.from,
+            d.reason
+        ))?;
+        let lsns = d
+            .given_up
+            .map_or("no LSN".to_string(), |(f, l)| format!("LSNs {f}..={l}"));
+        out.line(format!(
+            "node {}: {give} {lsns} (bytes {}..{} of {}, as a skip): never to be handed out again",
+            a.node,
+            d.from,
+            d.to,
+            d.file.display()
+        ))?;
+    }
+    for (f, c) in &done.copies {
+        out.line(format!(
+            "node {}: {keep} {} as it was, as {}",
+            a.node,
+            f.display(),
+            c.display()
+        ))?;
+    }
+    out.line(format!(
+        "node {}: {} records kept, {} LSNs given up",
+        a.node,
+        done.records_kept,
+        done.lsns_given_up()
+    ))?;
+    out.line(if a.apply {
+        "applied"
+    } else {
+        "nothing was changed"
+    })?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `ringwal recover`: with `--dry-run`, what an open would do (from
@@ -232,6 +336,9 @@ pub(crate) fn recover(a: RecoverArgs, quiet: bool) -> CmdResult {
         .recovery(mode)
         .build();
     let mut out = Out::new();
+    if a.salvage {
+        return salvage(&mut out, &a, &cfg);
+    }
     if a.dry_run || a.point_in_time {
         let plan = {
             let _progress = Progress::start(quiet, format!("planning node {}", a.node));

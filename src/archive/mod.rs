@@ -342,7 +342,7 @@ pub fn restore(
     cfg: &Config,
     to: RestoreTo,
 ) -> Result<Restored> {
-    let store = Store::open(url, opts)?;
+    let store = Store::open_to_read(url, opts, cfg.node())?;
     let dir = dir.as_ref();
     let restored = restore::restore(&store, dir, cfg, to)?;
     if restored.given_up.is_some() {
@@ -385,7 +385,7 @@ pub fn follow(
     interval: Duration,
     stop: &dyn Fn() -> bool,
 ) -> Result<Restored> {
-    let store = Store::open(url, opts)?;
+    let store = Store::open_to_read(url, opts, cfg.node())?;
     let dir = dir.as_ref();
     cfg.vfs
         .create_dir_all(dir, cfg.dir_mode())
@@ -458,7 +458,13 @@ pub struct Object {
 ///
 /// [`Error::Archive`] for a damaged manifest or a store that fails.
 pub fn list(url: &str, opts: &StoreOptions, node: u32) -> Result<Option<Listing>> {
-    let store = Store::open(url, opts)?;
+    let store = match Store::open_to_read(url, opts, node) {
+        Err(Error::Archive {
+            problem: ArchiveProblem::NoArchive,
+            ..
+        }) => return Ok(None),
+        store => store?,
+    };
     let names = Names::new(node);
     let Some(m) = ship::read_manifest(&store, &names)? else {
         return Ok(None);

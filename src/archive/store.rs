@@ -146,6 +146,31 @@ impl Store {
         })
     }
 
+    /// A client for reading the archive of `node` at `url` (restore,
+    /// follow, list): as [`open`](Self::open), except that a `file://`
+    /// directory that does not exist is not made, since nothing will be
+    /// written there: it holds no archive, which is
+    /// [`ArchiveProblem::NoArchive`] naming the node's archive manifest.
+    /// Cost: as `open`, and a `stat(2)` of a local directory.
+    ///
+    /// # Errors
+    ///
+    /// As [`open`](Self::open), and `NoArchive` as above.
+    pub(crate) fn open_to_read(url: &str, opts: &StoreOptions, node: u32) -> Result<Store> {
+        if let Some(path) = url.strip_prefix("file://")
+            && path.starts_with('/')
+            && !std::path::Path::new(path).exists()
+        {
+            let manifest = Names::new(node).manifest();
+            return Err(Error::Archive {
+                object: format!("{}/{manifest}", url.trim_end_matches('/')),
+                problem: ArchiveProblem::NoArchive,
+                source: None,
+            });
+        }
+        Store::open(url, opts)
+    }
+
     /// The same store, giving the directories and objects it makes in a
     /// `file://` store the permission bits `file_mode` and `dir_mode` (a
     /// log's, `Config::file_mode` and `Config::dir_mode`) instead of the

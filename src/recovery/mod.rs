@@ -73,6 +73,7 @@ mod apply;
 mod decision;
 mod plan;
 mod prefetch;
+mod salvage;
 pub mod verify;
 
 use std::path::PathBuf;

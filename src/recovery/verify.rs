@@ -26,6 +26,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use super::salvage::{salvage, salvage_plan, Damaged, SalvagePlan};
 use crate::at_rest::crypt::KeyProblem;
 use crate::at_rest::format::{self, Codec, SegmentHeader};
 use crate::at_rest::payload;
@@ -724,7 +725,10 @@ pub fn checkpoint_plan(dir: &Path, cfg: &Config, up_to: Lsn) -> Result<Checkpoin
 /// it. No lock file (no writer ever opened the log), or one this process
 /// may not open, is no writer. Opened read-only: `flock` needs no more.
 /// Cost: an `open` and a `flock`.
-fn hold_writer_lock(cfg: &Config, log: &LogDir) -> Result<Option<ringwal_platform::VFile>> {
+pub(crate) fn hold_writer_lock(
+    cfg: &Config,
+    log: &LogDir,
+) -> Result<Option<ringwal_platform::VFile>> {
     let path = log.lock();
     let file = match cfg.vfs.open(&path, ringwal_platform::OpenHow::default()) {
         Ok(f) => f,

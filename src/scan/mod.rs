@@ -759,6 +759,45 @@ impl Walker {
         Ok(out)
     }
 
+    /// The first record past `at` that a walk can start from: a valid
+    /// frame at an 8-aligned offset after `at` (the frames a damaged one
+    /// is followed by in its write count: every offset is tried, and runs
+    /// of zeros are skipped whole) that carries a record standing alone
+    /// (not inside an atomic batch, whose start would be missing) with an
+    /// LSN of at least `min`, and that `fits` accepts (given its offset).
+    /// Returns its LSN and offset; `None` if no such record is left in
+    /// the segment. For salvage, which gives up what lies between. Cost:
+    /// a read of the rest of the segment at most; a decode at each
+    /// non-zero word until one is found.
+    pub fn record_after(
+        &mut self,
+        at: u64,
+        min: Lsn,
+        fits: impl Fn(u64) -> bool,
+    ) -> Result<Option<(Lsn, u64)>> {
+        let align = format::FRAME_ALIGN as u64;
+        let end = self.scan.end();
+        let mut off = (at + 1).next_multiple_of(align);
+        while off < end {
+            match self.scan.frame_at(off)? {
+                Decoded::Frame(f) => {
+                    let alone = Batching::from_flags(f.flags) == Some(Batching::Alone);
+                    let record = !matches!(f.kind, Kind::Padding | Kind::Vouch | Kind::Skip);
+                    if record && alone && f.lsn >= min && f.lsn <= format::MAX_LSN && fits(off) {
+                        return Ok(Some((f.lsn, off)));
+                    }
+                    off += align;
+                }
+                Decoded::Zero => match self.scan.first_nonzero(off, end)? {
+                    Some(nz) => off = (nz - nz % align).max(off + align),
+                    None => break,
+                },
+                Decoded::Invalid(_) => off += align,
+            }
+        }
+        Ok(None)
+    }
+
     /// Start the walk at the index point `p` instead of the segment's
     /// first frame, if a record carrying `p.lsn` starts there; otherwise
     /// (a point of another life of this file name) the walk stays at the

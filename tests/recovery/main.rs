@@ -12,4 +12,5 @@ mod given_up;
 mod large_writes;
 mod recovery;
 mod recycle;
+mod salvage;
 mod sim;

@@ -953,11 +953,13 @@ fn bad_archives_and_targets_are_refused_by_name() {
     // An empty prefix: nothing to list, said with the URL.
     let empty = file_url(&root.path().join("nothing"));
     let out = run(None, &["archive", "ls", &empty]);
-    assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(status_of("no-archive")), "{out:?}");
     assert!(stderr(&out).contains(&empty), "{}", stderr(&out));
     // A URL with no archive (a typo) is no damage: said as such, status 2.
     let err = restore_refused(None, &empty, &root.path().join("t4"), "no-archive", &empty);
     assert!(err.contains("no archive of this node there"), "{err}");
+    // Reading an archive makes nothing at its URL.
+    assert!(!root.path().join("nothing").exists());
     // The archive as it was restores whole again.
     restore_checked(None, &url, &root.path().join("t3"));
 
