@@ -411,15 +411,21 @@ fn next_step(kind: Kind, path: &Path) -> Option<String> {
         None if path.is_dir() => (path, 1),
         None => return None,
     };
+    Some(recover_hint(dir, node))
+}
+
+/// The next step after damage in `dir`'s log of `node`, as every damage
+/// message ends: the dry run of the recovery that would repair it.
+pub(crate) fn recover_hint(dir: &Path, node: u32) -> String {
     let node = if node == 1 {
         String::new()
     } else {
         format!(" --node {node}")
     };
-    Some(format!(
+    format!(
         "to see what recovery would do, run: ringwal recover {} --dry-run{node}",
         dir.display()
-    ))
+    )
 }
 
 impl From<ringwal::Error> for Failure {

@@ -392,15 +392,7 @@ pub(crate) fn verify(a: VerifyArgs, quiet: bool) -> CmdResult {
             let next = if only_keys {
                 "give the log's own key".to_string()
             } else {
-                let flag = if node == 1 {
-                    String::new()
-                } else {
-                    format!(" --node {node}")
-                };
-                format!(
-                    "to see what recovery would do, run: ringwal recover {} --dry-run{flag}",
-                    a.dir.display()
-                )
+                crate::exit::recover_hint(&a.dir, node)
             };
             eprintln!(
                 "ringwal: node {node}: {n} problem{} found; a strict open would fail; {next}",

@@ -25,7 +25,6 @@ use crate::config::Config;
 use crate::error::{Error, Lsn, Result};
 use crate::scan::{self, Position, Verdict};
 use crate::segment::index::Point;
-use crate::segment::manifest;
 use crate::segment::set::{LogDir, SegmentFile};
 
 /// One damaged run a salvage rewrites.
@@ -45,6 +44,11 @@ pub struct Damaged {
     pub given_up: Option<(Lsn, Lsn)>,
     /// The damage, as `verify` names it.
     pub reason: String,
+    /// The segment's salt, which the skip and padding are written under.
+    salt: u64,
+    /// Whether padding fills the run up to a record kept (else zeros run
+    /// to the end of an older segment).
+    padded: bool,
 }
 
 /// What a salvage of a log does (or did): from [`salvage_plan`] or
@@ -100,12 +104,9 @@ pub fn salvage(dir: &Path, cfg: &Config) -> Result<SalvagePlan> {
     let log = LogDir::new(dir, cfg.node());
     let files = log.list_log(&*cfg.vfs, false)?.segments;
     let _lock = super::verify::hold_writer_lock(cfg, &log)?;
-    let plan = plan(cfg, &log, &files)?;
-    if let Some(p) = plan.problems.first() {
-        return Err(Error::InvalidConfig(format!(
-            "{}: salvage refused, nothing changed: {p}",
-            dir.display()
-        )));
+    let mut plan = plan(cfg, &log, &files)?;
+    if !plan.problems.is_empty() {
+        return Err(plan.problems.swap_remove(0));
     }
     let vfs = &*cfg.vfs;
     for (file, copy) in &plan.copies {
@@ -123,9 +124,7 @@ pub fn salvage(dir: &Path, cfg: &Config) -> Result<SalvagePlan> {
 /// The salvage of `files`, the log's segments in LSN order.
 fn plan(cfg: &Config, log: &LogDir, files: &[SegmentFile]) -> Result<SalvagePlan> {
     let vfs = &*cfg.vfs;
-    let log_id = manifest::read(vfs, log).ok().flatten().map(|m| m.log_id);
-    let mut files = files.to_vec();
-    scan::pop_never_written(vfs, &mut files, log.node(), log_id)?;
+    let (log_id, files) = super::verify::written_segments(cfg, log, files)?;
     let mut out = SalvagePlan::default();
     debug_assert!(
         files.windows(2).all(|w| w[0].base < w[1].base),
@@ -181,18 +180,20 @@ fn plan_segment(
             Error::Corrupt { reason, .. } => reason.to_string(),
             e => e.to_string(),
         };
-        let run = |to: u64, given_up: Option<(Lsn, Lsn)>| Damaged {
+        let salt = w.header().salt;
+        let run = |to: u64, given_up: Option<(Lsn, Lsn)>, padded: bool| Damaged {
             file: f.path.clone(),
             from,
             to,
             given_up,
             reason: reason.clone(),
+            salt,
+            padded,
         };
-        let fits = |to: u64| fill(&run(to, Some((due, due)))).is_some();
-        match w.record_after(end.at, due, fits)? {
+        match w.record_after(end.at, due, |to| fits(to - from, true))? {
             Some((lsn, to)) => {
-                let d = run(to, (lsn > due).then(|| (due, lsn - 1)));
-                if fill(&d).is_none() {
+                let d = run(to, (lsn > due).then(|| (due, lsn - 1)), true);
+                if !fits(to - from, d.given_up.is_some()) {
                     out.problems.push(damage);
                     return Ok(());
                 }
@@ -206,8 +207,8 @@ fn plan_segment(
             }
             None => match next_base {
                 Some(next) => {
-                    let d = run(w.end(), (next > due).then(|| (due, next - 1)));
-                    if fill(&d).is_none() {
+                    let d = run(w.end(), (next > due).then(|| (due, next - 1)), false);
+                    if !fits(d.to - from, d.given_up.is_some()) {
                         out.problems.push(damage);
                     } else {
                         out.damaged.push(d);
@@ -225,63 +226,38 @@ fn plan_segment(
     }
 }
 
-/// The bytes a damaged run is rewritten with: a skip frame for the LSNs
-/// given up, then padding up to the next record kept, or zeros to the end
-/// of an older segment. `None` when the run cannot be filled so: a
+/// Whether a damaged run of `len` bytes can be rewritten: a skip frame
+/// (with `skip`) and then nothing or a frame of at least a header. A
 /// leftover of 8 or 16 bytes, which no frame fills, or a run too short
-/// for the skip.
-fn fill(d: &Damaged) -> Option<Vec<u8>> {
-    let len = usize::try_from(d.to - d.from).ok()?;
-    let skip = if d.given_up.is_some() {
-        format::frame_len(8)
-    } else {
-        0
-    };
-    let rest = len.checked_sub(skip)?;
-    if rest != 0 && rest < format::FRAME_HEADER {
-        return None;
-    }
-    Some(vec![0u8; len])
+/// for the skip, cannot.
+fn fits(len: u64, skip: bool) -> bool {
+    let skip = if skip { format::frame_len(8) as u64 } else { 0 };
+    len.checked_sub(skip)
+        .is_some_and(|rest| rest == 0 || rest >= format::FRAME_HEADER as u64)
 }
 
-/// Write `d`'s run: the skip and padding (a run before a write kept) or
-/// the skip and zeros (a run to an older segment's end), durably.
-/// The padding's end is a frame start, not always a block boundary.
+/// Write `d`'s run, durably: a skip frame for the LSNs given up, then
+/// padding up to the record kept after it (whose offset need not be a
+/// block boundary), or zeros to the end of an older segment.
 fn rewrite(vfs: &dyn Vfs, d: &Damaged) -> Result<()> {
+    debug_assert!(fits(d.to - d.from, d.given_up.is_some()), "{d:?}");
     let io = |e| Error::io(&d.file, e);
+    // A run lies within one segment, whose size is a `usize` here.
+    let mut bytes = vec![0u8; (d.to - d.from) as usize];
+    let len = bytes.len();
+    let mut at = 0;
+    if let Some((first, last)) = d.given_up {
+        format::encode_skip(&mut bytes, d.salt, first, last - first + 1);
+        at = format::frame_len(8);
+    }
+    if d.padded && at < len {
+        format::encode_padding(&mut bytes[at..], d.salt, len - at);
+    }
     let how = OpenHow {
         write: true,
         ..OpenHow::default()
     };
     let file = vfs.open(&d.file, how).map_err(io)?;
-    let mut head = [0u8; format::BLOCK];
-    file.read_at(&mut head, 0).map_err(io)?;
-    let header = format::SegmentHeader::decode(&head)
-        .or_else(|_| {
-            let mut copy = [0u8; format::BLOCK];
-            file.read_at(&mut copy, format::BLOCK as u64)?;
-            format::SegmentHeader::decode(&copy)
-                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()))
-        })
-        .map_err(io)?;
-    let mut bytes = fill(d).ok_or_else(|| {
-        Error::InvalidConfig(format!(
-            "{}:{}: a salvage run no frame fills",
-            d.file.display(),
-            d.from
-        ))
-    })?;
-    let mut at = 0;
-    if let Some((first, last)) = d.given_up {
-        format::encode_skip(&mut bytes, header.salt, first, last - first + 1);
-        at = format::frame_len(8);
-    }
-    let rest = bytes.len() - at;
-    let to_next_record = d.to < header.segment_bytes;
-    if rest > 0 && to_next_record {
-        format::encode_padding(&mut bytes[at..], header.salt, rest);
-    }
-    // Zeros otherwise: the end of an older segment's data.
     file.write_at(&bytes, d.from, false)
         .and_then(|()| file.sync_data())
         .map_err(io)
